@@ -1,0 +1,195 @@
+//! The audit trail: one JSON line per gated call, never dropped, never raw arguments.
+//!
+//! Records go through a bounded queue to one writer task. A full queue makes
+//! the caller wait (back-pressure, not loss). When the sink fails the writer
+//! stops, every later [`AuditLog::record`] returns an error, and the caller
+//! fails the call closed.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::AuditPath;
+use crate::error::Error;
+
+const QUEUE: usize = 4096;
+
+enum Msg {
+    Line(Vec<u8>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// A handle to the audit writer; cheap to clone.
+#[derive(Clone)]
+pub struct AuditLog {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl AuditLog {
+    /// Opens the sink and starts the writer task.
+    pub async fn start(path: &AuditPath) -> Result<AuditLog, Error> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        match path {
+            AuditPath::Stdout => {
+                tokio::spawn(write_loop(rx, tokio::io::stdout(), "stdout".into()));
+            }
+            AuditPath::File(p) => {
+                let f = open(p).await?;
+                tokio::spawn(write_loop(rx, f, p.display().to_string()));
+            }
+        }
+        Ok(AuditLog { tx })
+    }
+
+    /// Queues one record (a JSON object); waits while the queue is full.
+    pub async fn record(&self, record: &serde_json::Value) -> Result<(), Error> {
+        let mut line = serde_json::to_vec(record).map_err(|_| Error::AuditUnavailable)?;
+        line.push(b'\n');
+        self.tx
+            .send(Msg::Line(line))
+            .await
+            .map_err(|_| Error::AuditUnavailable)
+    }
+
+    /// Waits until everything queued so far is written and flushed.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Msg::Flush(tx))
+            .await
+            .map_err(|_| Error::AuditUnavailable)?;
+        rx.await.map_err(|_| Error::AuditUnavailable)
+    }
+}
+
+async fn open(p: &PathBuf) -> Result<tokio::fs::File, Error> {
+    tokio::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .await
+        .map_err(|e| Error::io(format!("cannot open audit file {}", p.display()), e))
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Msg>, mut w: W, name: String) {
+    while let Some(first) = rx.recv().await {
+        let mut waiters = Vec::new();
+        let mut next = Some(first);
+        while let Some(msg) = next.take() {
+            match msg {
+                Msg::Line(l) => {
+                    if let Err(e) = w.write_all(&l).await {
+                        tracing::error!(sink = %name, error = %e, "audit sink failed; gated calls now fail closed");
+                        return;
+                    }
+                }
+                Msg::Flush(tx) => waiters.push(tx),
+            }
+            next = rx.try_recv().ok();
+        }
+        if let Err(e) = w.flush().await {
+            tracing::error!(sink = %name, error = %e, "audit sink failed; gated calls now fail closed");
+            return;
+        }
+        for tx in waiters {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// Hex SHA-256 of `data`.
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex(&Sha256::digest(data))
+}
+
+/// The current UTC time as RFC 3339 with milliseconds.
+pub fn now_rfc3339() -> String {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    rfc3339(d.as_secs() as i64, d.subsec_millis())
+}
+
+fn rfc3339(secs: i64, millis: u32) -> String {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_known_instants() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400, 5), "2000-02-29T00:00:00.005Z");
+        assert_eq!(rfc3339(1_795_321_845, 123), "2026-11-22T04:30:45.123Z");
+    }
+
+    #[test]
+    fn hex_and_sha256() {
+        assert_eq!(hex(&[0, 15, 255]), "000fff");
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[tokio::test]
+    async fn records_reach_the_file_in_order_and_flush_waits() {
+        let p = std::env::temp_dir().join(format!("tg-audit-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let log = AuditLog::start(&AuditPath::File(p.clone())).await.unwrap();
+        for i in 0..100 {
+            log.record(&serde_json::json!({ "n": i })).await.unwrap();
+        }
+        log.flush().await.unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let ns: Vec<i64> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["n"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ns, (0..100).collect::<Vec<_>>());
+        std::fs::remove_file(&p).unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_unopenable_sink_is_an_error() {
+        let r = AuditLog::start(&AuditPath::File("/nonexistent-dir/x/audit.jsonl".into())).await;
+        assert!(r.is_err());
+    }
+}

@@ -1,0 +1,184 @@
+//! The body adapter: drives the sans-IO [`StreamRewriter`] over the upstream body.
+//!
+//! A task reads upstream frames, feeds the rewriter, sends what the agent may
+//! see into a small channel, and awaits the gates (sending `: keepalive`
+//! comments meanwhile). The agent's response body is the channel's receiver.
+//! When the agent goes away the channel closes, the task ends and the upstream
+//! body is dropped, which cancels the upstream request.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::encoding::ContentDecoder;
+use crate::error::Error;
+use crate::release;
+use crate::request::Context;
+use crate::state::State;
+use crate::wire::stream::{Step, StreamRewriter};
+use crate::wire::KEEPALIVE;
+
+/// A response body fed by the gating task.
+pub struct ChannelBody {
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+enum Stop {
+    ClientGone,
+    Fault(Error),
+}
+
+struct Driver {
+    state: Arc<State>,
+    ctx: Arc<Context>,
+    rw: StreamRewriter,
+    out: BytesMut,
+    tx: mpsc::Sender<Bytes>,
+}
+
+/// Starts gating `body` and returns the agent's response body.
+pub fn gated_stream(
+    state: Arc<State>,
+    ctx: Arc<Context>,
+    body: Incoming,
+    decoder: ContentDecoder,
+    deadline: Instant,
+) -> ChannelBody {
+    let (tx, rx) = mpsc::channel(32);
+    let rw = StreamRewriter::new(&state.stream_options());
+    let mut d = Driver {
+        state,
+        ctx,
+        rw,
+        out: BytesMut::with_capacity(16 * 1024),
+        tx,
+    };
+    tokio::spawn(async move { d.run(body, decoder, deadline).await });
+    ChannelBody { rx }
+}
+
+impl Driver {
+    async fn run(&mut self, body: Incoming, decoder: ContentDecoder, deadline: Instant) {
+        let result = self.pump(body, decoder, deadline).await;
+        let late = self.rw.late_deltas();
+        if late > 0 {
+            self.state.metrics.late_tool_deltas.fetch_add(late, Relaxed);
+            tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");
+        }
+        if let Err(Stop::Fault(err)) = result {
+            tracing::warn!(request_id = %self.ctx.request_id, error = %err, "stream ended with an error event");
+            self.state.metrics.stream_faults.fetch_add(1, Relaxed);
+            let dropped = self
+                .rw
+                .fail(&err, self.state.passthrough_errors(), &mut self.out);
+            release::dropped(&self.state, &self.ctx, &dropped, "stream_fault").await;
+            let _ = self.flush().await;
+        }
+    }
+
+    async fn pump(
+        &mut self,
+        mut body: Incoming,
+        mut dec: ContentDecoder,
+        deadline: Instant,
+    ) -> Result<(), Stop> {
+        loop {
+            let frame = tokio::select! {
+                biased;
+                _ = self.tx.closed() => return Err(Stop::ClientGone),
+                f = tokio::time::timeout_at(deadline, body.frame()) => f,
+            };
+            match frame {
+                Err(_) => return Err(Stop::Fault(Error::UpstreamTimeout)),
+                Ok(Some(Err(_))) => {
+                    return Err(Stop::Fault(Error::UpstreamUnreadable(
+                        "upstream connection failed mid-stream",
+                    )))
+                }
+                Ok(Some(Ok(f))) => {
+                    if let Ok(data) = f.into_data() {
+                        let bytes = dec.decode(&data).map_err(Stop::Fault)?;
+                        self.rw.push(&bytes);
+                        self.steps().await?;
+                    }
+                }
+                Ok(None) => {
+                    let rest = dec.finish().map_err(Stop::Fault)?;
+                    self.rw.push(&rest);
+                    self.steps().await?;
+                    loop {
+                        match self.rw.end(&mut self.out).map_err(Stop::Fault)? {
+                            Step::NeedMore => break,
+                            Step::Gate => self.gate().await?,
+                        }
+                    }
+                    return self.flush().await;
+                }
+            }
+        }
+    }
+
+    async fn steps(&mut self) -> Result<(), Stop> {
+        loop {
+            match self.rw.process(&mut self.out).map_err(Stop::Fault)? {
+                Step::NeedMore => return self.flush().await,
+                Step::Gate => self.gate().await?,
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), Stop> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let b = self.out.split().freeze();
+        self.tx.send(b).await.map_err(|_| Stop::ClientGone)
+    }
+
+    /// Text already received goes out first; then the held calls are gated
+    /// with keep-alives while the gates work.
+    async fn gate(&mut self) -> Result<(), Stop> {
+        self.flush().await?;
+        let since = self.rw.last_call_delta();
+        let every = self.state.config.stream.keepalive;
+        let allowed = {
+            let decide = release::decide(&self.state, &self.ctx, self.rw.pending_calls());
+            tokio::pin!(decide);
+            let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+            loop {
+                tokio::select! {
+                    a = &mut decide => break a,
+                    _ = tick.tick() => {
+                        self.tx.send(KEEPALIVE).await.map_err(|_| Stop::ClientGone)?;
+                    }
+                }
+            }
+        };
+        self.rw.resolve(&allowed, &mut self.out);
+        if let Some(t) = since {
+            self.state.metrics.release_latency.observe(t.elapsed());
+        }
+        self.flush().await
+    }
+}

@@ -1,0 +1,488 @@
+//! `toolgate.toml`: raw TOML (unknown keys rejected) → a validated [`Config`].
+//!
+//! Two phases, as in the STYLE guide: [`RawConfig`] mirrors the file with
+//! `deny_unknown_fields`; [`Config::from_toml`] checks every value and reports
+//! `file:line: message` diagnostics. With no file, [`Config::embedded`] is the
+//! same as an empty file: every key has a default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Diagnostic, Error};
+
+/// Where the default config lives when `--config` is not given.
+pub const EMBEDDED: &str = "<embedded>";
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: String,
+    pub listen: Listen,
+    pub upstream: Upstream,
+    pub policy: Policy,
+    pub audit: Audit,
+    pub rewrite: Rewrite,
+    pub limits: Limits,
+    pub stream: Stream,
+}
+
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub drain: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// Strip the agent's credentials and inject the upstream key.
+    Inject,
+    /// Forward the agent's `Authorization` header as it is.
+    Passthrough,
+}
+
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Scheme and authority, e.g. `https://openrouter.ai`.
+    pub origin: http::uri::Uri,
+    /// The path the request path (after `/v1`) is appended to, e.g. `/api/v1`.
+    pub path_prefix: String,
+    pub api_key_env: Vec<String>,
+    pub auth: AuthMode,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Directory of `*.toml` policy files; `None` = the embedded default policy.
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditPath {
+    Stdout,
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct Audit {
+    pub path: AuditPath,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorMode {
+    /// Upstream errors become generic OpenAI-style errors.
+    Generic,
+    /// Upstream error bodies reach the agent as they are.
+    Passthrough,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    pub neutral_message: String,
+    pub errors: ErrorMode,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_request_bytes: usize,
+    pub max_response_bytes: usize,
+    pub max_tool_args_bytes: usize,
+    pub max_held_args_bytes: usize,
+    pub max_event_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Stream {
+    pub keepalive: Duration,
+}
+
+// ---- raw TOML ----
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawConfig {
+    listen: RawListen,
+    upstream: RawUpstream,
+    policy: RawPolicy,
+    audit: RawAudit,
+    rewrite: RawRewrite,
+    limits: RawLimits,
+    stream: RawStream,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawListen {
+    addr: Spanned<String>,
+    admin: Spanned<String>,
+    drain_secs: u64,
+}
+
+impl Default for RawListen {
+    fn default() -> Self {
+        RawListen {
+            addr: Spanned::new(0..0, "127.0.0.1:8080".into()),
+            admin: Spanned::new(0..0, "127.0.0.1:9090".into()),
+            drain_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawUpstream {
+    base_url: Spanned<String>,
+    api_key_env: OneOrMany,
+    auth: AuthMode,
+    timeout_secs: u64,
+    connect_timeout_secs: u64,
+    ca_file: Option<String>,
+}
+
+impl Default for RawUpstream {
+    fn default() -> Self {
+        RawUpstream {
+            base_url: Spanned::new(0..0, "https://openrouter.ai/api/v1".into()),
+            api_key_env: OneOrMany::Many(vec![
+                "OPENROUTER_API_KEY".into(),
+                "OPENAI_API_KEY".into(),
+            ]),
+            auth: AuthMode::Inject,
+            timeout_secs: 600,
+            connect_timeout_secs: 10,
+            ca_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawPolicy {
+    dir: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawAudit {
+    path: String,
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        RawAudit { path: "-".into() }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawRewrite {
+    neutral_message: Spanned<String>,
+    errors: ErrorMode,
+}
+
+impl Default for RawRewrite {
+    fn default() -> Self {
+        RawRewrite {
+            neutral_message: Spanned::new(0..0, "I wasn't able to complete that action.".into()),
+            errors: ErrorMode::Generic,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawLimits {
+    max_request_bytes: usize,
+    max_response_bytes: usize,
+    max_tool_args_bytes: usize,
+    max_held_args_bytes: usize,
+    max_event_bytes: usize,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits {
+            max_request_bytes: 16 << 20,
+            max_response_bytes: 64 << 20,
+            max_tool_args_bytes: 1 << 20,
+            max_held_args_bytes: 8 << 20,
+            max_event_bytes: 16 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawStream {
+    keepalive_ms: u64,
+}
+
+impl Default for RawStream {
+    fn default() -> Self {
+        RawStream { keepalive_ms: 5000 }
+    }
+}
+
+/// 1-based line of a byte offset in `src`.
+pub fn line_of(src: &str, offset: usize) -> usize {
+    let end = offset.min(src.len());
+    src.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Turns a TOML parse error into a `file:line: message` diagnostic.
+pub fn toml_diagnostic(file: &str, src: &str, err: &toml::de::Error) -> Diagnostic {
+    let line = err.span().map(|s| line_of(src, s.start)).unwrap_or(1);
+    Diagnostic {
+        file: file.to_string(),
+        line,
+        message: err.message().trim().to_string(),
+    }
+}
+
+impl Config {
+    /// The configuration used when no file is given.
+    pub fn embedded() -> Result<Config, Error> {
+        Config::from_toml("", EMBEDDED, Path::new("."))
+    }
+
+    /// Reads and validates a config file; relative paths in it are relative to its folder.
+    pub fn load(path: &Path) -> Result<Config, Error> {
+        let src = std::fs::read_to_string(path).map_err(|e| {
+            Error::config(path.display().to_string(), 1, format!("cannot read: {e}"))
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::from_toml(&src, &path.display().to_string(), base)
+    }
+
+    /// Parses and validates config text. `file` names it in diagnostics.
+    pub fn from_toml(src: &str, file: &str, base: &Path) -> Result<Config, Error> {
+        let raw: RawConfig =
+            toml::from_str(src).map_err(|e| Error::Config(vec![toml_diagnostic(file, src, &e)]))?;
+        let mut diags = Vec::new();
+        let mut bad = |span: std::ops::Range<usize>, message: String| {
+            diags.push(Diagnostic {
+                file: file.to_string(),
+                line: line_of(src, span.start),
+                message,
+            });
+        };
+        let addr = parse_addr(&raw.listen.addr, "listen.addr", &mut bad);
+        let admin = parse_addr(&raw.listen.admin, "listen.admin", &mut bad);
+        let (origin, path_prefix) = match parse_base_url(raw.upstream.base_url.get_ref()) {
+            Ok(v) => v,
+            Err(m) => {
+                bad(raw.upstream.base_url.span(), m);
+                (http::uri::Uri::from_static("http://invalid"), String::new())
+            }
+        };
+        if raw.rewrite.neutral_message.get_ref().trim().is_empty() {
+            bad(
+                raw.rewrite.neutral_message.span(),
+                "rewrite.neutral_message must not be empty".into(),
+            );
+        }
+        let l = &raw.limits;
+        for (name, v) in [
+            ("max_request_bytes", l.max_request_bytes),
+            ("max_response_bytes", l.max_response_bytes),
+            ("max_tool_args_bytes", l.max_tool_args_bytes),
+            ("max_held_args_bytes", l.max_held_args_bytes),
+            ("max_event_bytes", l.max_event_bytes),
+        ] {
+            if v == 0 {
+                bad(0..0, format!("limits.{name} must be greater than 0"));
+            }
+        }
+        if raw.upstream.timeout_secs == 0 || raw.upstream.connect_timeout_secs == 0 {
+            bad(0..0, "upstream timeouts must be greater than 0".into());
+        }
+        if raw.stream.keepalive_ms == 0 {
+            bad(0..0, "stream.keepalive_ms must be greater than 0".into());
+        }
+        let api_key_env = match raw.upstream.api_key_env {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        };
+        if !diags.is_empty() {
+            return Err(Error::Config(diags));
+        }
+        let resolve = |p: &str| -> PathBuf {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        Ok(Config {
+            source: file.to_string(),
+            listen: Listen {
+                addr,
+                admin,
+                drain: Duration::from_secs(raw.listen.drain_secs),
+            },
+            upstream: Upstream {
+                origin,
+                path_prefix,
+                api_key_env,
+                auth: raw.upstream.auth,
+                timeout: Duration::from_secs(raw.upstream.timeout_secs),
+                connect_timeout: Duration::from_secs(raw.upstream.connect_timeout_secs),
+                ca_file: raw.upstream.ca_file.as_deref().map(resolve),
+            },
+            policy: Policy {
+                dir: raw.policy.dir.as_deref().map(resolve),
+            },
+            audit: Audit {
+                path: match raw.audit.path.as_str() {
+                    "-" => AuditPath::Stdout,
+                    p => AuditPath::File(resolve(p)),
+                },
+            },
+            rewrite: Rewrite {
+                neutral_message: raw.rewrite.neutral_message.into_inner(),
+                errors: raw.rewrite.errors,
+            },
+            limits: Limits {
+                max_request_bytes: l.max_request_bytes,
+                max_response_bytes: l.max_response_bytes,
+                max_tool_args_bytes: l.max_tool_args_bytes,
+                max_held_args_bytes: l.max_held_args_bytes,
+                max_event_bytes: l.max_event_bytes,
+            },
+            stream: Stream {
+                keepalive: Duration::from_millis(raw.stream.keepalive_ms),
+            },
+        })
+    }
+}
+
+fn parse_addr(
+    v: &Spanned<String>,
+    key: &str,
+    bad: &mut impl FnMut(std::ops::Range<usize>, String),
+) -> SocketAddr {
+    match v.get_ref().parse::<SocketAddr>() {
+        Ok(a) => a,
+        Err(_) => {
+            bad(
+                v.span(),
+                format!("{key}: `{}` is not an IP:port address", v.get_ref()),
+            );
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        }
+    }
+}
+
+/// Splits `https://host/api/v1` into the origin and the path prefix `/api/v1`.
+fn parse_base_url(s: &str) -> Result<(http::uri::Uri, String), String> {
+    let uri: http::uri::Uri = s
+        .parse()
+        .map_err(|e| format!("upstream.base_url `{s}`: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => {
+            return Err(format!(
+                "upstream.base_url `{s}` must start with http:// or https://"
+            ))
+        }
+    }
+    let authority = uri
+        .authority()
+        .ok_or_else(|| format!("upstream.base_url `{s}` has no host"))?;
+    if uri.query().is_some() {
+        return Err(format!("upstream.base_url `{s}` must not have a query"));
+    }
+    let origin = http::uri::Uri::builder()
+        .scheme(uri.scheme_str().unwrap_or("https"))
+        .authority(authority.as_str())
+        .path_and_query("/")
+        .build()
+        .map_err(|e| format!("upstream.base_url `{s}`: {e}"))?;
+    let prefix = uri.path().trim_end_matches('/').to_string();
+    Ok((origin, prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_has_the_documented_defaults() {
+        let c = Config::embedded().unwrap();
+        assert_eq!(c.listen.addr.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.listen.admin.to_string(), "127.0.0.1:9090");
+        assert_eq!(c.upstream.origin.to_string(), "https://openrouter.ai/");
+        assert_eq!(c.upstream.path_prefix, "/api/v1");
+        assert_eq!(
+            c.upstream.api_key_env,
+            ["OPENROUTER_API_KEY", "OPENAI_API_KEY"]
+        );
+        assert_eq!(c.limits.max_request_bytes, 16 << 20);
+        assert_eq!(c.audit.path, AuditPath::Stdout);
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_with_its_line() {
+        let err = Config::from_toml(
+            "[listen]\naddr = \"127.0.0.1:1\"\nbogus = 1\n",
+            "t.toml",
+            Path::new("."),
+        )
+        .unwrap_err();
+        let Error::Config(d) = err else {
+            panic!("not a config error")
+        };
+        assert_eq!(d[0].file, "t.toml");
+        assert_eq!(d[0].line, 3);
+        assert!(d[0].message.contains("bogus"), "{}", d[0].message);
+    }
+
+    #[test]
+    fn bad_values_are_reported_with_lines() {
+        let src = "[listen]\naddr = \"nope\"\n[upstream]\nbase_url = \"ftp://x\"\n";
+        let Error::Config(d) = Config::from_toml(src, "t.toml", Path::new(".")).unwrap_err() else {
+            panic!("not a config error")
+        };
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].line, d[1].line), (2, 4));
+    }
+
+    #[test]
+    fn api_key_env_takes_one_name_or_a_list() {
+        let c =
+            Config::from_toml("[upstream]\napi_key_env = \"K\"\n", "t", Path::new(".")).unwrap();
+        assert_eq!(c.upstream.api_key_env, ["K"]);
+    }
+
+    #[test]
+    fn relative_paths_are_relative_to_the_config_file() {
+        let c = Config::from_toml(
+            "[policy]\ndir = \"p\"\n[audit]\npath = \"a.jsonl\"\n",
+            "t",
+            Path::new("/etc/tg"),
+        )
+        .unwrap();
+        assert_eq!(c.policy.dir.as_deref(), Some(Path::new("/etc/tg/p")));
+        assert_eq!(c.audit.path, AuditPath::File("/etc/tg/a.jsonl".into()));
+    }
+}

@@ -1,0 +1,252 @@
+//! The one error enum, and the single place where errors become HTTP responses.
+//!
+//! Each variant knows which side failed ([`Side`]) and which status it maps to.
+//! Messages shown to the agent are generic: they never name toolgate, a gate, a
+//! rule, a tool, an upstream key or an upstream's own error text (unless the
+//! operator set `errors = "passthrough"`).
+
+use std::fmt;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+
+/// One `file:line: message` finding from loading config or policy files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+    }
+}
+
+/// Which side of the proxy a failure belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The agent sent something we cannot accept.
+    Client,
+    /// The provider failed or sent something we cannot read.
+    Upstream,
+    /// toolgate itself (config, audit sink, I/O).
+    Proxy,
+}
+
+#[derive(Debug)]
+pub enum Error {
+    /// Config or policy files are invalid; one entry per finding.
+    Config(Vec<Diagnostic>),
+    /// An I/O failure with what we were doing at the time.
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    /// The agent's request is malformed; the message is about the agent's own input.
+    BadRequest(String),
+    /// The request body is larger than `[limits] max_request_bytes`.
+    PayloadTooLarge { limit: usize },
+    /// The endpoint can return tool calls in a format toolgate does not gate.
+    UnsupportedEndpoint,
+    /// The method is not allowed on a gated endpoint.
+    MethodNotAllowed,
+    /// The upstream could not be reached.
+    UpstreamConnect(String),
+    /// The upstream did not answer within `[upstream] timeout_secs`.
+    UpstreamTimeout,
+    /// The upstream answered with an error status.
+    UpstreamStatus {
+        status: StatusCode,
+        retry_after: Option<HeaderValue>,
+        body: Bytes,
+    },
+    /// The upstream answered with a body toolgate could not read or parse.
+    UpstreamUnreadable(&'static str),
+    /// The upstream sent an error object inside its response (mid-stream or in a
+    /// 200 body); the bytes are the upstream's data, shown only in passthrough mode.
+    UpstreamEvent(Bytes),
+    /// The audit sink is gone; gated calls fail closed.
+    AuditUnavailable,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config(diags) => {
+                for (i, d) in diags.iter().enumerate() {
+                    if i > 0 {
+                        writeln!(f)?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                Ok(())
+            }
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::BadRequest(m) => write!(f, "bad request: {m}"),
+            Error::PayloadTooLarge { limit } => write!(f, "request body over {limit} bytes"),
+            Error::UnsupportedEndpoint => write!(f, "unsupported endpoint"),
+            Error::MethodNotAllowed => write!(f, "method not allowed"),
+            Error::UpstreamConnect(m) => write!(f, "upstream unreachable: {m}"),
+            Error::UpstreamTimeout => write!(f, "upstream timed out"),
+            Error::UpstreamStatus { status, .. } => write!(f, "upstream returned {status}"),
+            Error::UpstreamUnreadable(why) => write!(f, "upstream response unreadable: {why}"),
+            Error::UpstreamEvent(_) => write!(f, "upstream sent an error object"),
+            Error::AuditUnavailable => write!(f, "audit sink unavailable"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn config(file: impl Into<String>, line: usize, message: impl Into<String>) -> Self {
+        Error::Config(vec![Diagnostic {
+            file: file.into(),
+            line,
+            message: message.into(),
+        }])
+    }
+
+    pub fn side(&self) -> Side {
+        match self {
+            Error::BadRequest(_)
+            | Error::PayloadTooLarge { .. }
+            | Error::UnsupportedEndpoint
+            | Error::MethodNotAllowed => Side::Client,
+            Error::UpstreamConnect(_)
+            | Error::UpstreamTimeout
+            | Error::UpstreamStatus { .. }
+            | Error::UpstreamUnreadable(_)
+            | Error::UpstreamEvent(_) => Side::Upstream,
+            Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => Side::Proxy,
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::UnsupportedEndpoint => StatusCode::NOT_FOUND,
+            Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::UpstreamConnect(_) | Error::UpstreamUnreadable(_) | Error::UpstreamEvent(_) => {
+                StatusCode::BAD_GATEWAY
+            }
+            Error::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Error::UpstreamStatus { status, .. } if status.is_client_error() => *status,
+            Error::UpstreamStatus { .. } => StatusCode::BAD_GATEWAY,
+            Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+
+    /// The OpenAI error `type` and the generic message the agent sees.
+    fn public(&self) -> (&'static str, String) {
+        match self {
+            Error::BadRequest(m) => ("invalid_request_error", m.clone()),
+            Error::PayloadTooLarge { limit } => (
+                "invalid_request_error",
+                format!("Request body is larger than the limit of {limit} bytes."),
+            ),
+            Error::UnsupportedEndpoint => (
+                "invalid_request_error",
+                "This endpoint is not supported. Use POST /v1/chat/completions.".to_string(),
+            ),
+            Error::MethodNotAllowed => (
+                "invalid_request_error",
+                "Method not allowed on this endpoint.".to_string(),
+            ),
+            Error::UpstreamStatus { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS => (
+                "rate_limit_error",
+                "The model provider is rate limiting requests. Retry later.".to_string(),
+            ),
+            Error::UpstreamStatus { status, .. } if status.is_client_error() => (
+                "invalid_request_error",
+                "The model provider rejected the request.".to_string(),
+            ),
+            Error::UpstreamTimeout => (
+                "server_error",
+                "The model provider did not respond in time.".to_string(),
+            ),
+            Error::UpstreamConnect(_)
+            | Error::UpstreamStatus { .. }
+            | Error::UpstreamUnreadable(_)
+            | Error::UpstreamEvent(_) => (
+                "server_error",
+                "The model provider returned an error.".to_string(),
+            ),
+            Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => (
+                "server_error",
+                "The server had an error while processing the request.".to_string(),
+            ),
+        }
+    }
+
+    /// The OpenAI-shaped JSON error body for this error.
+    pub fn json_body(&self) -> Bytes {
+        let (kind, message) = self.public();
+        error_body(kind, &message)
+    }
+
+    /// Converts the error into the response the agent receives. With
+    /// `passthrough`, an upstream error status keeps the upstream's own body.
+    pub fn into_response<B>(
+        self,
+        passthrough: bool,
+        into_body: impl FnOnce(Bytes) -> B,
+    ) -> Response<B> {
+        let status = self.status();
+        let (body, retry_after) = match self {
+            Error::UpstreamStatus {
+                status: up,
+                retry_after,
+                body,
+            } if passthrough => {
+                let mut resp = Response::new(into_body(body));
+                *resp.status_mut() = up;
+                set_json(&mut resp);
+                if let Some(v) = retry_after {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                return resp;
+            }
+            Error::UpstreamStatus {
+                ref retry_after, ..
+            } => (self.json_body(), retry_after.clone()),
+            ref other => (other.json_body(), None),
+        };
+        let mut resp = Response::new(into_body(body));
+        *resp.status_mut() = status;
+        set_json(&mut resp);
+        if let Some(v) = retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
+    }
+}
+
+fn set_json<B>(resp: &mut Response<B>) {
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+}
+
+/// `{"error":{"message":…,"type":…,"param":null,"code":null}}`
+pub fn error_body(kind: &str, message: &str) -> Bytes {
+    let v = serde_json::json!({
+        "error": {"message": message, "type": kind, "param": null, "code": null}
+    });
+    Bytes::from(v.to_string())
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

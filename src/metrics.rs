@@ -1,0 +1,154 @@
+//! Prometheus metrics, rendered as text on the admin port.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::policy::Verdict;
+
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    10.0, 60.0,
+];
+
+/// A fixed-bucket histogram of seconds.
+#[derive(Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = BUCKETS
+            .iter()
+            .position(|&b| s <= b)
+            .unwrap_or(BUCKETS.len());
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(d.as_micros() as u64, Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cum = 0;
+        for (i, b) in BUCKETS.iter().enumerate() {
+            cum += self.counts[i].load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cum}");
+        }
+        cum += self.counts[BUCKETS.len()].load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cum}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_micros.load(Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {cum}");
+    }
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    tool_calls: [AtomicU64; 3],
+    pub upstream_latency: Histogram,
+    pub release_latency: Histogram,
+    pub stream_faults: AtomicU64,
+    pub late_tool_deltas: AtomicU64,
+    pub policy_reload_failures: AtomicU64,
+}
+
+impl Metrics {
+    pub fn request(&self, route: &'static str, status: u16) {
+        if let Ok(mut m) = self.requests.lock() {
+            *m.entry((route, status)).or_default() += 1;
+        }
+    }
+
+    pub fn tool_call(&self, v: Verdict) {
+        self.tool_calls[v as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn tool_calls(&self, v: Verdict) -> u64 {
+        self.tool_calls[v as usize].load(Relaxed)
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        out.push_str("# HELP toolgate_requests_total Requests by route and response status.\n# TYPE toolgate_requests_total counter\n");
+        if let Ok(m) = self.requests.lock() {
+            for ((route, status), n) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "toolgate_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP toolgate_tool_calls_total Gated tool calls by verdict.\n# TYPE toolgate_tool_calls_total counter\n");
+        for v in [Verdict::Allow, Verdict::Reject, Verdict::Deny] {
+            let _ = writeln!(
+                out,
+                "toolgate_tool_calls_total{{verdict=\"{}\"}} {}",
+                v.as_str(),
+                self.tool_calls(v)
+            );
+        }
+        self.upstream_latency.render(
+            &mut out,
+            "toolgate_upstream_latency_seconds",
+            "Time from sending a request upstream to its response headers.",
+        );
+        self.release_latency.render(
+            &mut out,
+            "toolgate_tool_call_release_seconds",
+            "Time from the last upstream tool-call chunk to the release of the gated calls.",
+        );
+        for (name, help, v) in [
+            (
+                "toolgate_stream_faults_total",
+                "Streams ended with an error event (upstream error, truncation, malformed data).",
+                &self.stream_faults,
+            ),
+            (
+                "toolgate_late_tool_deltas_total",
+                "Tool-call deltas stripped because their choice had already finished.",
+                &self.late_tool_deltas,
+            ),
+            (
+                "toolgate_policy_reload_failures_total",
+                "Policy reloads rejected because a file was invalid.",
+                &self.policy_reload_failures,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                v.load(Relaxed)
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_buckets() {
+        let m = Metrics::default();
+        m.request("chat", 200);
+        m.request("chat", 200);
+        m.tool_call(Verdict::Deny);
+        m.upstream_latency.observe(Duration::from_micros(300));
+        m.upstream_latency.observe(Duration::from_secs(100));
+        let t = m.render();
+        assert!(t.contains("toolgate_requests_total{route=\"chat\",status=\"200\"} 2"));
+        assert!(t.contains("toolgate_tool_calls_total{verdict=\"deny\"} 1"));
+        assert!(t.contains("toolgate_upstream_latency_seconds_bucket{le=\"0.0005\"} 1"));
+        assert!(t.contains("toolgate_upstream_latency_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(t.contains("toolgate_upstream_latency_seconds_count 2"));
+    }
+}

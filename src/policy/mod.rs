@@ -1,0 +1,247 @@
+//! Policy files → a compiled [`PolicySet`]: rules with tool globs and verdicts.
+//!
+//! Files are `*.toml` in `[policy] dir`, loaded in name order; without a dir the
+//! embedded `policies/default.toml` is used. Every file is checked completely and
+//! all problems are reported as `file:line: message` before anything is served.
+
+mod file;
+mod glob;
+
+use std::path::Path;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::{Diagnostic, Error};
+pub use glob::Glob;
+
+/// The embedded default policy (also shipped as `policies/default.toml`).
+pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
+
+/// What happens to a tool call. Ordered by severity: `Allow < Reject < Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The call is released to the agent.
+    Allow,
+    /// A neutral failure: the call is removed.
+    Reject,
+    /// An authorization failure: as though the call never happened.
+    Deny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Reject => "reject",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// One `[[rule]]`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: String,
+    /// `None` = every tool.
+    pub tools: Option<Vec<Glob>>,
+    pub verdict: Verdict,
+    /// `file:line` where the rule is written.
+    pub origin: String,
+}
+
+impl Rule {
+    pub fn applies_to(&self, tool: &str) -> bool {
+        match &self.tools {
+            None => true,
+            Some(globs) => globs.iter().any(|g| g.matches(tool)),
+        }
+    }
+}
+
+/// All policy files, compiled.
+#[derive(Debug, Clone)]
+pub struct PolicySet {
+    pub rules: Vec<Rule>,
+    pub default_verdict: Verdict,
+    /// Short hash of every loaded file's name and bytes; audited with each decision.
+    pub version: String,
+}
+
+impl PolicySet {
+    /// The embedded default policy.
+    pub fn embedded() -> Result<PolicySet, Error> {
+        PolicySet::from_sources(&[(
+            "<embedded>/default.toml".to_string(),
+            DEFAULT_POLICY.to_string(),
+        )])
+    }
+
+    /// Loads `dir/*.toml` in name order, or the embedded default when `dir` is `None`.
+    pub fn load(dir: Option<&Path>) -> Result<PolicySet, Error> {
+        let Some(dir) = dir else {
+            return PolicySet::embedded();
+        };
+        let entries = std::fs::read_dir(dir).map_err(|e| {
+            Error::config(
+                dir.display().to_string(),
+                1,
+                format!("cannot read policy dir: {e}"),
+            )
+        })?;
+        let mut paths: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        paths.sort();
+        if paths.is_empty() {
+            return Err(Error::config(
+                dir.display().to_string(),
+                1,
+                "no *.toml policy files in the policy dir",
+            ));
+        }
+        let mut sources = Vec::with_capacity(paths.len());
+        for p in paths {
+            let text = std::fs::read_to_string(&p).map_err(|e| {
+                Error::config(p.display().to_string(), 1, format!("cannot read: {e}"))
+            })?;
+            sources.push((p.display().to_string(), text));
+        }
+        PolicySet::from_sources(&sources)
+    }
+
+    /// Compiles policy sources given as `(file name, text)` pairs, in order.
+    pub fn from_sources(sources: &[(String, String)]) -> Result<PolicySet, Error> {
+        let mut diags: Vec<Diagnostic> = Vec::new();
+        let mut rules: Vec<Rule> = Vec::new();
+        let mut default: Option<(Verdict, String)> = None;
+        let mut hasher = Sha256::new();
+        for (name, text) in sources {
+            hasher.update(name.as_bytes());
+            hasher.update([0]);
+            hasher.update(text.as_bytes());
+            hasher.update([0]);
+            file::compile(name, text, &mut rules, &mut default, &mut diags);
+        }
+        let mut seen = std::collections::HashMap::new();
+        for r in &rules {
+            if let Some(first) = seen.insert(r.name.clone(), r.origin.clone()) {
+                let (file, line) = split_origin(&r.origin);
+                diags.push(Diagnostic {
+                    file,
+                    line,
+                    message: format!("rule name `{}` is already used at {first}", r.name),
+                });
+            }
+        }
+        if !diags.is_empty() {
+            return Err(Error::Config(diags));
+        }
+        let digest = hasher.finalize();
+        Ok(PolicySet {
+            rules,
+            default_verdict: default.map(|d| d.0).unwrap_or(Verdict::Deny),
+            version: crate::audit::hex(&digest[..6]),
+        })
+    }
+}
+
+fn split_origin(origin: &str) -> (String, usize) {
+    match origin.rsplit_once(':') {
+        Some((f, l)) => (f.to_string(), l.parse().unwrap_or(1)),
+        None => (origin.to_string(), 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(src: &str) -> Result<PolicySet, Error> {
+        PolicySet::from_sources(&[("p.toml".into(), src.into())])
+    }
+
+    #[test]
+    fn embedded_policy_compiles_and_allows_by_default() {
+        let p = PolicySet::embedded().unwrap();
+        assert_eq!(p.default_verdict, Verdict::Allow);
+        assert_eq!(p.version.len(), 12);
+    }
+
+    #[test]
+    fn rules_compile_with_globs_and_origin_lines() {
+        let p = set("[defaults]\nverdict = \"allow\"\n\n[[rule]]\nname = \"no-shell\"\ntools = [\"shell_*\", \"exec\"]\nverdict = \"deny\"\n\n[[rule]]\nname = \"all\"\nverdict = \"reject\"\n").unwrap();
+        assert_eq!(p.rules.len(), 2);
+        assert_eq!(p.rules[0].origin, "p.toml:4");
+        assert!(p.rules[0].applies_to("shell_run"));
+        assert!(p.rules[0].applies_to("exec"));
+        assert!(!p.rules[0].applies_to("read"));
+        assert!(p.rules[1].applies_to("anything"));
+        assert!(Verdict::Deny > Verdict::Reject && Verdict::Reject > Verdict::Allow);
+    }
+
+    #[test]
+    fn a_single_tool_string_is_accepted() {
+        let p = set("[[rule]]\nname = \"x\"\ntools = \"a*\"\nverdict = \"deny\"\n").unwrap();
+        assert!(p.rules[0].applies_to("abc"));
+        assert_eq!(
+            p.default_verdict,
+            Verdict::Deny,
+            "no [defaults] means fail closed"
+        );
+    }
+
+    #[test]
+    fn bad_policies_report_file_and_line() {
+        for (src, line, needle) in [
+            ("[[rule]]\nname = \"x\"\nverdict = \"maybe\"\n", 3, "maybe"),
+            ("[[rule]]\nname = \"x\"\nverdict = \"deny\"\nwhen_typo = 1\n", 4, "when_typo"),
+            ("[[rule]]\nverdict = \"deny\"\n", 1, "name"),
+            ("[[rule]]\nname = \"\"\nverdict = \"deny\"\n", 2, "empty"),
+            ("[[rule]]\nname = \"x\"\ntools = []\nverdict = \"deny\"\n", 3, "at least one"),
+            ("[[rule]]\nname = \"x\"\nverdict = \"deny\"\n[[rule]]\nname = \"x\"\nverdict = \"allow\"\n", 4, "already used"),
+            ("not toml at all [", 1, ""),
+        ] {
+            let Err(Error::Config(d)) = set(src) else { panic!("{src} should fail") };
+            assert_eq!(d[0].file, "p.toml", "{src}");
+            assert_eq!(d[0].line, line, "{src}: {:?}", d);
+            assert!(d[0].message.contains(needle), "{src}: {}", d[0].message);
+        }
+    }
+
+    #[test]
+    fn two_defaults_conflict() {
+        let r = PolicySet::from_sources(&[
+            ("a.toml".into(), "[defaults]\nverdict = \"allow\"\n".into()),
+            ("b.toml".into(), "[defaults]\nverdict = \"deny\"\n".into()),
+        ]);
+        let Err(Error::Config(d)) = r else {
+            panic!("should conflict")
+        };
+        assert_eq!(d[0].file, "b.toml");
+        assert!(d[0].message.contains("a.toml"));
+    }
+
+    #[test]
+    fn load_reads_a_dir_in_name_order() {
+        let dir = std::env::temp_dir().join(format!("tg-policy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("20-b.toml"),
+            "[[rule]]\nname = \"b\"\nverdict = \"deny\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("10-a.toml"),
+            "[[rule]]\nname = \"a\"\nverdict = \"allow\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("notes.txt"), "ignored").unwrap();
+        let p = PolicySet::load(Some(&dir)).unwrap();
+        let names: Vec<_> = p.rules.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,340 @@
+//! The one place the phase order of a request is written.
+//!
+//! 1. route: chat completions are gated; endpoints that can return tool calls
+//!    in formats not gated yet are refused; everything else passes through;
+//! 2. chat: read the body (size-capped) → parse → context → upstream;
+//! 3. response: error status → generic error; SSE → gated stream;
+//!    JSON → gated body; anything else → 502.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+
+use crate::body;
+use crate::encoding::ContentDecoder;
+use crate::error::Error;
+use crate::release;
+use crate::request::{self, Context};
+use crate::state::State;
+use crate::upstream::strip_hop_by_hop;
+use crate::wire::complete;
+
+pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// How much of an upstream error body is kept for `errors = "passthrough"`.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Which way a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Chat,
+    Pass,
+}
+
+impl Route {
+    fn label(self) -> &'static str {
+        match self {
+            Route::Chat => "chat_completions",
+            Route::Pass => "passthrough",
+        }
+    }
+}
+
+/// Path segments of endpoints that return tool calls in formats toolgate does
+/// not gate (yet): Responses, Anthropic Messages, Assistants/threads runs,
+/// Realtime, batch results (via files), conversation items. A path holding
+/// any of them, anywhere, is refused; so is any path with `chat/completions`
+/// in it other than `/chat/completions` itself (stored completions, Azure-style
+/// deployment paths, doubled `/v1`).
+const REFUSED: [&str; 8] = [
+    "responses",
+    "messages",
+    "assistants",
+    "threads",
+    "realtime",
+    "batches",
+    "files",
+    "conversations",
+];
+
+/// Classifies a path. Returns the route and the path to forward (after `/v1`).
+/// Paths that could be read two ways (percent escapes, dot segments,
+/// backslashes) are refused so that no spelling reaches an ungated endpoint.
+pub fn route(method: &Method, path: &str) -> Result<(Route, String), Error> {
+    if path.contains(['%', '\\']) {
+        return Err(Error::BadRequest("The request path is not valid.".into()));
+    }
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.iter().any(|s| *s == "." || *s == "..") {
+        return Err(Error::BadRequest("The request path is not valid.".into()));
+    }
+    let segs = match segs.first() {
+        Some(s) if s.eq_ignore_ascii_case("v1") => &segs[1..],
+        _ => &segs[..],
+    };
+    let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
+    let lower: Vec<String> = segs.iter().map(|s| s.to_ascii_lowercase()).collect();
+    if lower == ["chat", "completions"] {
+        if method != Method::POST {
+            return Err(Error::MethodNotAllowed);
+        }
+        return Ok((Route::Chat, rest));
+    }
+    let chat_elsewhere = lower
+        .windows(2)
+        .any(|w| w[0] == "chat" && w[1] == "completions");
+    if chat_elsewhere || lower.iter().any(|s| REFUSED.contains(&s.as_str())) {
+        return Err(Error::UnsupportedEndpoint);
+    }
+    Ok((Route::Pass, rest))
+}
+
+fn full(b: Bytes) -> ProxyBody {
+    Full::new(b).map_err(|never| match never {}).boxed()
+}
+
+/// Handles one agent request; never fails (errors become responses here).
+pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let routed = route(req.method(), req.uri().path());
+    let label = routed.as_ref().map(|(r, _)| r.label()).unwrap_or("refused");
+    let result = match routed {
+        Ok((Route::Chat, rest)) => chat(&state, req, &rest).await,
+        Ok((Route::Pass, rest)) => pass(&state, req, &rest).await,
+        Err(e) => Err(e),
+    };
+    let resp = result.unwrap_or_else(|e| {
+        match e.side() {
+            crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
+            _ => tracing::warn!(error = %e, "request failed"),
+        }
+        e.into_response(state.passthrough_errors(), full)
+    });
+    state.metrics.request(label, resp.status().as_u16());
+    resp
+}
+
+async fn chat(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    rest: &str,
+) -> Result<Response<ProxyBody>, Error> {
+    let (parts, body) = req.into_parts();
+    let limit = state.config.limits.max_request_bytes;
+    if content_length(&parts.headers).is_some_and(|n| n > limit as u64) {
+        return Err(Error::PayloadTooLarge { limit });
+    }
+    let bytes = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|e| match e.downcast::<http_body_util::LengthLimitError>() {
+            Ok(_) => Error::PayloadTooLarge { limit },
+            Err(_) => Error::BadRequest("The request body could not be read.".into()),
+        })?
+        .to_bytes();
+    let chat = request::parse_chat(&bytes)?;
+    let ctx = Arc::new(Context {
+        request_id: state.request_id(),
+        principal: "anonymous".into(),
+        declared: chat.declared,
+    });
+    let up = state.upstream.request(
+        parts.method,
+        rest,
+        parts.uri.query(),
+        &parts.headers,
+        full(bytes),
+    )?;
+    let sent = Instant::now();
+    let deadline = tokio::time::Instant::now() + state.upstream.timeout;
+    let resp = state.upstream.send(up).await?;
+    state.metrics.upstream_latency.observe(sent.elapsed());
+    let (mut head, body) = resp.into_parts();
+    if !head.status.is_success() {
+        return Err(upstream_status(head.status, &head.headers, body, deadline).await);
+    }
+    let decoder = ContentDecoder::for_headers(&head.headers)?;
+    let content_type = head
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    strip_hop_by_hop(&mut head.headers);
+    head.headers.remove(header::CONTENT_LENGTH);
+    head.headers.remove(header::CONTENT_ENCODING);
+    if content_type.starts_with("text/event-stream") {
+        let b = body::gated_stream(state.clone(), ctx, body, decoder, deadline);
+        return Ok(Response::from_parts(
+            head,
+            b.map_err(|never| match never {}).boxed(),
+        ));
+    }
+    if !content_type.contains("json") {
+        return Err(Error::UpstreamUnreadable("unexpected content type"));
+    }
+    let raw = collect(
+        body,
+        decoder,
+        state.config.limits.max_response_bytes,
+        deadline,
+    )
+    .await?;
+    let mut value: serde_json::Value = serde_json::from_slice(&raw)
+        .map_err(|_| Error::UpstreamUnreadable("response is not JSON"))?;
+    let calls = complete::extract(&value, state.config.limits.max_tool_args_bytes)?;
+    if calls.is_empty() {
+        return Ok(Response::from_parts(head, full(Bytes::from(raw))));
+    }
+    let allowed = release::decide(state, &ctx, &calls).await;
+    if allowed.iter().all(|&a| a) {
+        return Ok(Response::from_parts(head, full(Bytes::from(raw))));
+    }
+    complete::apply(
+        &mut value,
+        &calls,
+        &allowed,
+        &state.config.rewrite.neutral_message,
+    );
+    Ok(Response::from_parts(
+        head,
+        full(Bytes::from(value.to_string())),
+    ))
+}
+
+async fn pass(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    rest: &str,
+) -> Result<Response<ProxyBody>, Error> {
+    let (parts, body) = req.into_parts();
+    let up = state.upstream.request(
+        parts.method,
+        rest,
+        parts.uri.query(),
+        &parts.headers,
+        body.boxed(),
+    )?;
+    let deadline = tokio::time::Instant::now() + state.upstream.timeout;
+    let resp = state.upstream.send(up).await?;
+    let (mut head, body) = resp.into_parts();
+    if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
+    {
+        return Err(upstream_status(head.status, &head.headers, body, deadline).await);
+    }
+    strip_hop_by_hop(&mut head.headers);
+    Ok(Response::from_parts(head, body.boxed()))
+}
+
+fn content_length(h: &HeaderMap) -> Option<u64> {
+    h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// An upstream error status; the body is kept (capped) for passthrough mode.
+async fn upstream_status(
+    status: StatusCode,
+    h: &HeaderMap,
+    body: Incoming,
+    deadline: tokio::time::Instant,
+) -> Error {
+    let retry_after = h.get(header::RETRY_AFTER).cloned();
+    let body = match ContentDecoder::for_headers(h) {
+        Ok(dec) => collect(body, dec, MAX_ERROR_BODY, deadline)
+            .await
+            .map(Bytes::from)
+            .unwrap_or_default(),
+        Err(_) => Bytes::new(),
+    };
+    Error::UpstreamStatus {
+        status,
+        retry_after,
+        body,
+    }
+}
+
+/// Reads a whole upstream body, decoded, up to `limit` bytes and the deadline.
+async fn collect(
+    mut body: Incoming,
+    mut dec: ContentDecoder,
+    limit: usize,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) => return Err(Error::UpstreamTimeout),
+            Ok(None) => break,
+            Ok(Some(Err(_))) => {
+                return Err(Error::UpstreamUnreadable(
+                    "upstream connection failed mid-body",
+                ))
+            }
+            Ok(Some(Ok(f))) => {
+                if let Ok(d) = f.into_data() {
+                    out.extend_from_slice(&dec.decode(&d)?);
+                    if out.len() > limit {
+                        return Err(Error::UpstreamUnreadable(
+                            "response larger than limits.max_response_bytes",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out.extend(dec.finish()?);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_by_canonical_path() {
+        let post = Method::POST;
+        let ok = |p: &str| route(&post, p).ok();
+        assert_eq!(
+            ok("/v1/chat/completions"),
+            Some((Route::Chat, "/chat/completions".into()))
+        );
+        assert_eq!(
+            ok("/v1//chat/completions/"),
+            Some((Route::Chat, "/chat/completions".into()))
+        );
+        assert_eq!(ok("/V1/Chat/Completions").map(|r| r.0), Some(Route::Chat));
+        assert_eq!(ok("/chat/completions").map(|r| r.0), Some(Route::Chat));
+        assert_eq!(ok("/v1/models"), Some((Route::Pass, "/models".into())));
+        for p in [
+            "/v1/responses",
+            "/v1/responses/resp_1",
+            "/v1/messages",
+            "/v1/threads/t/runs",
+            "/v1/chat/completions/abc",
+            "/v1/files/f/content",
+            "/v1/v1/chat/completions",
+            "/openai/deployments/d/chat/completions",
+            "/api/v1/Responses",
+        ] {
+            assert!(
+                matches!(route(&post, p), Err(Error::UnsupportedEndpoint)),
+                "{p}"
+            );
+        }
+        for p in [
+            "/v1/chat%2Fcompletions",
+            "/v1/./chat/completions",
+            "/v1/x/../responses",
+            "/v1\\chat",
+        ] {
+            assert!(matches!(route(&post, p), Err(Error::BadRequest(_))), "{p}");
+        }
+        assert!(matches!(
+            route(&Method::GET, "/v1/chat/completions"),
+            Err(Error::MethodNotAllowed)
+        ));
+    }
+}

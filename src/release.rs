@@ -1,0 +1,91 @@
+//! Decides a batch of held calls, audits every decision, and says which may be released.
+//!
+//! The audit record is queued before a call is released; if the audit sink is
+//! gone the call fails closed.
+
+use serde_json::{json, Value};
+
+use crate::audit::{now_rfc3339, sha256_hex};
+use crate::gate::Decision;
+use crate::policy::Verdict;
+use crate::request::Context;
+use crate::state::State;
+use crate::wire::ToolCall;
+
+/// Longest tool name written to the audit trail (names are model output).
+const MAX_NAME: usize = 256;
+
+fn clip(s: &str) -> &str {
+    match s.char_indices().nth(MAX_NAME) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn record(ctx: &Context, call: &ToolCall, d: &Decision, policy: &str) -> Value {
+    let steps: Vec<Value> = d
+        .steps
+        .iter()
+        .map(|s| json!({ "gate": s.gate, "verdict": s.verdict.as_str(), "us": s.micros }))
+        .collect();
+    json!({
+        "ts": now_rfc3339(),
+        "request_id": ctx.request_id,
+        "principal": ctx.principal,
+        "choice": call.choice,
+        "tool": clip(&call.name),
+        "call_id": clip(&call.id),
+        "verdict": d.verdict.as_str(),
+        "gate": d.gate,
+        "reason": d.outcome.reason,
+        "rule": d.outcome.rule,
+        "gates": steps,
+        "args_sha256": sha256_hex(call.arguments.as_bytes()),
+        "args_bytes": call.arguments.len(),
+        "args_oversized": call.oversized,
+        "policy": policy,
+    })
+}
+
+/// Gates `calls` concurrently and audits each; `true` = release.
+pub async fn decide(state: &State, ctx: &Context, calls: &[ToolCall]) -> Vec<bool> {
+    let decisions = state.gates.decide_all(calls, ctx).await;
+    let version = &state.gates.policy.version;
+    let mut allowed = Vec::with_capacity(calls.len());
+    for (call, d) in calls.iter().zip(&decisions) {
+        let audited = state.audit.record(&record(ctx, call, d, version)).await;
+        let release = match audited {
+            Ok(()) => d.verdict == Verdict::Allow,
+            Err(e) => {
+                tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed; call fails closed");
+                false
+            }
+        };
+        let counted = if release {
+            Verdict::Allow
+        } else {
+            d.verdict.max(Verdict::Reject)
+        };
+        state.metrics.tool_call(counted);
+        tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
+        allowed.push(release);
+    }
+    allowed
+}
+
+/// Audits calls that were held and dropped without a verdict (stream failure).
+pub async fn dropped(state: &State, ctx: &Context, calls: &[ToolCall], reason: &'static str) {
+    let version = &state.gates.policy.version;
+    for call in calls {
+        let d = Decision {
+            verdict: Verdict::Reject,
+            gate: "stream",
+            outcome: crate::gate::Outcome::reject(reason),
+            steps: Vec::new(),
+        };
+        if let Err(e) = state.audit.record(&record(ctx, call, &d, version)).await {
+            tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
+        }
+        state.metrics.tool_call(Verdict::Reject);
+    }
+}

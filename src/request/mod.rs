@@ -1,0 +1,123 @@
+//! The request side: parse the agent's chat request and build its [`Context`].
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::Error;
+
+/// A tool the request declares (`tools[].function` or legacy `functions[]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Declared {
+    /// The declared JSON Schema of its arguments, if any.
+    pub parameters: Option<Value>,
+}
+
+/// What the gates know about the request a call answers.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    pub request_id: String,
+    pub principal: String,
+    pub declared: HashMap<String, Declared>,
+}
+
+/// A parsed chat-completions request.
+#[derive(Debug)]
+pub struct ChatRequest {
+    pub body: Value,
+    pub declared: HashMap<String, Declared>,
+}
+
+fn bad(m: impl Into<String>) -> Error {
+    Error::BadRequest(m.into())
+}
+
+/// Parses and checks the request body. Errors are about the agent's own input.
+pub fn parse_chat(bytes: &[u8]) -> Result<ChatRequest, Error> {
+    let body: Value = serde_json::from_slice(bytes)
+        .map_err(|e| bad(format!("Request body is not valid JSON: {e}")))?;
+    let Value::Object(obj) = &body else {
+        return Err(bad("Request body must be a JSON object."));
+    };
+    let mut declared = HashMap::new();
+    match obj.get("tools") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(tools)) => {
+            for (i, t) in tools.iter().enumerate() {
+                if t.get("type").and_then(Value::as_str).unwrap_or("function") != "function" {
+                    continue;
+                }
+                let f = t
+                    .get("function")
+                    .ok_or_else(|| bad(format!("tools[{i}].function is missing.")))?;
+                let name = f
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "tools[{i}].function.name must be a non-empty string."
+                        ))
+                    })?;
+                declared.insert(
+                    name.to_string(),
+                    Declared {
+                        parameters: f.get("parameters").cloned(),
+                    },
+                );
+            }
+        }
+        Some(_) => return Err(bad("'tools' must be an array.")),
+    }
+    match obj.get("functions") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(fs)) => {
+            for (i, f) in fs.iter().enumerate() {
+                let name = f
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|n| !n.is_empty())
+                    .ok_or_else(|| {
+                        bad(format!("functions[{i}].name must be a non-empty string."))
+                    })?;
+                declared.insert(
+                    name.to_string(),
+                    Declared {
+                        parameters: f.get("parameters").cloned(),
+                    },
+                );
+            }
+        }
+        Some(_) => return Err(bad("'functions' must be an array.")),
+    }
+    Ok(ChatRequest { body, declared })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_tools_come_from_tools_and_functions() {
+        let r = parse_chat(br#"{"model":"m","tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}},{"type":"web_search"}],"functions":[{"name":"b"}]}"#).unwrap();
+        let mut names: Vec<_> = r.declared.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        assert!(r.declared["a"].parameters.is_some());
+    }
+
+    #[test]
+    fn bad_requests_are_client_errors() {
+        for b in [
+            &b"{"[..],
+            b"[]",
+            br#"{"tools":{}}"#,
+            br#"{"tools":[{"type":"function"}]}"#,
+            br#"{"tools":[{"function":{"name":""}}]}"#,
+            br#"{"functions":[{}]}"#,
+        ] {
+            let e = parse_chat(b).unwrap_err();
+            assert_eq!(e.status(), 400, "{}", String::from_utf8_lossy(b));
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The admin port: `/healthz`, `/readyz`, `/metrics`.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::state::State;
+
+fn respond(req: &Request<Incoming>, state: &State, ready: &AtomicBool) -> Response<Full<Bytes>> {
+    let (status, ctype, body) = match req.uri().path() {
+        "/healthz" => (StatusCode::OK, "text/plain", Bytes::from_static(b"ok\n")),
+        "/readyz" if ready.load(Ordering::Acquire) => {
+            (StatusCode::OK, "text/plain", Bytes::from_static(b"ready\n"))
+        }
+        "/readyz" => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            Bytes::from_static(b"not ready\n"),
+        ),
+        "/metrics" => (
+            StatusCode::OK,
+            "text/plain; version=0.0.4",
+            Bytes::from(state.metrics.render()),
+        ),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            Bytes::from_static(b"not found\n"),
+        ),
+    };
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    if let Ok(v) = ctype.parse() {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<State>,
+    ready: Arc<AtomicBool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                let Ok((stream, _)) = r else { continue };
+                let (st, rd) = (state.clone(), ready.clone());
+                let svc = service_fn(move |req| {
+                    let resp = respond(&req, &st, &rd);
+                    async move { Ok::<_, Infallible>(resp) }
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            _ = shutdown.changed() => {
+                ready.store(false, Ordering::Release);
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Listeners: the data port (HTTP/1.1 and h2c), the admin port, and shutdown.
+
+mod admin;
+mod listener;
+pub mod signal;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::state::State;
+
+/// A started toolgate: its bound addresses and a way to stop it.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub state: Arc<State>,
+    shutdown: watch::Sender<bool>,
+    data: JoinHandle<()>,
+    admin: JoinHandle<()>,
+}
+
+/// Builds the shared state (config, policies, upstream, audit), binds both
+/// ports and starts serving. Nothing is bound when the state cannot be built.
+pub async fn start(config: Config) -> Result<Running, Error> {
+    let state = Arc::new(State::new(config).await?);
+    let l = &state.config.listen;
+    let data_l = TcpListener::bind(l.addr)
+        .await
+        .map_err(|e| Error::io(format!("cannot listen on {}", l.addr), e))?;
+    let admin_l = TcpListener::bind(l.admin)
+        .await
+        .map_err(|e| Error::io(format!("cannot listen on {}", l.admin), e))?;
+    let addr = data_l
+        .local_addr()
+        .map_err(|e| Error::io("local addr", e))?;
+    let admin_addr = admin_l
+        .local_addr()
+        .map_err(|e| Error::io("local addr", e))?;
+    let (shutdown, rx) = watch::channel(false);
+    let ready = Arc::new(AtomicBool::new(false));
+    let admin = tokio::spawn(admin::serve(
+        admin_l,
+        state.clone(),
+        ready.clone(),
+        rx.clone(),
+    ));
+    let data = tokio::spawn(listener::serve(data_l, state.clone(), rx));
+    ready.store(true, Ordering::Release);
+    Ok(Running {
+        addr,
+        admin_addr,
+        state,
+        shutdown,
+        data,
+        admin,
+    })
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish up to `[listen] drain_secs`,
+    /// then flushes the audit trail.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.data.await;
+        let _ = self.admin.await;
+        if let Err(e) = self.state.audit.flush().await {
+            tracing::error!(error = %e, "audit flush failed at shutdown");
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The shared upstream client: rustls, pooled HTTP/1.1 and HTTP/2, timeouts,
+//! header hygiene and key injection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::CertificateDer;
+
+use crate::config::{self, AuthMode};
+use crate::error::Error;
+
+pub type UpstreamBody = BoxBody<Bytes, hyper::Error>;
+
+pub struct Upstream {
+    client: Client<HttpsConnector<HttpConnector>, UpstreamBody>,
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    prefix: String,
+    key: Option<HeaderValue>,
+    auth: AuthMode,
+    pub timeout: Duration,
+}
+
+/// Headers that belong to one connection and are never forwarded.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Removes hop-by-hop headers, including those named by `Connection`.
+pub fn strip_hop_by_hop(h: &mut HeaderMap) {
+    let named: Vec<HeaderName> = h
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        h.remove(n);
+    }
+    for n in HOP_BY_HOP {
+        h.remove(n);
+    }
+}
+
+fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<Result<_, _>>())
+            .map_err(|e| {
+                Error::config(
+                    path.display().to_string(),
+                    1,
+                    format!("cannot read CA file: {e}"),
+                )
+            })?;
+        if certs.is_empty() {
+            return Err(Error::config(
+                path.display().to_string(),
+                1,
+                "no certificate in CA file",
+            ));
+        }
+        for c in certs {
+            roots.add(c).map_err(|e| {
+                Error::config(
+                    path.display().to_string(),
+                    1,
+                    format!("bad CA certificate: {e}"),
+                )
+            })?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config("<tls>", 1, e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(cfg)
+}
+
+impl Upstream {
+    pub fn new(cfg: &config::Upstream) -> Result<Upstream, Error> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(cfg.connect_timeout));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(cfg.ca_file.as_deref())?)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(https);
+        let key = cfg
+            .api_key_env
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+        let key = match key {
+            Some(k) => {
+                let mut v = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| {
+                    Error::config(
+                        "<env>",
+                        1,
+                        "the upstream key has characters not allowed in a header",
+                    )
+                })?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+            None => {
+                if cfg.auth == AuthMode::Inject {
+                    tracing::warn!(vars = ?cfg.api_key_env, "no upstream key in the environment; requests go upstream without one");
+                }
+                None
+            }
+        };
+        let scheme = cfg
+            .origin
+            .scheme()
+            .cloned()
+            .unwrap_or(http::uri::Scheme::HTTPS);
+        let authority = cfg
+            .origin
+            .authority()
+            .cloned()
+            .ok_or_else(|| Error::config("<config>", 1, "upstream.base_url has no host"))?;
+        Ok(Upstream {
+            client,
+            scheme,
+            authority,
+            prefix: cfg.path_prefix.clone(),
+            key,
+            auth: cfg.auth,
+            timeout: cfg.timeout,
+        })
+    }
+
+    /// The upstream key's raw value, for redaction (never logged).
+    pub fn key_header(&self) -> Option<&HeaderValue> {
+        self.key.as_ref()
+    }
+
+    /// Builds the upstream request for `rest` (the path after `/v1`) and `query`.
+    pub fn request(
+        &self,
+        method: http::Method,
+        rest: &str,
+        query: Option<&str>,
+        agent_headers: &HeaderMap,
+        body: UpstreamBody,
+    ) -> Result<Request<UpstreamBody>, Error> {
+        let pq = match query {
+            Some(q) => format!("{}{rest}?{q}", self.prefix),
+            None => format!("{}{rest}", self.prefix),
+        };
+        let uri = http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(pq)
+            .build()
+            .map_err(|_| Error::BadRequest("The request path is not valid.".into()))?;
+        let mut headers = agent_headers.clone();
+        strip_hop_by_hop(&mut headers);
+        for h in [
+            header::HOST,
+            header::CONTENT_LENGTH,
+            header::ACCEPT_ENCODING,
+        ] {
+            headers.remove(h);
+        }
+        let own: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("x-toolgate-"))
+            .cloned()
+            .collect();
+        for k in own {
+            headers.remove(k);
+        }
+        headers.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
+        if self.auth == AuthMode::Inject {
+            headers.remove(header::AUTHORIZATION);
+            headers.remove("api-key");
+            headers.remove("x-api-key");
+            if let Some(k) = &self.key {
+                headers.insert(header::AUTHORIZATION, k.clone());
+            }
+        }
+        let mut req = Request::new(body);
+        *req.method_mut() = method;
+        *req.uri_mut() = uri;
+        *req.headers_mut() = headers;
+        Ok(req)
+    }
+
+    /// Sends a request; waits for the response head up to the total timeout.
+    pub async fn send(&self, req: Request<UpstreamBody>) -> Result<Response<Incoming>, Error> {
+        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            Err(_) => Err(Error::UpstreamTimeout),
+            Ok(Err(e)) => Err(Error::UpstreamConnect(e.to_string())),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, Empty};
+
+    fn upstream(auth: AuthMode) -> Upstream {
+        let mut cfg = config::Config::embedded().unwrap().upstream;
+        cfg.api_key_env = vec!["TOOLGATE_TEST_KEY_THAT_IS_UNSET".into()];
+        cfg.auth = auth;
+        let mut u = Upstream::new(&cfg).unwrap();
+        u.key = Some(HeaderValue::from_static("Bearer sk-upstream"));
+        u
+    }
+
+    fn body() -> UpstreamBody {
+        Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed()
+    }
+
+    #[test]
+    fn joins_paths_and_cleans_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer agent"),
+        );
+        h.insert(header::CONNECTION, HeaderValue::from_static("x-hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert("x-toolgate-phase", HeaderValue::from_static("planning"));
+        h.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("br"));
+        h.insert("x-custom", HeaderValue::from_static("kept"));
+        let u = upstream(AuthMode::Inject);
+        let r = u
+            .request(
+                http::Method::POST,
+                "/chat/completions",
+                Some("a=1"),
+                &h,
+                body(),
+            )
+            .unwrap();
+        assert_eq!(
+            r.uri().to_string(),
+            "https://openrouter.ai/api/v1/chat/completions?a=1"
+        );
+        let rh = r.headers();
+        assert_eq!(rh[header::AUTHORIZATION], "Bearer sk-upstream");
+        assert_eq!(rh[header::ACCEPT_ENCODING], "identity");
+        assert!(rh.get("x-hop").is_none() && rh.get(header::CONNECTION).is_none());
+        assert!(rh.get("x-toolgate-phase").is_none());
+        assert_eq!(rh["x-custom"], "kept");
+        let u = upstream(AuthMode::Passthrough);
+        let r = u
+            .request(http::Method::GET, "/models", None, &h, body())
+            .unwrap();
+        assert_eq!(r.headers()[header::AUTHORIZATION], "Bearer agent");
+    }
+
+    #[test]
+    fn a_sensitive_key_is_not_debug_printed() {
+        let u = upstream(AuthMode::Inject);
+        let mut v = u.key_header().unwrap().clone();
+        v.set_sensitive(true);
+        assert!(!format!("{v:?}").contains("sk-upstream"));
+    }
+}

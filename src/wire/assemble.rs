@@ -1,0 +1,356 @@
+//! Tool-call deltas → complete calls, keyed by (choice, index); memory bounded.
+//!
+//! Providers differ (see `../shared/fixtures/sse/SOURCES.md`): a header then
+//! argument fragments, a whole call in one entry, a missing `index` (Mistral,
+//! Gemini), `index` starting at 1, `id: ""` or `name: ""` on continuations
+//! (Qwen, GLM), legacy `function_call` with neither index nor id. Anything that
+//! cannot be read as a call is an upstream error, never a panic.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::ToolCall;
+use crate::error::Error;
+
+/// How many calls one choice may hold, and how many choices may hold calls.
+const MAX_CALLS_PER_CHOICE: usize = 128;
+const MAX_CHOICES: usize = 128;
+/// The key legacy `function_call` deltas are assembled under.
+pub const LEGACY_KEY: u64 = u64::MAX;
+/// Calls without an `index` that carry a new id are numbered from here.
+const SYNTHETIC_BASE: u64 = 1 << 40;
+
+#[derive(Debug, Default)]
+struct ChoiceCalls {
+    /// In order of first appearance, with their assembly key.
+    calls: Vec<(u64, ToolCall)>,
+}
+
+#[derive(Debug)]
+pub struct Assembler {
+    choices: BTreeMap<u32, ChoiceCalls>,
+    held_bytes: usize,
+    max_call_bytes: usize,
+    max_held_bytes: usize,
+}
+
+fn malformed(why: &'static str) -> Error {
+    Error::UpstreamUnreadable(why)
+}
+
+impl Assembler {
+    pub fn new(max_call_bytes: usize, max_held_bytes: usize) -> Assembler {
+        Assembler {
+            choices: BTreeMap::new(),
+            held_bytes: 0,
+            max_call_bytes,
+            max_held_bytes,
+        }
+    }
+
+    /// True when any choice holds a call.
+    pub fn any(&self) -> bool {
+        !self.choices.is_empty()
+    }
+
+    pub fn holds(&self, choice: u32) -> bool {
+        self.choices.contains_key(&choice)
+    }
+
+    /// Choices that hold calls, in order.
+    pub fn held_choices(&self) -> Vec<u32> {
+        self.choices.keys().copied().collect()
+    }
+
+    /// Removes and returns a choice's calls in order of first appearance.
+    pub fn take(&mut self, choice: u32) -> Vec<ToolCall> {
+        let calls = self
+            .choices
+            .remove(&choice)
+            .map(|c| c.calls)
+            .unwrap_or_default();
+        let calls: Vec<ToolCall> = calls.into_iter().map(|(_, c)| c).collect();
+        self.held_bytes = self
+            .held_bytes
+            .saturating_sub(calls.iter().map(|c| c.arguments.len()).sum());
+        calls
+    }
+
+    /// Removes every held call (used when a stream fails).
+    pub fn take_all(&mut self) -> Vec<ToolCall> {
+        let keys = self.held_choices();
+        keys.into_iter().flat_map(|k| self.take(k)).collect()
+    }
+
+    /// One `delta.tool_calls[pos]` entry of choice `choice`.
+    pub fn push_tool(&mut self, choice: u32, pos: usize, entry: Value) -> Result<(), Error> {
+        let Value::Object(mut entry) = entry else {
+            return Err(malformed("tool call entry is not an object"));
+        };
+        let id = take_str(&mut entry, "id")?;
+        let key = match entry.remove("index") {
+            Some(Value::Number(n)) => n
+                .as_u64()
+                .ok_or_else(|| malformed("tool call index is not a non-negative integer"))?,
+            None | Some(Value::Null) => self.key_without_index(choice, pos, id.as_deref()),
+            Some(_) => return Err(malformed("tool call index is not an integer")),
+        };
+        let kind = take_str(&mut entry, "type")?;
+        let function = match entry.remove("function") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(f)) => f,
+            Some(_) => return Err(malformed("tool call function is not an object")),
+        };
+        self.merge(choice, key, false, id, kind, function, entry)
+    }
+
+    /// One legacy `delta.function_call` object of choice `choice`.
+    pub fn push_legacy(&mut self, choice: u32, function: Value) -> Result<(), Error> {
+        let Value::Object(function) = function else {
+            return Err(malformed("function_call is not an object"));
+        };
+        self.merge(choice, LEGACY_KEY, true, None, None, function, Map::new())
+    }
+
+    /// Where an entry without `index` goes: a new call when it brings an id
+    /// that differs from the call at its array position, else that position.
+    fn key_without_index(&self, choice: u32, pos: usize, id: Option<&str>) -> u64 {
+        let pos = pos as u64;
+        let Some(c) = self.choices.get(&choice) else {
+            return pos;
+        };
+        match (id, c.calls.iter().find(|(k, _)| *k == pos)) {
+            (Some(id), Some((_, call)))
+                if !id.is_empty() && !call.id.is_empty() && call.id != id =>
+            {
+                match c.calls.iter().find(|(_, call)| call.id == id) {
+                    Some((k, _)) => *k,
+                    None => SYNTHETIC_BASE + c.calls.len() as u64,
+                }
+            }
+            _ => pos,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn merge(
+        &mut self,
+        choice: u32,
+        key: u64,
+        legacy: bool,
+        id: Option<String>,
+        kind: Option<String>,
+        mut function: Map<String, Value>,
+        extra: Map<String, Value>,
+    ) -> Result<(), Error> {
+        if !self.choices.contains_key(&choice) && self.choices.len() >= MAX_CHOICES {
+            return Err(malformed("too many choices with tool calls"));
+        }
+        let name = take_str(&mut function, "name")?;
+        let args = match function.remove("arguments") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s,
+            Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
+            Some(_) => return Err(malformed("tool call arguments are not a string")),
+        };
+        let slot = self.choices.entry(choice).or_default();
+        let idx = match slot.calls.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                if slot.calls.len() >= MAX_CALLS_PER_CHOICE {
+                    return Err(malformed("too many tool calls in one choice"));
+                }
+                slot.calls.push((
+                    key,
+                    ToolCall {
+                        choice,
+                        index: key,
+                        legacy,
+                        ..ToolCall::default()
+                    },
+                ));
+                slot.calls.len() - 1
+            }
+        };
+        let call = &mut slot.calls[idx].1;
+        if let Some(id) = id.filter(|s| !s.is_empty()) {
+            if call.id.is_empty() {
+                call.id = id;
+            } else if call.id != id {
+                return Err(malformed("tool call id changed mid-call"));
+            }
+        }
+        if let Some(k) = kind.filter(|s| !s.is_empty()) {
+            call.kind.get_or_insert(k);
+        }
+        if let Some(n) = name.filter(|s| !s.is_empty()) {
+            if call.name.is_empty() {
+                call.name = n;
+            } else if call.name != n {
+                call.name.push_str(&n);
+            }
+        }
+        for (k, v) in extra {
+            call.extra.entry(k).or_insert(v);
+        }
+        if call.oversized || args.is_empty() {
+            return Ok(());
+        }
+        let over_call = call.arguments.len() + args.len() > self.max_call_bytes;
+        let over_held = self.held_bytes + args.len() > self.max_held_bytes;
+        if over_call || over_held {
+            self.held_bytes -= call.arguments.len();
+            call.arguments = String::new();
+            call.oversized = true;
+            return Ok(());
+        }
+        self.held_bytes += args.len();
+        call.arguments.push_str(&args);
+        Ok(())
+    }
+}
+
+fn take_str(m: &mut Map<String, Value>, key: &str) -> Result<Option<String>, Error> {
+    match m.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(malformed("tool call field is not a string")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn asm() -> Assembler {
+        Assembler::new(1024, 4096)
+    }
+
+    #[test]
+    fn header_then_fragments() {
+        let mut a = asm();
+        a.push_tool(0, 0, json!({"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":""}})).unwrap();
+        a.push_tool(0, 0, json!({"index":0,"function":{"arguments":"{\"a\""}}))
+            .unwrap();
+        a.push_tool(
+            0,
+            0,
+            json!({"index":0,"id":"","type":"function","function":{"name":"","arguments":":1}"}}),
+        )
+        .unwrap();
+        let c = a.take(0);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (
+                c[0].id.as_str(),
+                c[0].name.as_str(),
+                c[0].arguments.as_str()
+            ),
+            ("call_1", "get", "{\"a\":1}")
+        );
+        assert!(!a.any());
+    }
+
+    #[test]
+    fn missing_index_uses_position_and_new_ids_start_new_calls() {
+        let mut a = asm();
+        a.push_tool(
+            0,
+            0,
+            json!({"id":"x","function":{"name":"a","arguments":"{}"}}),
+        )
+        .unwrap();
+        a.push_tool(
+            0,
+            0,
+            json!({"id":"y","function":{"name":"b","arguments":"{}"}}),
+        )
+        .unwrap();
+        a.push_tool(0, 0, json!({"function":{"arguments":""}}))
+            .unwrap();
+        let c = a.take(0);
+        let names: Vec<_> = c.iter().map(|c| (c.id.as_str(), c.name.as_str())).collect();
+        assert_eq!(names, [("x", "a"), ("y", "b")]);
+    }
+
+    #[test]
+    fn choices_are_separate_and_legacy_is_one_call() {
+        let mut a = asm();
+        a.push_tool(
+            1,
+            0,
+            json!({"index":0,"id":"b","function":{"name":"n1","arguments":"{}"}}),
+        )
+        .unwrap();
+        a.push_legacy(0, json!({"name":"repl","arguments":""}))
+            .unwrap();
+        a.push_legacy(0, json!({"arguments":"{\"c\":1}"})).unwrap();
+        assert_eq!(a.held_choices(), [0, 1]);
+        let c0 = a.take(0);
+        assert!(c0[0].legacy);
+        assert_eq!(c0[0].arguments, "{\"c\":1}");
+        assert_eq!(a.take(1)[0].name, "n1");
+    }
+
+    #[test]
+    fn oversized_arguments_are_dropped_and_marked() {
+        let mut a = Assembler::new(8, 100);
+        a.push_tool(
+            0,
+            0,
+            json!({"index":0,"id":"i","function":{"name":"n","arguments":"{\"abcdef\""}}),
+        )
+        .unwrap();
+        a.push_tool(0, 0, json!({"index":0,"function":{"arguments":":1}"}}))
+            .unwrap();
+        let c = a.take(0);
+        assert!(c[0].oversized);
+        assert!(c[0].arguments.is_empty());
+        let mut a = Assembler::new(100, 10);
+        a.push_tool(
+            0,
+            0,
+            json!({"index":0,"function":{"name":"n","arguments":"123456"}}),
+        )
+        .unwrap();
+        a.push_tool(
+            0,
+            1,
+            json!({"index":1,"function":{"name":"m","arguments":"123456"}}),
+        )
+        .unwrap();
+        let c = a.take(0);
+        assert!(
+            !c[0].oversized && c[1].oversized,
+            "the response-wide bound rejects the second call"
+        );
+    }
+
+    #[test]
+    fn malformed_entries_are_errors() {
+        for bad in [
+            json!("str"),
+            json!({"index":"0"}),
+            json!({"index":-1}),
+            json!({"index":0,"function":"x"}),
+            json!({"index":0,"function":{"arguments":5}}),
+            json!({"index":0,"id":7}),
+        ] {
+            assert!(asm().push_tool(0, 0, bad.clone()).is_err(), "{bad}");
+        }
+        let mut a = asm();
+        a.push_tool(0, 0, json!({"index":0,"id":"a"})).unwrap();
+        assert!(a.push_tool(0, 0, json!({"index":0,"id":"b"})).is_err());
+    }
+
+    #[test]
+    fn object_arguments_are_serialised_and_extras_kept() {
+        let mut a = asm();
+        a.push_tool(0, 0, json!({"index":0,"id":"i","extra_content":{"g":1},"function":{"name":"n","arguments":{"a":1}}})).unwrap();
+        let c = a.take(0);
+        assert_eq!(c[0].arguments, "{\"a\":1}");
+        assert_eq!(c[0].extra["extra_content"], json!({"g":1}));
+    }
+}

@@ -1,0 +1,136 @@
+//! OpenAI chat-completions wire formats; no I/O.
+//!
+//! - [`sse`]: bytes → server-sent events (incremental).
+//! - [`assemble`]: tool-call deltas → complete [`ToolCall`]s.
+//! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
+//! - [`complete`]: the same gating over a non-streaming response.
+
+pub mod assemble;
+pub mod complete;
+pub mod sse;
+pub mod stream;
+
+use std::sync::LazyLock;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use memchr::memmem::Finder;
+use serde_json::{Map, Value};
+
+/// One tool call as the model proposed it, assembled and ready for the gates.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolCall {
+    /// The choice (`choices[].index`) it belongs to.
+    pub choice: u32,
+    /// Its assembly key: the upstream `index` (streaming) or array position (non-streaming).
+    pub index: u64,
+    pub id: String,
+    /// The `type` the upstream gave, if any (`function` for every call we can gate).
+    pub kind: Option<String>,
+    pub name: String,
+    /// The raw argument text (expected to be a JSON object).
+    pub arguments: String,
+    /// A legacy `function_call` rather than a `tool_calls` entry.
+    pub legacy: bool,
+    /// The arguments went over `[limits]`; they were dropped and the call must be rejected.
+    pub oversized: bool,
+    /// Other keys of the upstream entry (e.g. Gemini's `extra_content`), re-emitted as they were.
+    pub extra: Map<String, Value>,
+}
+
+static NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+    [
+        Finder::new(b"tool_calls"),
+        Finder::new(b"function_call"),
+        // A JSON escape could spell either key (`"tool\u005fcalls"`).
+        Finder::new(b"\\u"),
+        Finder::new(b"\"error\""),
+    ]
+});
+
+/// False only when `data` cannot hold a tool call or an error object in any JSON
+/// reading of it: then the event may be forwarded without parsing.
+pub fn may_need_gate(data: &[u8]) -> bool {
+    NEEDLES.iter().any(|f| f.find(data).is_some())
+}
+
+static FINISH: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
+    [
+        Finder::new(b"\"finish_reason\":\""),
+        Finder::new(b"\"finish_reason\": \""),
+    ]
+});
+
+/// A cheap look for a non-null `finish_reason` in an unparsed chunk.
+pub fn has_finish(data: &[u8]) -> bool {
+    FINISH.iter().any(|f| f.find(data).is_some())
+}
+
+static CONTENT: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
+    [
+        Finder::new(b"\"content\":\""),
+        Finder::new(b"\"content\": \""),
+    ]
+});
+
+/// A cheap look for non-empty text content in an unparsed chunk.
+pub fn has_text(data: &[u8]) -> bool {
+    CONTENT.iter().any(|f| {
+        f.find(data)
+            .is_some_and(|i| data.get(i + f.needle().len()) != Some(&b'"'))
+    })
+}
+
+/// Appends `data: <json>\n\n`.
+pub fn write_event(out: &mut BytesMut, v: &Value) {
+    out.put_slice(b"data: ");
+    // Serialising a `Value` into memory cannot fail.
+    let _ = serde_json::to_writer(out.writer(), v);
+    out.put_slice(b"\n\n");
+}
+
+/// Appends a data event whose payload is `data` (split on line ends).
+pub fn write_raw_data(out: &mut BytesMut, data: &[u8]) {
+    for line in data.split(|&b| b == b'\n') {
+        out.put_slice(b"data: ");
+        out.put_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        out.put_slice(b"\n");
+    }
+    out.put_slice(b"\n");
+}
+
+pub const DONE: &[u8] = b"data: [DONE]\n\n";
+pub const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefilter_catches_keys_escapes_and_errors() {
+        assert!(!may_need_gate(
+            br#"{"choices":[{"delta":{"content":"hi"}}]}"#
+        ));
+        assert!(may_need_gate(br#"{"delta":{"tool_calls":[]}}"#));
+        assert!(may_need_gate(br#"{"delta":{"function_call":{}}}"#));
+        assert!(may_need_gate(br#"{"delta":{"tool\u005fcalls":[]}}"#));
+        assert!(may_need_gate(br#"{"error":{"message":"x"}}"#));
+    }
+
+    #[test]
+    fn text_detection() {
+        assert!(has_text(br#"{"delta":{"content":"hi"}}"#));
+        assert!(has_text(br#"{"delta":{"content": "hi"}}"#));
+        assert!(!has_text(br#"{"delta":{"content":""}}"#));
+        assert!(!has_text(br#"{"delta":{"content":null}}"#));
+        assert!(has_finish(br#"{"finish_reason":"stop"}"#));
+        assert!(has_finish(br#"{"finish_reason": "stop"}"#));
+        assert!(!has_finish(br#"{"finish_reason":null}"#));
+    }
+
+    #[test]
+    fn raw_data_is_split_into_data_lines() {
+        let mut out = BytesMut::new();
+        write_raw_data(&mut out, b"a\nb");
+        assert_eq!(&out[..], b"data: a\ndata: b\n\n");
+    }
+}

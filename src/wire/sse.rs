@@ -1,0 +1,286 @@
+//! Incremental server-sent-events decoder; no I/O.
+//!
+//! Grammar (WHATWG HTML, "Parsing an event stream"):
+//! ```text
+//! stream = [ bom ] *event
+//! event  = *( comment / field ) end-of-line
+//! comment = ":" *any-char end-of-line
+//! field  = name [ ":" [ " " ] *any-char ] end-of-line
+//! end-of-line = ( CR LF / LF / CR )
+//! ```
+//! Bytes are pushed as they arrive; a partial line means "need more bytes".
+//! Each block (the lines up to and including a blank line) comes out as one
+//! [`SseEvent`] carrying its exact raw bytes, so an event that needs no change
+//! can be forwarded byte for byte. A CR at the very end of the buffer ends its
+//! line at once; a following LF is skipped as part of the same line end (it is
+//! still kept in the next block's raw bytes, so raw output concatenates to the
+//! exact input).
+
+use bytes::{Bytes, BytesMut};
+
+/// One decoded block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// Exactly the bytes of this block as received (including comments and the blank line).
+    pub raw: Bytes,
+    /// The `event:` field, if any.
+    pub event: Option<String>,
+    /// The `data:` lines joined by `\n`; `None` when the block had no data field
+    /// (a comment-only or empty block, which dispatches nothing).
+    pub data: Option<Vec<u8>>,
+}
+
+/// The block grew past the configured maximum without ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventTooLarge;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+#[derive(Debug)]
+pub struct SseDecoder {
+    buf: BytesMut,
+    /// Start of the next unparsed line within `buf` (`buf` starts at the current block).
+    pos: usize,
+    /// The previous line ended with a CR at the end of the buffer.
+    skip_lf: bool,
+    bom_checked: bool,
+    event: Option<String>,
+    data: Vec<u8>,
+    has_data: bool,
+    max_event: usize,
+}
+
+impl SseDecoder {
+    pub fn new(max_event: usize) -> SseDecoder {
+        SseDecoder {
+            buf: BytesMut::with_capacity(8 * 1024),
+            pos: 0,
+            skip_lf: false,
+            bom_checked: false,
+            event: None,
+            data: Vec::new(),
+            has_data: false,
+            max_event,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Drops everything buffered (after the stream has ended).
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.pos = 0;
+        self.has_data = false;
+        self.data.clear();
+        self.event = None;
+    }
+
+    /// Bytes received but not yet returned in an event.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete block, `Ok(None)` when more bytes are needed.
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, EventTooLarge> {
+        if !self.bom_checked {
+            let n = self.buf.len().min(BOM.len());
+            if self.buf[..n] != BOM[..n] {
+                self.bom_checked = true;
+            } else if n == BOM.len() {
+                self.bom_checked = true;
+                self.pos = BOM.len();
+            } else {
+                return Ok(None);
+            }
+        }
+        loop {
+            if self.skip_lf && self.pos < self.buf.len() {
+                if self.buf[self.pos] == b'\n' {
+                    self.pos += 1;
+                }
+                self.skip_lf = false;
+            }
+            let rest = &self.buf[self.pos..];
+            let Some(i) = memchr::memchr2(b'\n', b'\r', rest) else {
+                if self.buf.len() > self.max_event {
+                    return Err(EventTooLarge);
+                }
+                return Ok(None);
+            };
+            let line_start = self.pos;
+            let line_end = line_start + i;
+            let term = if rest[i] == b'\r' {
+                match rest.get(i + 1) {
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                    None => {
+                        self.skip_lf = true;
+                        1
+                    }
+                }
+            } else {
+                1
+            };
+            self.pos = line_end + term;
+            if line_end == line_start {
+                return Ok(Some(self.dispatch()));
+            }
+            self.field(line_start, line_end);
+            if self.pos > self.max_event {
+                return Err(EventTooLarge);
+            }
+        }
+    }
+
+    /// At end of input: a block without its closing blank line, if any bytes remain.
+    /// Its fields are interpreted leniently (as though the blank line had come).
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        if self.pos < self.buf.len() {
+            let (s, e) = (self.pos, self.buf.len());
+            self.field(s, e);
+            self.pos = e;
+        }
+        Some(self.dispatch())
+    }
+
+    fn field(&mut self, start: usize, end: usize) {
+        let line = &self.buf[start..end];
+        if line[0] == b':' {
+            return;
+        }
+        let (name, value) = match memchr::memchr(b':', line) {
+            Some(c) => {
+                let v = &line[c + 1..];
+                (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            _ => {}
+        }
+    }
+
+    fn dispatch(&mut self) -> SseEvent {
+        let raw = self.buf.split_to(self.pos).freeze();
+        self.pos = 0;
+        let data = if self.has_data {
+            self.has_data = false;
+            Some(std::mem::take(&mut self.data))
+        } else {
+            None
+        };
+        SseEvent {
+            raw,
+            event: self.event.take(),
+            data,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut d = SseDecoder::new(1 << 20);
+        let mut out = Vec::new();
+        for c in chunks {
+            d.push(c);
+            while let Some(e) = d.next_event().unwrap() {
+                out.push(e);
+            }
+        }
+        out.extend(d.finish());
+        out
+    }
+
+    fn data(e: &SseEvent) -> Option<&str> {
+        e.data.as_deref().map(|d| std::str::from_utf8(d).unwrap())
+    }
+
+    #[test]
+    fn lf_crlf_and_cr_line_ends() {
+        for input in [
+            &b"data: a\n\ndata: b\n\n"[..],
+            b"data: a\r\n\r\ndata: b\r\n\r\n",
+            b"data: a\r\rdata: b\r\r",
+        ] {
+            let ev = decode_all(&[input]);
+            assert_eq!(ev.len(), 2, "{input:?}");
+            assert_eq!(data(&ev[0]), Some("a"));
+            assert_eq!(data(&ev[1]), Some("b"));
+            let raw: Vec<u8> = ev.iter().flat_map(|e| e.raw.to_vec()).collect();
+            assert_eq!(raw, input);
+        }
+    }
+
+    #[test]
+    fn comments_multiline_data_and_event_field() {
+        let ev =
+            decode_all(&[b": OPENROUTER PROCESSING\n\nevent: error\ndata: x\ndata:y\nid: 7\n\n"]);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(ev[0].data, None, "a comment-only block dispatches no data");
+        assert_eq!(ev[1].event.as_deref(), Some("error"));
+        assert_eq!(data(&ev[1]), Some("x\ny"));
+    }
+
+    #[test]
+    fn bom_is_skipped_but_kept_in_raw() {
+        let ev = decode_all(&[b"\xEF\xBB", b"\xBFdata: 1\n\n"]);
+        assert_eq!(data(&ev[0]), Some("1"));
+        assert_eq!(&ev[0].raw[..], b"\xEF\xBB\xBFdata: 1\n\n");
+    }
+
+    #[test]
+    fn every_split_point_gives_the_same_events() {
+        let input = b"data: {\"a\":1}\r\n\r\n: c\r\ndata: two\r\ndata: lines\r\r\ndata: [DONE]\n\n";
+        let whole = decode_all(&[input]);
+        for i in 0..input.len() {
+            for j in i..input.len() {
+                let parts = decode_all(&[&input[..i], &input[i..j], &input[j..]]);
+                let d1: Vec<_> = whole.iter().map(|e| e.data.clone()).collect();
+                let d2: Vec<_> = parts.iter().map(|e| e.data.clone()).collect();
+                assert_eq!(d1, d2, "split at {i},{j}");
+                let raw: Vec<u8> = parts.iter().flat_map(|e| e.raw.to_vec()).collect();
+                assert_eq!(raw, input, "split at {i},{j}");
+            }
+        }
+    }
+
+    #[test]
+    fn field_without_colon_and_space_handling() {
+        let ev = decode_all(&[b"data\n\ndata:  two spaces\n\n"]);
+        assert_eq!(data(&ev[0]), Some(""));
+        assert_eq!(data(&ev[1]), Some(" two spaces"));
+    }
+
+    #[test]
+    fn unterminated_last_block_is_returned_by_finish() {
+        let ev = decode_all(&[b"data: a\n\ndata: tail"]);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(data(&ev[1]), Some("tail"));
+    }
+
+    #[test]
+    fn oversized_event_is_an_error() {
+        let mut d = SseDecoder::new(16);
+        d.push(b"data: 0123456789abcdef0123");
+        assert_eq!(d.next_event(), Err(EventTooLarge));
+        let mut d = SseDecoder::new(16);
+        d.push(b"data: 0123456789\ndata: abcdef\n");
+        assert_eq!(d.next_event(), Err(EventTooLarge));
+    }
+}

@@ -1,0 +1,555 @@
+//! The streaming rewriter: text passes at once, tool calls are held until gated.
+//!
+//! Sans-IO. Feed upstream bytes with [`StreamRewriter::push`], then call
+//! [`StreamRewriter::process`]: it appends what the agent may see now to `out`
+//! and stops with [`Step::Gate`] when a choice finishes while holding calls.
+//! The driver gates [`StreamRewriter::pending_calls`] and hands the verdicts to
+//! [`StreamRewriter::resolve`], which emits each allowed call as one complete
+//! delta (indices renumbered from 0), a neutral message when none is left, and
+//! the finish chunk. At end of input call [`StreamRewriter::end`]; on any error
+//! call [`StreamRewriter::fail`], which never releases held calls.
+//!
+//! Events that cannot carry a tool call ([`super::may_need_gate`]) nor a finish
+//! are forwarded byte for byte without parsing while nothing is held. Finishes
+//! are parsed so that tool-call deltas arriving after their choice finished are
+//! recognised and stripped.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{json, Map, Value};
+
+use super::assemble::Assembler;
+use super::sse::SseDecoder;
+use super::{has_finish, has_text, may_need_gate, write_event, write_raw_data, ToolCall, DONE};
+use crate::error::Error;
+
+/// What the driver must do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Everything available was processed; push more bytes (or call `end`).
+    NeedMore,
+    /// Gate [`StreamRewriter::pending_calls`] and call [`StreamRewriter::resolve`].
+    Gate,
+}
+
+/// Limits and texts for one response.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub neutral_message: String,
+    pub max_event_bytes: usize,
+    pub max_call_bytes: usize,
+    pub max_held_bytes: usize,
+}
+
+/// The finish reason the agent was sent for a choice.
+#[derive(Debug)]
+struct Final {
+    sent: String,
+    rewritten: bool,
+}
+
+#[derive(Debug)]
+struct PendingChoice {
+    choice: u32,
+    /// Position in the held chunk's `choices`, when a finish chunk triggered the gate.
+    pos: Option<usize>,
+    finish: Option<String>,
+}
+
+#[derive(Debug)]
+struct Pending {
+    choices: Vec<PendingChoice>,
+    calls: Vec<ToolCall>,
+    /// The finish chunk, tool deltas stripped, emitted after the calls.
+    chunk: Option<Map<String, Value>>,
+    /// `[DONE]`, emitted last when it triggered the gate.
+    then_raw: Option<Bytes>,
+}
+
+#[derive(Debug)]
+pub struct StreamRewriter {
+    decoder: SseDecoder,
+    asm: Assembler,
+    finals: HashMap<u32, Final>,
+    any_rewritten: bool,
+    template: Map<String, Value>,
+    pending: Option<Pending>,
+    ended: bool,
+    text_seen: bool,
+    neutral: String,
+    last_call_delta: Option<Instant>,
+    late_deltas: u64,
+}
+
+fn malformed(why: &'static str) -> Error {
+    Error::UpstreamUnreadable(why)
+}
+
+impl StreamRewriter {
+    pub fn new(o: &Options) -> StreamRewriter {
+        StreamRewriter {
+            decoder: SseDecoder::new(o.max_event_bytes),
+            asm: Assembler::new(o.max_call_bytes, o.max_held_bytes),
+            finals: HashMap::new(),
+            any_rewritten: false,
+            template: Map::new(),
+            pending: None,
+            ended: false,
+            text_seen: false,
+            neutral: o.neutral_message.clone(),
+            last_call_delta: None,
+            late_deltas: 0,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if !self.ended {
+            self.decoder.push(bytes);
+        }
+    }
+
+    /// Calls held behind the current gate.
+    pub fn pending_calls(&self) -> &[ToolCall] {
+        self.pending.as_ref().map(|p| &p.calls[..]).unwrap_or(&[])
+    }
+
+    /// When the last tool-call delta arrived from upstream.
+    pub fn last_call_delta(&self) -> Option<Instant> {
+        self.last_call_delta
+    }
+
+    /// Tool-call deltas that arrived after their choice had finished (stripped).
+    pub fn late_deltas(&self) -> u64 {
+        self.late_deltas
+    }
+
+    /// Processes every complete event; see the module doc.
+    pub fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
+        loop {
+            if self.pending.is_some() {
+                return Ok(Step::Gate);
+            }
+            if self.ended {
+                self.decoder.clear();
+                return Ok(Step::NeedMore);
+            }
+            match self.decoder.next_event() {
+                Ok(Some(ev)) => {
+                    self.handle(ev.raw, ev.event.as_deref(), ev.data.as_deref(), out)?
+                }
+                Ok(None) => return Ok(Step::NeedMore),
+                Err(_) => return Err(malformed("event larger than limits.max_event_bytes")),
+            }
+        }
+    }
+
+    /// At end of input. Returns `Gate` when the last (unterminated) event finished
+    /// a choice; an error when calls are still held without a finish.
+    pub fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
+        if self.pending.is_some() {
+            return Ok(Step::Gate);
+        }
+        if !self.ended {
+            if let Some(ev) = self.decoder.finish() {
+                self.handle(ev.raw, ev.event.as_deref(), ev.data.as_deref(), out)?;
+                if self.pending.is_some() {
+                    return Ok(Step::Gate);
+                }
+            }
+        }
+        if self.asm.any() {
+            return Err(malformed("stream ended before its tool calls finished"));
+        }
+        Ok(Step::NeedMore)
+    }
+
+    /// Ends the stream after `err`: an SSE error event and `[DONE]`. Returns the
+    /// calls that were held and are now dropped without release.
+    pub fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<ToolCall> {
+        self.ended = true;
+        self.decoder.clear();
+        let mut dropped = self.pending.take().map(|p| p.calls).unwrap_or_default();
+        dropped.extend(self.asm.take_all());
+        match err {
+            Error::UpstreamEvent(body) if passthrough => write_raw_data(out, body),
+            _ => write_raw_data(out, &err.json_body()),
+        }
+        out.put_slice(DONE);
+        dropped
+    }
+
+    fn handle(
+        &mut self,
+        raw: Bytes,
+        event: Option<&str>,
+        data: Option<&[u8]>,
+        out: &mut BytesMut,
+    ) -> Result<(), Error> {
+        let Some(data) = data else {
+            out.put_slice(&raw);
+            return Ok(());
+        };
+        if event == Some("error") {
+            return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
+        }
+        if data.trim_ascii() == b"[DONE]" {
+            if self.asm.any() {
+                let choices = self
+                    .asm
+                    .held_choices()
+                    .into_iter()
+                    .map(|choice| PendingChoice {
+                        choice,
+                        pos: None,
+                        finish: None,
+                    })
+                    .collect();
+                self.start_pending(choices, None, Some(raw));
+            } else {
+                out.put_slice(&raw);
+                self.ended = true;
+            }
+            return Ok(());
+        }
+        let risky = may_need_gate(data);
+        if !risky && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
+            if !self.text_seen && has_text(data) {
+                self.text_seen = true;
+            }
+            out.put_slice(&raw);
+            return Ok(());
+        }
+        self.slow(raw, data, risky, out)
+    }
+
+    /// Parses the chunk, strips tool deltas into the assembler, and rewrites finishes.
+    fn slow(
+        &mut self,
+        raw: Bytes,
+        data: &[u8],
+        risky: bool,
+        out: &mut BytesMut,
+    ) -> Result<(), Error> {
+        let mut obj = match serde_json::from_slice::<Value>(data) {
+            Ok(Value::Object(o)) => o,
+            _ if risky => return Err(malformed("event data is not a JSON object")),
+            _ => {
+                out.put_slice(&raw);
+                return Ok(());
+            }
+        };
+        if obj.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
+        }
+        let mut changed = false;
+        let mut gated = Vec::new();
+        match obj.get_mut("choices") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(arr)) => {
+                for (pos, ch) in arr.iter_mut().enumerate() {
+                    self.choice(pos, ch, &mut changed, &mut gated)?;
+                }
+            }
+            Some(_) if risky => return Err(malformed("choices is not an array")),
+            Some(_) => {}
+        }
+        if !changed {
+            out.put_slice(&raw);
+            return Ok(());
+        }
+        self.remember_template(&obj);
+        if gated.is_empty() {
+            if !is_empty_chunk(&obj) {
+                write_event(out, &Value::Object(obj));
+            }
+            return Ok(());
+        }
+        self.start_pending(gated, Some(obj), None);
+        Ok(())
+    }
+
+    fn choice(
+        &mut self,
+        pos: usize,
+        ch: &mut Value,
+        changed: &mut bool,
+        gated: &mut Vec<PendingChoice>,
+    ) -> Result<(), Error> {
+        let Value::Object(c) = ch else {
+            return Err(malformed("choice is not an object"));
+        };
+        let idx = match c.get("index") {
+            None | Some(Value::Null) => u32::try_from(pos).ok(),
+            Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+            Some(_) => None,
+        }
+        .ok_or_else(|| malformed("choice index is not a small integer"))?;
+        for key in ["delta", "message"] {
+            let Some(Value::Object(d)) = c.get_mut(key) else {
+                continue;
+            };
+            let late = self.finals.contains_key(&idx);
+            if let Some(tc) = d.remove("tool_calls") {
+                match tc {
+                    Value::Null => {
+                        d.insert("tool_calls".into(), Value::Null);
+                    }
+                    Value::Array(entries) => {
+                        *changed = true;
+                        if late {
+                            self.late_deltas += 1;
+                        } else {
+                            for (p, e) in entries.into_iter().enumerate() {
+                                self.asm.push_tool(idx, p, e)?;
+                            }
+                            self.last_call_delta = Some(Instant::now());
+                        }
+                    }
+                    _ => return Err(malformed("tool_calls is not an array")),
+                }
+            }
+            if let Some(fc) = d.remove("function_call") {
+                if fc.is_null() {
+                    d.insert("function_call".into(), Value::Null);
+                } else {
+                    *changed = true;
+                    if late {
+                        self.late_deltas += 1;
+                    } else {
+                        self.asm.push_legacy(idx, fc)?;
+                        self.last_call_delta = Some(Instant::now());
+                    }
+                }
+            }
+            if !self.text_seen {
+                self.text_seen = d
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty());
+            }
+        }
+        let Some(finish) = c.get("finish_reason").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        if self.asm.holds(idx) {
+            gated.push(PendingChoice {
+                choice: idx,
+                pos: Some(pos),
+                finish: Some(finish.to_string()),
+            });
+            *changed = true;
+        } else if let Some(fin) = self.finals.get(&idx) {
+            if fin.rewritten {
+                set_finish(c, &fin.sent);
+                *changed = true;
+            }
+        } else {
+            let sent = finish.to_string();
+            self.finals.insert(
+                idx,
+                Final {
+                    sent,
+                    rewritten: false,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn remember_template(&mut self, obj: &Map<String, Value>) {
+        for key in [
+            "id",
+            "object",
+            "created",
+            "model",
+            "system_fingerprint",
+            "service_tier",
+            "provider",
+        ] {
+            if let Some(v) = obj.get(key) {
+                self.template.insert(key.to_string(), v.clone());
+            }
+        }
+    }
+
+    fn start_pending(
+        &mut self,
+        choices: Vec<PendingChoice>,
+        chunk: Option<Map<String, Value>>,
+        then_raw: Option<Bytes>,
+    ) {
+        let calls = choices
+            .iter()
+            .flat_map(|pc| self.asm.take(pc.choice))
+            .collect();
+        self.pending = Some(Pending {
+            choices,
+            calls,
+            chunk,
+            then_raw,
+        });
+    }
+
+    /// Emits the gated choices: allowed calls (one complete delta each, indices
+    /// from 0), a neutral message when none is left, then the finish.
+    /// `allowed[i]` answers `pending_calls()[i]`; a missing answer counts as no.
+    pub fn resolve(&mut self, allowed: &[bool], out: &mut BytesMut) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        let mut chunk = p.chunk;
+        for pc in &p.choices {
+            let kept: Vec<&ToolCall> = p
+                .calls
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| c.choice == pc.choice && allowed.get(*i).copied().unwrap_or(false))
+                .map(|(_, c)| c)
+                .collect();
+            for (j, call) in kept.iter().enumerate() {
+                write_event(out, &self.call_chunk(pc.choice, j, call));
+            }
+            let sent = if kept.is_empty() {
+                let text = if self.text_seen {
+                    format!("\n\n{}", self.neutral)
+                } else {
+                    self.neutral.clone()
+                };
+                write_event(
+                    out,
+                    &self.chunk_with(pc.choice, json!({ "content": text }), Value::Null),
+                );
+                "stop".to_string()
+            } else {
+                pc.finish.clone().unwrap_or_else(|| {
+                    let legacy = kept.iter().all(|c| c.legacy);
+                    (if legacy {
+                        "function_call"
+                    } else {
+                        "tool_calls"
+                    })
+                    .to_string()
+                })
+            };
+            let rewritten = pc.finish.as_deref() != Some(sent.as_str());
+            self.any_rewritten |= rewritten;
+            match (chunk.as_mut().and_then(|o| o.get_mut("choices")), pc.pos) {
+                (Some(Value::Array(arr)), Some(pos)) => {
+                    if let (true, Some(Value::Object(c))) = (rewritten, arr.get_mut(pos)) {
+                        set_finish(c, &sent);
+                    }
+                }
+                _ => write_event(
+                    out,
+                    &self.chunk_with(pc.choice, json!({}), Value::String(sent.clone())),
+                ),
+            }
+            self.finals.insert(pc.choice, Final { sent, rewritten });
+        }
+        if let Some(obj) = chunk {
+            write_event(out, &Value::Object(obj));
+        }
+        if let Some(raw) = p.then_raw {
+            out.put_slice(&raw);
+            self.ended = true;
+        }
+    }
+
+    fn call_chunk(&self, choice: u32, j: usize, call: &ToolCall) -> Value {
+        let function = json!({ "name": call.name, "arguments": call.arguments });
+        let delta = if call.legacy {
+            json!({ "function_call": function })
+        } else {
+            let mut entry = Map::new();
+            entry.insert("index".into(), json!(j));
+            entry.insert("id".into(), json!(call.id));
+            entry.insert("type".into(), json!("function"));
+            entry.insert("function".into(), function);
+            for (k, v) in &call.extra {
+                entry.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            json!({ "tool_calls": [Value::Object(entry)] })
+        };
+        self.chunk_with(choice, delta, Value::Null)
+    }
+
+    fn chunk_with(&self, choice: u32, delta: Value, finish: Value) -> Value {
+        let mut obj = self.template.clone();
+        obj.entry("object")
+            .or_insert_with(|| json!("chat.completion.chunk"));
+        obj.insert(
+            "choices".into(),
+            json!([{ "index": choice, "delta": delta, "finish_reason": finish }]),
+        );
+        Value::Object(obj)
+    }
+
+    /// Drives the rewriter over `chunks` with a synchronous decision per call
+    /// (tests, benches and tools; the proxy drives it asynchronously).
+    pub fn run_sync(
+        &mut self,
+        chunks: &[&[u8]],
+        mut decide: impl FnMut(&ToolCall) -> bool,
+    ) -> BytesMut {
+        let mut out = BytesMut::new();
+        let mut gate = |rw: &mut StreamRewriter, out: &mut BytesMut| {
+            let allowed: Vec<bool> = rw.pending_calls().iter().map(&mut decide).collect();
+            rw.resolve(&allowed, out);
+        };
+        for c in chunks {
+            self.push(c);
+            loop {
+                match self.process(&mut out) {
+                    Ok(Step::NeedMore) => break,
+                    Ok(Step::Gate) => gate(self, &mut out),
+                    Err(e) => {
+                        self.fail(&e, false, &mut out);
+                        return out;
+                    }
+                }
+            }
+        }
+        loop {
+            match self.end(&mut out) {
+                Ok(Step::NeedMore) => return out,
+                Ok(Step::Gate) => gate(self, &mut out),
+                Err(e) => {
+                    self.fail(&e, false, &mut out);
+                    return out;
+                }
+            }
+        }
+    }
+}
+
+fn set_finish(c: &mut Map<String, Value>, sent: &str) {
+    c.insert("finish_reason".into(), json!(sent));
+    if c.get("native_finish_reason").is_some_and(|v| !v.is_null()) {
+        c.insert("native_finish_reason".into(), json!(sent));
+    }
+}
+
+/// True when a stripped chunk carries nothing worth sending.
+fn is_empty_chunk(obj: &Map<String, Value>) -> bool {
+    let usage = obj.get("usage").is_some_and(|u| !u.is_null());
+    let choices = match obj.get("choices") {
+        Some(Value::Array(a)) => a,
+        _ => return !usage,
+    };
+    !usage
+        && choices.iter().all(|c| {
+            c.get("finish_reason").is_none_or(Value::is_null)
+                && ["delta", "message"].iter().all(|k| {
+                    c.get(*k).is_none_or(|d| {
+                        d.as_object()
+                            .is_some_and(|m| m.values().all(Value::is_null))
+                    })
+                })
+        })
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;

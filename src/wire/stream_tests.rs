@@ -1,0 +1,297 @@
+//! Unit tests of the streaming rewriter over small hand-written streams.
+
+use super::*;
+use serde_json::Value;
+
+fn opts() -> Options {
+    Options {
+        neutral_message: "NEUTRAL".into(),
+        max_event_bytes: 1 << 20,
+        max_call_bytes: 1 << 16,
+        max_held_bytes: 1 << 20,
+    }
+}
+
+fn run(input: &str, deny: &[&str]) -> String {
+    let mut rw = StreamRewriter::new(&opts());
+    let out = rw.run_sync(&[input.as_bytes()], |c| !deny.contains(&c.name.as_str()));
+    String::from_utf8(out.to_vec()).unwrap()
+}
+
+fn events(out: &str) -> Vec<Value> {
+    out.split("\n\n")
+        .filter_map(|b| b.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+fn chunk(delta: &str, finish: &str) -> String {
+    format!("data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n")
+}
+
+fn two_calls() -> String {
+    [
+        chunk(r#"{"role":"assistant","content":"Hi "}"#, "null"),
+        chunk(r#"{"content":"there"}"#, "null"),
+        chunk(r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"first","arguments":""}}]}"#, "null"),
+        chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":"}}]}"#, "null"),
+        chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}"#, "null"),
+        chunk(r#"{"tool_calls":[{"index":1,"id":"b","type":"function","function":{"name":"second","arguments":"{}"}}]}"#, "null"),
+        chunk("{}", "\"tool_calls\""),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat()
+}
+
+fn calls(out: &str) -> Vec<(u64, String, String, String)> {
+    events(out)
+        .iter()
+        .flat_map(|e| {
+            e["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|t| {
+            (
+                t["index"].as_u64().unwrap(),
+                t["id"].as_str().unwrap().to_string(),
+                t["function"]["name"].as_str().unwrap().to_string(),
+                t["function"]["arguments"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn finishes(out: &str) -> Vec<String> {
+    events(out)
+        .iter()
+        .filter_map(|e| e["choices"][0]["finish_reason"].as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn text_events_pass_byte_for_byte_before_any_call() {
+    let input = two_calls();
+    let out = run(&input, &[]);
+    let first_two = [
+        chunk(r#"{"role":"assistant","content":"Hi "}"#, "null"),
+        chunk(r#"{"content":"there"}"#, "null"),
+    ]
+    .concat();
+    assert!(out.starts_with(&first_two));
+    assert!(out.ends_with("data: [DONE]\n\n"));
+}
+
+#[test]
+fn all_allowed_calls_come_out_whole() {
+    let out = run(&two_calls(), &[]);
+    assert_eq!(
+        calls(&out),
+        [
+            (0, "a".into(), "first".into(), "{\"x\":1}".into()),
+            (1, "b".into(), "second".into(), "{}".into())
+        ]
+    );
+    assert_eq!(finishes(&out), ["tool_calls"]);
+    assert!(!out.contains("NEUTRAL"));
+}
+
+#[test]
+fn a_denied_call_vanishes_and_indices_are_renumbered() {
+    let out = run(&two_calls(), &["first"]);
+    assert_eq!(calls(&out), [(0, "b".into(), "second".into(), "{}".into())]);
+    assert!(!out.contains("first") && !out.contains("\"a\""));
+    assert_eq!(finishes(&out), ["tool_calls"]);
+}
+
+#[test]
+fn nothing_left_gives_the_neutral_message_and_stop() {
+    let out = run(&two_calls(), &["first", "second"]);
+    assert!(calls(&out).is_empty());
+    assert!(out.contains("\"content\":\"\\n\\nNEUTRAL\""), "{out}");
+    assert_eq!(finishes(&out), ["stop"]);
+    assert!(!out.contains("tool_calls"), "{out}");
+}
+
+#[test]
+fn a_duplicate_finish_is_rewritten_the_same_way() {
+    let mut input = two_calls();
+    input = input.replace(
+        "data: [DONE]",
+        &format!(
+            "{}data: [DONE]",
+            chunk("{}", "\"tool_calls\"")
+                .trim_end_matches('\n')
+                .to_string()
+                + "\n\n"
+        ),
+    );
+    let out = run(&input, &["first", "second"]);
+    assert_eq!(finishes(&out), ["stop", "stop"]);
+}
+
+#[test]
+fn done_without_finish_gates_and_releases() {
+    let input = [
+        chunk(r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}"#, "null"),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    assert_eq!(calls(&out).len(), 1);
+    assert_eq!(finishes(&out), ["tool_calls"]);
+    assert!(out.ends_with("data: [DONE]\n\n"));
+}
+
+#[test]
+fn a_stream_cut_before_its_finish_never_releases() {
+    let input = chunk(
+        r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}"#,
+        "null",
+    );
+    let out = run(&input, &[]);
+    assert!(calls(&out).is_empty());
+    assert!(out.contains("\"error\""), "{out}");
+    assert!(out.ends_with("data: [DONE]\n\n"));
+}
+
+#[test]
+fn an_error_object_mid_stream_drops_held_calls() {
+    let input = [
+        chunk(r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}"#, "null"),
+        "data: {\"error\":{\"message\":\"upstream secret detail\"}}\n\n".into(),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    assert!(calls(&out).is_empty());
+    assert!(!out.contains("secret detail"));
+    assert!(out.contains("\"error\""));
+}
+
+#[test]
+fn legacy_function_call_is_gated() {
+    let input = [
+        chunk(
+            r#"{"role":"assistant","content":null,"function_call":{"name":"repl","arguments":""}}"#,
+            "null",
+        ),
+        chunk(r#"{"function_call":{"arguments":"{\"c\":1}"}}"#, "null"),
+        chunk("{}", "\"function_call\""),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    let ev = events(&out);
+    let fc: Vec<_> = ev
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"].get("function_call"))
+        .collect();
+    assert_eq!(fc.len(), 1);
+    assert_eq!(fc[0]["arguments"], "{\"c\":1}");
+    assert_eq!(finishes(&out), ["function_call"]);
+    let out = run(&input, &["repl"]);
+    assert!(!out.contains("function_call\":{"), "{out}");
+    assert_eq!(finishes(&out), ["stop"]);
+}
+
+#[test]
+fn two_choices_are_gated_separately() {
+    let c = |i: u32, delta: &str, finish: &str| {
+        format!("data: {{\"id\":\"c\",\"choices\":[{{\"index\":{i},\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n")
+    };
+    let input = [
+        c(
+            0,
+            r#"{"tool_calls":[{"index":0,"id":"a","function":{"name":"keep","arguments":"{}"}}]}"#,
+            "null",
+        ),
+        c(
+            1,
+            r#"{"tool_calls":[{"index":0,"id":"b","function":{"name":"drop","arguments":"{}"}}]}"#,
+            "null",
+        ),
+        c(0, "{}", "\"tool_calls\""),
+        c(1, "{}", "\"tool_calls\""),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let out = run(&input, &["drop"]);
+    let ev = events(&out);
+    let per_choice: Vec<(u64, Option<String>, Option<String>)> = ev
+        .iter()
+        .map(|e| {
+            let ch = &e["choices"][0];
+            (
+                ch["index"].as_u64().unwrap(),
+                ch["delta"]["tool_calls"][0]["function"]["name"]
+                    .as_str()
+                    .map(String::from),
+                ch["finish_reason"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    assert!(per_choice.contains(&(0, Some("keep".into()), None)));
+    assert!(per_choice.contains(&(0, None, Some("tool_calls".into()))));
+    assert!(per_choice.contains(&(1, None, Some("stop".into()))));
+    assert!(!out.contains("drop"));
+}
+
+#[test]
+fn late_tool_deltas_after_a_finish_are_stripped() {
+    let input = [
+        chunk(r#"{"content":"done"}"#, "\"stop\""),
+        chunk(r#"{"tool_calls":[{"index":0,"id":"x","function":{"name":"sneaky","arguments":"{}"}}]}"#, "null"),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let mut rw = StreamRewriter::new(&opts());
+    let out = rw.run_sync(&[input.as_bytes()], |_| true);
+    assert!(!String::from_utf8_lossy(&out).contains("sneaky"));
+    assert_eq!(rw.late_deltas(), 1);
+}
+
+#[test]
+fn an_escaped_key_is_still_seen() {
+    let input = [
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool\\u005fcalls\":[{\"index\":0,\"id\":\"x\",\"function\":{\"name\":\"hidden\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n",
+    ]
+    .concat();
+    let out = run(&input, &["hidden"]);
+    assert!(!out.contains("hidden"), "{out}");
+    assert_eq!(finishes(&out), ["stop"]);
+}
+
+#[test]
+fn malformed_json_that_mentions_tool_calls_fails_closed() {
+    let input = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\n\ndata: [DONE]\n\n";
+    let out = run(input, &[]);
+    assert!(out.contains("\"error\""));
+}
+
+#[test]
+fn error_event_type_fails_closed_and_passthrough_keeps_the_body() {
+    let input = "event: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n";
+    let mut rw = StreamRewriter::new(&opts());
+    let mut out = BytesMut::new();
+    rw.push(input.as_bytes());
+    let err = rw.process(&mut out).unwrap_err();
+    rw.fail(&err, true, &mut out);
+    assert!(String::from_utf8_lossy(&out).contains("boom"));
+    assert!(!run(input, &[]).contains("boom"));
+}
+
+#[test]
+fn oversized_arguments_reach_the_gate_marked() {
+    let mut o = opts();
+    o.max_call_bytes = 4;
+    let mut rw = StreamRewriter::new(&o);
+    let mut seen = Vec::new();
+    rw.run_sync(&[two_calls().as_bytes()], |c| {
+        seen.push((c.name.clone(), c.oversized));
+        true
+    });
+    assert_eq!(seen, [("first".into(), true), ("second".into(), false)]);
+}
