@@ -1,0 +1,17 @@
+//! toolgate's one integration-test binary: real toolgate on real ports, an
+//! in-process mock provider replaying recorded streams, real HTTP clients.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+// A reference reader of SSE/JSON answers, independent of toolgate's own.
+mod accumulate;
+// Mock provider, toolgate launcher, HTTP client.
+mod support;
+
+// Every shared fixture, allowed and with its first tool denied, streaming and not.
+mod conformance;

@@ -1,0 +1,517 @@
+//! Test support: a mock provider on 127.0.0.1:0 that replays recorded bodies,
+//! a launcher for a real toolgate on real ports, and a small HTTP client.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::accumulate::Acc;
+
+pub const UPSTREAM_KEY: &str = "sk-or-v1-test-upstream-key-0123456789abcdef";
+pub const KEY_ENV: &str = "TOOLGATE_IT_UPSTREAM_KEY";
+
+/// `../shared/fixtures/sse`, if present.
+pub fn fixtures_dir() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/sse");
+    d.is_dir().then_some(d)
+}
+
+/// This repository's own fixtures.
+pub fn own_fixture(name: &str) -> Bytes {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    Bytes::from(std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+}
+
+/// Every chat-completions fixture (SSE and non-streaming JSON) in the shared set.
+pub fn chat_fixtures() -> Vec<PathBuf> {
+    let Some(dir) = fixtures_dir() else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            let other_api = [
+                "anthropic-messages",
+                "openai-responses",
+                "deepseek-responses",
+                "bedrock-mantle",
+            ]
+            .iter()
+            .any(|x| n.starts_with(x));
+            !other_api
+                && !n.ends_with(".request.json")
+                && (n.ends_with(".sse") || n.ends_with(".json"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Skips a test with a clear message when `../shared` is absent.
+#[macro_export]
+macro_rules! need_fixtures {
+    () => {
+        if $crate::support::fixtures_dir().is_none() {
+            eprintln!("SKIPPED: ../shared/fixtures/sse is absent (clone with ../shared beside the repository)");
+            return;
+        }
+    };
+}
+
+/// What the mock provider answers.
+#[derive(Clone)]
+pub enum Reply {
+    /// An SSE body sent in pieces of `chunk` bytes, `delay` apart; `reset` ends it with a broken connection.
+    Sse {
+        body: Bytes,
+        chunk: usize,
+        delay: Duration,
+        reset: bool,
+        gzip: bool,
+    },
+    /// A body with a status and content type.
+    Body {
+        status: u16,
+        content_type: &'static str,
+        body: Bytes,
+        gzip: bool,
+        encoding: Option<&'static str>,
+    },
+    /// The fixture named by the last user message `fixture:NAME` (SSE or JSON by the request's `stream`).
+    Fixture { chunk: usize },
+}
+
+impl Reply {
+    pub fn sse(body: impl Into<Bytes>) -> Reply {
+        Reply::Sse {
+            body: body.into(),
+            chunk: 64,
+            delay: Duration::ZERO,
+            reset: false,
+            gzip: false,
+        }
+    }
+    pub fn json(status: u16, body: impl Into<Bytes>) -> Reply {
+        Reply::Body {
+            status,
+            content_type: "application/json",
+            body: body.into(),
+            gzip: false,
+            encoding: None,
+        }
+    }
+}
+
+/// One request the mock received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+pub struct Mock {
+    pub addr: SocketAddr,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    replies: Arc<Mutex<VecDeque<Reply>>>,
+    /// Set when a streamed body noticed its client had gone.
+    pub cancelled: Arc<AtomicBool>,
+}
+
+struct ChanBody(mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>);
+
+impl Body for ChanBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+fn gzip(b: &[u8]) -> Bytes {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(b).unwrap();
+    Bytes::from(e.finish().unwrap())
+}
+
+fn fixture_reply(req: &Value, chunk: usize) -> Reply {
+    let msgs = req["messages"].as_array().cloned().unwrap_or_default();
+    let name = msgs
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .and_then(|c| c.strip_prefix("fixture:"))
+        .unwrap_or("missing")
+        .to_string();
+    let path = fixtures_dir().unwrap().join(&name);
+    let body = Bytes::from(std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}")));
+    let stream = req["stream"].as_bool().unwrap_or(false);
+    if name.ends_with(".json") {
+        return Reply::json(200, body);
+    }
+    if stream {
+        return Reply::Sse {
+            body,
+            chunk,
+            delay: Duration::ZERO,
+            reset: false,
+            gzip: false,
+        };
+    }
+    Reply::json(200, Acc::from_sse(&body).to_completion().to_string())
+}
+
+impl Mock {
+    /// Starts a mock that answers every request with `reply` (or the queued replies in turn).
+    pub async fn start(replies: Vec<Reply>) -> Mock {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let (s, r, c) = (seen.clone(), replies.clone(), cancelled.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = l.accept().await else {
+                    return;
+                };
+                let (s, r, c) = (s.clone(), r.clone(), c.clone());
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let (s, r, c) = (s.clone(), r.clone(), c.clone());
+                    async move { Ok::<_, Infallible>(Mock::answer(req, s, r, c).await) }
+                });
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Mock {
+            addr,
+            seen,
+            replies,
+            cancelled,
+        }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    async fn answer(
+        req: Request<Incoming>,
+        seen: Arc<Mutex<Vec<Seen>>>,
+        replies: Arc<Mutex<VecDeque<Reply>>>,
+        cancelled: Arc<AtomicBool>,
+    ) -> Response<ChanBody> {
+        let (parts, body) = req.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        seen.lock().unwrap().push(Seen {
+            path: parts.uri.to_string(),
+            headers: parts.headers,
+            body: body.clone(),
+        });
+        let reply = {
+            let mut q = replies.lock().unwrap();
+            if q.len() > 1 {
+                q.pop_front().unwrap()
+            } else {
+                q.front().cloned().unwrap()
+            }
+        };
+        let reply = match reply {
+            Reply::Fixture { chunk } => {
+                fixture_reply(&serde_json::from_slice(&body).unwrap_or(Value::Null), chunk)
+            }
+            r => r,
+        };
+        let (tx, rx) = mpsc::channel(16);
+        let mut resp = Response::new(ChanBody(rx));
+        match reply {
+            Reply::Sse {
+                body,
+                chunk,
+                delay,
+                reset,
+                gzip: gz,
+            } => {
+                resp.headers_mut()
+                    .insert("content-type", "text/event-stream".parse().unwrap());
+                let body = if gz {
+                    resp.headers_mut()
+                        .insert("content-encoding", "gzip".parse().unwrap());
+                    gzip(&body)
+                } else {
+                    body
+                };
+                tokio::spawn(async move {
+                    for piece in body.chunks(chunk.max(1)) {
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
+                        if tx
+                            .send(Ok(Frame::data(Bytes::copy_from_slice(piece))))
+                            .await
+                            .is_err()
+                        {
+                            cancelled.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                    }
+                    if reset {
+                        let _ = tx.send(Err(std::io::Error::other("reset"))).await;
+                    }
+                });
+            }
+            Reply::Body {
+                status,
+                content_type,
+                body,
+                gzip: gz,
+                encoding,
+            } => {
+                *resp.status_mut() = StatusCode::from_u16(status).unwrap();
+                resp.headers_mut()
+                    .insert("content-type", content_type.parse().unwrap());
+                let body = if gz { gzip(&body) } else { body };
+                if gz {
+                    resp.headers_mut()
+                        .insert("content-encoding", "gzip".parse().unwrap());
+                }
+                if let Some(e) = encoding {
+                    resp.headers_mut()
+                        .insert("content-encoding", e.parse().unwrap());
+                }
+                tokio::spawn(async move {
+                    let _ = tx.send(Ok(Frame::data(body))).await;
+                });
+            }
+            Reply::Fixture { .. } => unreachable!(),
+        }
+        resp
+    }
+}
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "toolgate-it-{}-{}",
+            std::process::id(),
+            DIRS.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running toolgate with its scratch dir.
+pub struct Gate {
+    pub running: Option<toolgate::server::Running>,
+    pub url: String,
+    pub admin: String,
+    pub dir: TempDir,
+}
+
+impl Gate {
+    pub fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.0.join("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    pub async fn audit_flushed(&self) -> Vec<Value> {
+        self.running
+            .as_ref()
+            .unwrap()
+            .state
+            .audit
+            .flush()
+            .await
+            .unwrap();
+        self.audit()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+    }
+}
+
+/// Starts toolgate in front of `upstream` with the given policy file text and extra config.
+pub async fn start_gate(upstream: &str, policy: &str, extra: &str) -> Gate {
+    // The same value every time, so tests running in parallel agree.
+    std::env::set_var(KEY_ENV, UPSTREAM_KEY);
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("policies")).unwrap();
+    std::fs::write(dir.0.join("policies/50-test.toml"), policy).unwrap();
+    let (upstream_extra, rest) = split_upstream(extra);
+    let cfg = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\ndrain_secs = 5\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 20\n{upstream_extra}\n[policy]\ndir = \"policies\"\n\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
+    );
+    std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
+    let config = toolgate::Config::load(&dir.0.join("toolgate.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
+    let running = toolgate::server::start(config).await.unwrap();
+    Gate {
+        url: format!("http://{}", running.addr),
+        admin: format!("http://{}", running.admin_addr),
+        running: Some(running),
+        dir,
+    }
+}
+
+/// Lines of `extra` starting with `upstream.` go into `[upstream]`; the rest stays as written.
+fn split_upstream(extra: &str) -> (String, String) {
+    let mut up = String::new();
+    let mut rest = String::new();
+    for line in extra.lines() {
+        match line.strip_prefix("upstream.") {
+            Some(l) => {
+                up.push_str(l);
+                up.push('\n');
+            }
+            None => {
+                rest.push_str(line);
+                rest.push('\n');
+            }
+        }
+    }
+    (up, rest)
+}
+
+pub const ALLOW_ALL: &str = "[defaults]\nverdict = \"allow\"\n";
+
+pub fn deny(tools: &[&str]) -> String {
+    let list: Vec<String> = tools.iter().map(|t| format!("\"{t}\"")).collect();
+    format!("[defaults]\nverdict = \"allow\"\n\n[[rule]]\nname = \"test-deny\"\ntools = [{}]\nverdict = \"deny\"\n", list.join(", "))
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+pub async fn send(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Answer {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(body.into())).unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(30), client.request(req))
+        .await
+        .expect("timed out")
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let body = tokio::time::timeout(Duration::from_secs(30), body.collect())
+        .await
+        .expect("body timed out")
+        .unwrap()
+        .to_bytes();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+pub async fn post_chat(gate: &Gate, body: &Value) -> Answer {
+    send(
+        "POST",
+        &format!("{}/v1/chat/completions", gate.url),
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer agent-token"),
+        ],
+        body.to_string(),
+    )
+    .await
+}
+
+/// A chat request declaring `tools` (plain function tools with an open schema).
+pub fn chat_request(stream: bool, tools: &[&str]) -> Value {
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|t| json!({"type": "function", "function": {"name": t, "parameters": {"type": "object"}}}))
+        .collect();
+    json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}], "tools": tools})
+}
+
+/// One SSE chunk of a chat-completions stream.
+pub fn chunk(choice: u32, delta: Value, finish: Option<&str>) -> String {
+    let v = json!({"id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 1, "model": "m",
+        "choices": [{"index": choice, "delta": delta, "finish_reason": finish}]});
+    format!("data: {v}\n\n")
+}
+
+/// A whole tool call in one delta entry.
+pub fn call_delta(index: u32, id: &str, name: &str, args: &str) -> Value {
+    json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": args}}]})
+}
