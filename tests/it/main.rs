@@ -15,3 +15,7 @@ mod support;
 
 // Every shared fixture, allowed and with its first tool denied, streaming and not.
 mod conformance;
+// Bad inputs and provider failures.
+mod edge;
+// Pass-through, refused endpoints, keys, admin port, h2c, shutdown.
+mod routes;

@@ -295,6 +295,8 @@ impl Mock {
                         }
                     }
                     if reset {
+                        // Let what was sent reach the wire before the connection breaks.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                         let _ = tx.send(Err(std::io::Error::other("reset"))).await;
                     }
                 });
@@ -381,10 +383,13 @@ impl Gate {
         self.audit()
     }
 
-    pub async fn stop(mut self) {
-        if let Some(r) = self.running.take() {
+    /// Stops toolgate (draining and flushing the audit trail); the scratch dir outlives it.
+    pub async fn stop(self) -> TempDir {
+        let Gate { running, dir, .. } = self;
+        if let Some(r) = running {
             r.stop().await;
         }
+        dir
     }
 }
 

@@ -1,0 +1,230 @@
+//! Pass-through paths, refused endpoints, key handling, the admin port, shutdown.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::accumulate::Acc;
+use crate::support::*;
+
+#[tokio::test]
+async fn other_paths_pass_through_with_the_key_injected_and_the_agents_removed() {
+    let mock = Mock::start(vec![Reply::json(
+        200,
+        r#"{"object":"list","data":[{"id":"m1"}]}"#,
+    )])
+    .await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let a = send(
+        "GET",
+        &format!("{}/v1/models?x=1", gate.url),
+        &[
+            ("authorization", "Bearer agent-token"),
+            ("x-toolgate-phase", "planning"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json()["data"][0]["id"], "m1");
+    let seen = &mock.requests()[0];
+    assert_eq!(seen.path, "/v1/models?x=1");
+    assert_eq!(
+        seen.headers["authorization"],
+        format!("Bearer {UPSTREAM_KEY}")
+    );
+    assert!(seen.headers.get("x-toolgate-phase").is_none());
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn auth_passthrough_forwards_the_agents_authorization() {
+    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let gate = start_gate(
+        &mock.base_url(),
+        ALLOW_ALL,
+        "upstream.auth = \"passthrough\"",
+    )
+    .await;
+    send(
+        "GET",
+        &format!("{}/v1/models", gate.url),
+        &[("authorization", "Bearer agent-token")],
+        "",
+    )
+    .await;
+    assert_eq!(
+        mock.requests()[0].headers["authorization"],
+        "Bearer agent-token"
+    );
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn the_upstream_key_never_reaches_the_agent_or_the_logs_of_an_error() {
+    let mock = Mock::start(vec![Reply::json(
+        401,
+        format!(r#"{{"error":{{"message":"Incorrect API key provided: {UPSTREAM_KEY}"}}}}"#),
+    )])
+    .await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    for path in ["/v1/chat/completions", "/v1/models"] {
+        let a = send(
+            "POST",
+            &format!("{}{path}", gate.url),
+            &[("content-type", "application/json")],
+            chat_request(false, &[]).to_string(),
+        )
+        .await;
+        assert_eq!(a.status, 401);
+        assert!(!a.text().contains(UPSTREAM_KEY), "{}", a.text());
+    }
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn endpoints_that_could_return_ungated_tool_calls_are_refused() {
+    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    for path in [
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/chat/completions/cmpl_1",
+        "/v1/threads/t/runs",
+        "/v1/RESPONSES",
+    ] {
+        let a = send("POST", &format!("{}{path}", gate.url), &[], "{}").await;
+        assert_eq!(a.status, 404, "{path}");
+        assert!(
+            a.json()["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("/v1/chat/completions"),
+            "{path}"
+        );
+    }
+    let a = send("GET", &format!("{}/v1/chat/completions", gate.url), &[], "").await;
+    assert_eq!(a.status, 405);
+    let a = send(
+        "POST",
+        &format!("{}/v1/chat%2Fcompletions", gate.url),
+        &[],
+        "{}",
+    )
+    .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        mock.requests().is_empty(),
+        "nothing refused may reach the upstream"
+    );
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn h2c_clients_are_served_on_the_data_port() {
+    let body = [
+        chunk(0, json!({"content": "hi"}), Some("stop")),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(true)
+            .build_http();
+    let req = http::Request::post(format!("{}/v1/chat/completions", gate.url))
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            chat_request(true, &[]).to_string(),
+        )))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    use http_body_util::BodyExt;
+    let b = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(Acc::from_sse(&b).content[&0], "hi");
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn admin_port_serves_health_readiness_and_metrics() {
+    let body = [
+        chunk(0, call_delta(0, "a", "ok", "{}"), None),
+        chunk(0, call_delta(1, "b", "no", "{}"), None),
+        chunk(0, json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let gate = start_gate(&mock.base_url(), &deny(&["no"]), "").await;
+    assert_eq!(
+        send("GET", &format!("{}/healthz", gate.admin), &[], "")
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        send("GET", &format!("{}/readyz", gate.admin), &[], "")
+            .await
+            .status,
+        200
+    );
+    post_chat(&gate, &chat_request(true, &["ok", "no"])).await;
+    let m = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    for needle in [
+        "toolgate_requests_total{route=\"chat_completions\",status=\"200\"} 1",
+        "toolgate_tool_calls_total{verdict=\"allow\"} 1",
+        "toolgate_tool_calls_total{verdict=\"deny\"} 1",
+        "toolgate_upstream_latency_seconds_count 1",
+        "toolgate_tool_call_release_seconds_count 1",
+    ] {
+        assert!(m.contains(needle), "missing {needle} in\n{m}");
+    }
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_an_in_flight_stream_finish() {
+    let mut body = String::new();
+    for i in 0..20 {
+        body.push_str(&chunk(0, json!({"content": format!("{i} ")}), None));
+    }
+    body.push_str(&chunk(0, call_delta(0, "c", "t", "{}"), None));
+    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    body.push_str("data: [DONE]\n\n");
+    let mock = Mock::start(vec![Reply::Sse {
+        body: body.into(),
+        chunk: 200,
+        delay: Duration::from_millis(25),
+        reset: false,
+        gzip: false,
+    }])
+    .await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let url = gate.url.clone();
+    let req = tokio::spawn(async move {
+        send(
+            "POST",
+            &format!("{url}/v1/chat/completions"),
+            &[],
+            chat_request(true, &["t"]).to_string(),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stopping = tokio::spawn(gate.stop());
+    let a = req.await.unwrap();
+    let dir = stopping.await.unwrap();
+    let acc = Acc::from_sse(&a.body);
+    assert!(acc.done && !acc.error, "{}", a.text());
+    assert_eq!(acc.all_calls().len(), 1);
+    assert!(acc.content[&0].starts_with("0 1 2"));
+    let audit = std::fs::read_to_string(dir.0.join("audit.jsonl")).unwrap();
+    assert_eq!(
+        audit.lines().count(),
+        1,
+        "the audit trail is flushed at shutdown"
+    );
+}
