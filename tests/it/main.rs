@@ -19,3 +19,9 @@ mod conformance;
 mod edge;
 // Pass-through, refused endpoints, keys, admin port, h2c, shutdown.
 mod routes;
+// proptest: any re-chunking of any fixture gives the same output.
+mod rechunk;
+// The binary's commands and exit codes.
+mod cli;
+// The official openai Python SDK as the client.
+mod sdk;

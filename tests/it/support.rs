@@ -185,7 +185,15 @@ fn fixture_reply(req: &Value, chunk: usize) -> Reply {
             gzip: false,
         };
     }
-    Reply::json(200, Acc::from_sse(&body).to_completion().to_string())
+    let acc = Acc::from_sse(&body);
+    if acc.error {
+        // A provider that fails mid-stream fails a non-streaming call with a status.
+        return Reply::json(
+            400,
+            r#"{"error":{"message":"tool_use_failed: get_something_by_name","code":"tool_use_failed"}}"#,
+        );
+    }
+    Reply::json(200, acc.to_completion().to_string())
 }
 
 impl Mock {
