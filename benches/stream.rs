@@ -1,1 +1,95 @@
-fn main() {}
+//! Criterion benches of the stream transform (no I/O): a text-only stream and a
+//! tool-call stream, reported in bytes/s; divide by the event count for events/s.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use serde_json::json;
+use toolgate::wire::stream::{Options, StreamRewriter};
+
+fn chunk(delta: serde_json::Value, finish: Option<&str>) -> String {
+    let v = json!({"id": "chatcmpl-CMKAuuvC6E26nL6HLZzTrysEvC8Ln", "object": "chat.completion.chunk", "created": 1759436804,
+        "model": "gpt-4o-2024-08-06", "service_tier": "default", "system_fingerprint": "fp_cbf1785567", "usage": null,
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]});
+    format!("data: {v}\n\n")
+}
+
+/// `n` text deltas of realistic size, a finish and `[DONE]`.
+fn text_stream(n: usize) -> Vec<u8> {
+    let mut s = chunk(json!({"role": "assistant", "content": ""}), None);
+    for i in 0..n {
+        s.push_str(&chunk(
+            json!({"content": format!(" token{i} of some streamed answer")}),
+            None,
+        ));
+    }
+    s.push_str(&chunk(json!({}), Some("stop")));
+    s.push_str("data: [DONE]\n\n");
+    s.into_bytes()
+}
+
+/// Some text, then two parallel calls whose arguments arrive in `frags` fragments each.
+fn tool_stream(frags: usize) -> Vec<u8> {
+    let mut s = chunk(
+        json!({"role": "assistant", "content": "Let me check."}),
+        None,
+    );
+    for (i, name) in ["get_weather", "get_product_name"].iter().enumerate() {
+        s.push_str(&chunk(json!({"tool_calls": [{"index": i, "id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": ""}}]}), None));
+        s.push_str(&chunk(
+            json!({"tool_calls": [{"index": i, "function": {"arguments": "{\"q\":\""}}]}),
+            None,
+        ));
+        for f in 0..frags {
+            s.push_str(&chunk(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": format!("w{f} ")}}]}),
+                None,
+            ));
+        }
+        s.push_str(&chunk(
+            json!({"tool_calls": [{"index": i, "function": {"arguments": "\"}"}}]}),
+            None,
+        ));
+    }
+    s.push_str(&chunk(json!({}), Some("tool_calls")));
+    s.push_str("data: [DONE]\n\n");
+    s.into_bytes()
+}
+
+fn opts() -> Options {
+    Options {
+        neutral_message: "N".into(),
+        max_event_bytes: 1 << 24,
+        max_call_bytes: 1 << 20,
+        max_held_bytes: 1 << 24,
+    }
+}
+
+fn run(input: &[u8], deny_first: bool) -> usize {
+    let chunks: Vec<&[u8]> = input.chunks(16 * 1024).collect();
+    let mut rw = StreamRewriter::new(&opts());
+    rw.run_sync(&chunks, |c| !(deny_first && c.name == "get_weather"))
+        .len()
+}
+
+fn bench(c: &mut Criterion) {
+    let text = text_stream(2000);
+    let tools = tool_stream(200);
+    let count = |b: &[u8]| b.windows(6).filter(|w| w == b"data: ").count();
+    eprintln!(
+        "text stream: {} bytes, {} events; tool stream: {} bytes, {} events",
+        text.len(),
+        count(&text),
+        tools.len(),
+        count(&tools)
+    );
+    let mut g = c.benchmark_group("stream_transform");
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("text_only", |b| b.iter(|| run(&text, false)));
+    g.throughput(Throughput::Bytes(tools.len() as u64));
+    g.bench_function("tool_calls_allowed", |b| b.iter(|| run(&tools, false)));
+    g.bench_function("tool_calls_one_denied", |b| b.iter(|| run(&tools, true)));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

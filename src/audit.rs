@@ -1,6 +1,6 @@
 //! The audit trail: one JSON line per gated call, never dropped, never raw arguments.
 //!
-//! Records go through a bounded queue to one writer task. A full queue makes
+//! Records go through a bounded queue to one writer thread. A full queue makes
 //! the caller wait (back-pressure, not loss). When the sink fails the writer
 //! stops, every later [`AuditLog::record`] returns an error, and the caller
 //! fails the call closed.
@@ -8,14 +8,17 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::io::{BufWriter, Write};
+
 use sha2::{Digest, Sha256};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::AuditPath;
 use crate::error::Error;
 
 const QUEUE: usize = 4096;
+/// How long the writer lets records gather after a write.
+const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
 
 enum Msg {
     Line(Vec<u8>),
@@ -29,18 +32,17 @@ pub struct AuditLog {
 }
 
 impl AuditLog {
-    /// Opens the sink and starts the writer task.
+    /// Opens the sink and starts the writer thread.
     pub async fn start(path: &AuditPath) -> Result<AuditLog, Error> {
         let (tx, rx) = mpsc::channel(QUEUE);
-        match path {
-            AuditPath::Stdout => {
-                tokio::spawn(write_loop(rx, tokio::io::stdout(), "stdout".into()));
-            }
-            AuditPath::File(p) => {
-                let f = open(p).await?;
-                tokio::spawn(write_loop(rx, f, p.display().to_string()));
-            }
-        }
+        let (sink, name): (Box<dyn Write + Send>, String) = match path {
+            AuditPath::Stdout => (Box::new(std::io::stdout()), "stdout".into()),
+            AuditPath::File(p) => (Box::new(open(p)?), p.display().to_string()),
+        };
+        std::thread::Builder::new()
+            .name("toolgate-audit".into())
+            .spawn(move || write_loop(rx, BufWriter::with_capacity(64 * 1024, sink), name))
+            .map_err(|e| Error::io("cannot start the audit writer", e))?;
         Ok(AuditLog { tx })
     }
 
@@ -65,23 +67,25 @@ impl AuditLog {
     }
 }
 
-async fn open(p: &PathBuf) -> Result<tokio::fs::File, Error> {
-    tokio::fs::OpenOptions::new()
+fn open(p: &PathBuf) -> Result<std::fs::File, Error> {
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(p)
-        .await
         .map_err(|e| Error::io(format!("cannot open audit file {}", p.display()), e))
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Msg>, mut w: W, name: String) {
-    while let Some(first) = rx.recv().await {
+/// Writes every queued record, flushing whenever the queue runs dry, so a burst
+/// of records costs one write; then waits [`BATCH_WINDOW`] before the next batch. Runs on its own thread: file I/O never blocks the
+/// runtime. On a write error it stops, which closes the queue.
+fn write_loop(mut rx: mpsc::Receiver<Msg>, mut w: BufWriter<Box<dyn Write + Send>>, name: String) {
+    while let Some(first) = rx.blocking_recv() {
         let mut waiters = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Line(l) => {
-                    if let Err(e) = w.write_all(&l).await {
+                    if let Err(e) = w.write_all(&l) {
                         tracing::error!(sink = %name, error = %e, "audit sink failed; gated calls now fail closed");
                         return;
                     }
@@ -90,13 +94,16 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut rx: mpsc::Receiver<Msg>, mut w: W
             }
             next = rx.try_recv().ok();
         }
-        if let Err(e) = w.flush().await {
+        if let Err(e) = w.flush() {
             tracing::error!(sink = %name, error = %e, "audit sink failed; gated calls now fail closed");
             return;
         }
         for tx in waiters {
             let _ = tx.send(());
         }
+        // Let records gather for a moment: under load one write carries many
+        // records and senders need not wake this thread for each one.
+        std::thread::sleep(BATCH_WINDOW);
     }
 }
 

@@ -27,9 +27,16 @@ use crate::state::State;
 use crate::wire::stream::{Step, StreamRewriter};
 use crate::wire::KEEPALIVE;
 
+/// One piece of output; `last` marks the end of the body.
+struct Piece {
+    data: Bytes,
+    last: bool,
+}
+
 /// A response body fed by the gating task.
 pub struct ChannelBody {
-    rx: mpsc::Receiver<Bytes>,
+    rx: mpsc::Receiver<Piece>,
+    ended: bool,
 }
 
 impl Body for ChannelBody {
@@ -40,8 +47,37 @@ impl Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b))))
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(p)) => {
+                self.ended = p.last;
+                Poll::Ready(Some(Ok(Frame::data(p.data))))
+            }
+            Poll::Ready(None) => {
+                self.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
+
+    /// Lets hyper write the last piece and the end of the body in one go.
+    fn is_end_stream(&self) -> bool {
+        self.ended
+    }
+}
+
+/// Sends what `out` holds; `last` also ends the body.
+async fn send(out: &mut BytesMut, tx: &mpsc::Sender<Piece>, last: bool) -> Result<(), Stop> {
+    if out.is_empty() && !last {
+        return Ok(());
+    }
+    let data = out.split().freeze();
+    tx.send(Piece { data, last })
+        .await
+        .map_err(|_| Stop::ClientGone)
 }
 
 enum Stop {
@@ -54,7 +90,7 @@ struct Driver {
     ctx: Arc<Context>,
     rw: StreamRewriter,
     out: BytesMut,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<Piece>,
 }
 
 /// Starts gating `body` and returns the agent's response body.
@@ -75,7 +111,7 @@ pub fn gated_stream(
         tx,
     };
     tokio::spawn(async move { d.run(body, decoder, deadline).await });
-    ChannelBody { rx }
+    ChannelBody { rx, ended: false }
 }
 
 impl Driver {
@@ -93,7 +129,7 @@ impl Driver {
                 .rw
                 .fail(&err, self.state.passthrough_errors(), &mut self.out);
             release::dropped(&self.state, &self.ctx, &dropped, "stream_fault").await;
-            let _ = self.flush().await;
+            let _ = self.send(true).await;
         }
     }
 
@@ -133,7 +169,7 @@ impl Driver {
                             Step::Gate => self.gate().await?,
                         }
                     }
-                    return self.flush().await;
+                    return self.send(true).await;
                 }
             }
         }
@@ -142,35 +178,42 @@ impl Driver {
     async fn steps(&mut self) -> Result<(), Stop> {
         loop {
             match self.rw.process(&mut self.out).map_err(Stop::Fault)? {
-                Step::NeedMore => return self.flush().await,
+                Step::NeedMore => return self.send(false).await,
                 Step::Gate => self.gate().await?,
             }
         }
     }
 
-    async fn flush(&mut self) -> Result<(), Stop> {
-        if self.out.is_empty() {
-            return Ok(());
-        }
-        let b = self.out.split().freeze();
-        self.tx.send(b).await.map_err(|_| Stop::ClientGone)
+    /// Sends what is ready; `last` also ends the body.
+    async fn send(&mut self, last: bool) -> Result<(), Stop> {
+        send(&mut self.out, &self.tx, last).await
     }
 
-    /// Text already received goes out first; then the held calls are gated
-    /// with keep-alives while the gates work.
+    /// Gates the held calls. Gates that answer at once cost nothing extra;
+    /// when a gate has to wait, the text received so far goes out first and
+    /// keep-alives follow while it waits.
     async fn gate(&mut self) -> Result<(), Stop> {
-        self.flush().await?;
         let since = self.rw.last_call_delta();
         let every = self.state.config.stream.keepalive;
         let allowed = {
-            let decide = release::decide(&self.state, &self.ctx, self.rw.pending_calls());
-            tokio::pin!(decide);
-            let mut tick = tokio::time::interval_at(Instant::now() + every, every);
-            loop {
-                tokio::select! {
-                    a = &mut decide => break a,
-                    _ = tick.tick() => {
-                        self.tx.send(KEEPALIVE).await.map_err(|_| Stop::ClientGone)?;
+            let mut decide = std::pin::pin!(release::decide(
+                &self.state,
+                &self.ctx,
+                self.rw.pending_calls()
+            ));
+            match futures_util::poll!(decide.as_mut()) {
+                Poll::Ready(a) => a,
+                Poll::Pending => {
+                    send(&mut self.out, &self.tx, false).await?;
+                    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+                    loop {
+                        tokio::select! {
+                            a = &mut decide => break a,
+                            _ = tick.tick() => {
+                                let keepalive = Piece { data: KEEPALIVE, last: false };
+                                self.tx.send(keepalive).await.map_err(|_| Stop::ClientGone)?;
+                            }
+                        }
                     }
                 }
             }
@@ -179,6 +222,6 @@ impl Driver {
         if let Some(t) = since {
             self.state.metrics.release_latency.observe(t.elapsed());
         }
-        self.flush().await
+        Ok(())
     }
 }
