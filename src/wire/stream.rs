@@ -341,7 +341,8 @@ impl StreamRewriter {
             });
             *changed = true;
         } else if let Some(fin) = self.finals.get(&idx) {
-            if fin.rewritten {
+            // Once a choice's finish is sent, later finishes repeat it.
+            if fin.sent != finish {
                 set_finish(c, &fin.sent);
                 *changed = true;
             }

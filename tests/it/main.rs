@@ -25,3 +25,5 @@ mod rechunk;
 mod cli;
 // The official openai Python SDK as the client.
 mod sdk;
+// toolgate's own quirk fixtures in tests/fixtures/.
+mod quirks;

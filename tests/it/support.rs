@@ -135,7 +135,6 @@ pub struct Seen {
 pub struct Mock {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
-    replies: Arc<Mutex<VecDeque<Reply>>>,
     /// Set when a streamed body noticed its client had gone.
     pub cancelled: Arc<AtomicBool>,
 }
@@ -225,7 +224,6 @@ impl Mock {
         Mock {
             addr,
             seen,
-            replies,
             cancelled,
         }
     }
@@ -446,6 +444,9 @@ fn split_upstream(extra: &str) -> (String, String) {
 pub const ALLOW_ALL: &str = "[defaults]\nverdict = \"allow\"\n";
 
 pub fn deny(tools: &[&str]) -> String {
+    if tools.is_empty() {
+        return ALLOW_ALL.to_string();
+    }
     let list: Vec<String> = tools.iter().map(|t| format!("\"{t}\"")).collect();
     format!("[defaults]\nverdict = \"allow\"\n\n[[rule]]\nname = \"test-deny\"\ntools = [{}]\nverdict = \"deny\"\n", list.join(", "))
 }

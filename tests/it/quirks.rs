@@ -1,0 +1,196 @@
+//! toolgate's own quirk fixtures (`tests/fixtures/`), each with what the agent
+//! must receive, over HTTP with the mock sending 5-byte pieces.
+
+use serde_json::json;
+
+use crate::accumulate::Acc;
+use crate::support::*;
+
+struct Case {
+    file: &'static str,
+    /// Tool names the request declares.
+    declared: &'static [&'static str],
+    /// Tool names the policy denies.
+    denied: &'static [&'static str],
+    /// (call id, name) the agent must receive, in order.
+    calls: &'static [(&'static str, &'static str)],
+    error: bool,
+    finish: Option<&'static str>,
+}
+
+impl Case {
+    /// A choice whose calls were all gated away ends with the neutral message.
+    fn neutral(&self) -> bool {
+        self.calls.is_empty() && !self.error && self.file != "late-call-after-finish.sse"
+    }
+}
+
+const CASES: &[Case] = &[
+    Case {
+        file: "escaped-key.sse",
+        declared: &["danger"],
+        denied: &["danger"],
+        calls: &[],
+        error: false,
+        finish: Some("stop"),
+    },
+    Case {
+        file: "escaped-key.sse",
+        declared: &["danger"],
+        denied: &[],
+        calls: &[("call_x", "danger")],
+        error: false,
+        finish: Some("tool_calls"),
+    },
+    Case {
+        file: "late-call-after-finish.sse",
+        declared: &["danger"],
+        denied: &[],
+        calls: &[],
+        error: false,
+        finish: Some("stop"),
+    },
+    Case {
+        file: "duplicate-finish.sse",
+        declared: &["danger"],
+        denied: &["danger"],
+        calls: &[],
+        error: false,
+        finish: Some("stop"),
+    },
+    Case {
+        file: "duplicate-finish.sse",
+        declared: &["danger"],
+        denied: &[],
+        calls: &[("call_a", "danger")],
+        error: false,
+        finish: Some("tool_calls"),
+    },
+    Case {
+        file: "bom-crlf-multiline-data.sse",
+        declared: &["safe"],
+        denied: &[],
+        calls: &[("call_m", "safe")],
+        error: false,
+        finish: Some("tool_calls"),
+    },
+    Case {
+        file: "missing-index-parallel.sse",
+        declared: &["safe", "danger"],
+        denied: &["danger"],
+        calls: &[("call_1", "safe")],
+        error: false,
+        finish: Some("tool_calls"),
+    },
+    Case {
+        file: "missing-index-parallel.sse",
+        declared: &["safe", "danger"],
+        denied: &[],
+        calls: &[("call_1", "safe"), ("call_2", "danger")],
+        error: false,
+        finish: Some("tool_calls"),
+    },
+    Case {
+        file: "error-after-tool-fragments.sse",
+        declared: &["safe"],
+        denied: &[],
+        calls: &[],
+        error: true,
+        finish: None,
+    },
+    Case {
+        file: "index-gaps.sse",
+        declared: &["safe"],
+        denied: &[],
+        calls: &[("call_g1", "safe"), ("call_g3", "safe")],
+        error: false,
+        finish: Some("tool_calls"),
+    },
+    Case {
+        file: "message-in-stream-chunk.sse",
+        declared: &["danger"],
+        denied: &["danger"],
+        calls: &[],
+        error: false,
+        finish: Some("stop"),
+    },
+    Case {
+        file: "custom-tool-type.sse",
+        declared: &["safe"],
+        denied: &[],
+        calls: &[],
+        error: false,
+        finish: Some("stop"),
+    },
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_quirk_fixture_gives_its_expected_answer() {
+    for case in CASES {
+        let body = own_fixture(case.file);
+        let mock = Mock::start(vec![Reply::Sse {
+            body: body.clone(),
+            chunk: 5,
+            delay: std::time::Duration::ZERO,
+            reset: false,
+            gzip: false,
+        }])
+        .await;
+        let gate = start_gate(&mock.base_url(), &deny(case.denied), "").await;
+        let a = post_chat(&gate, &chat_request(true, case.declared)).await;
+        let acc = Acc::from_sse(&a.body);
+        let ctx = format!("{} denied={:?}: {}", case.file, case.denied, a.text());
+        let got: Vec<(String, String)> = acc
+            .all_calls()
+            .into_iter()
+            .map(|c| (c.id, c.name))
+            .collect();
+        let want: Vec<(String, String)> = case
+            .calls
+            .iter()
+            .map(|(i, n)| (i.to_string(), n.to_string()))
+            .collect();
+        assert_eq!(got, want, "{ctx}");
+        assert_eq!(acc.error, case.error, "{ctx}");
+        if let Some(f) = case.finish {
+            assert_eq!(acc.finish.get(&0).map(String::as_str), Some(f), "{ctx}");
+            // Every finish the agent sees agrees (duplicates included).
+            let finishes: Vec<String> = Acc::sse_events(&a.body)
+                .iter()
+                .filter_map(|(_, d)| serde_json::from_str::<serde_json::Value>(d).ok())
+                .filter_map(|v| v["choices"][0]["finish_reason"].as_str().map(String::from))
+                .collect();
+            assert!(finishes.iter().all(|x| x == f), "{finishes:?} in {ctx}");
+        }
+        if case.neutral() {
+            assert!(
+                acc.content
+                    .get(&0)
+                    .is_some_and(|t| t.ends_with("I wasn't able to complete that action.")),
+                "{ctx}"
+            );
+        }
+        let sent = &mock.requests()[0];
+        assert_eq!(
+            sent.body,
+            chat_request(true, case.declared).to_string(),
+            "the request body is forwarded unchanged"
+        );
+        gate.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn the_native_finish_reason_does_not_betray_a_removed_call() {
+    let mock = Mock::start(vec![Reply::sse(own_fixture("duplicate-finish.sse"))]).await;
+    let gate = start_gate(&mock.base_url(), &deny(&["danger"]), "").await;
+    let a = post_chat(&gate, &chat_request(true, &["danger"])).await;
+    assert!(
+        !a.text().contains("\"native_finish_reason\":\"tool_calls\""),
+        "{}",
+        a.text()
+    );
+    assert!(!a.text().contains("call_a"));
+    let _ = json!({});
+    gate.stop().await;
+}
