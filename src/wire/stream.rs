@@ -47,7 +47,6 @@ pub struct Options {
 #[derive(Debug)]
 struct Final {
     sent: String,
-    rewritten: bool,
 }
 
 #[derive(Debug)]
@@ -348,13 +347,7 @@ impl StreamRewriter {
             }
         } else {
             let sent = finish.to_string();
-            self.finals.insert(
-                idx,
-                Final {
-                    sent,
-                    rewritten: false,
-                },
-            );
+            self.finals.insert(idx, Final { sent });
         }
         Ok(())
     }
@@ -447,7 +440,7 @@ impl StreamRewriter {
                     &self.chunk_with(pc.choice, json!({}), Value::String(sent.clone())),
                 ),
             }
-            self.finals.insert(pc.choice, Final { sent, rewritten });
+            self.finals.insert(pc.choice, Final { sent });
         }
         if let Some(obj) = chunk {
             write_event(out, &Value::Object(obj));
