@@ -46,8 +46,8 @@ impl AuditLog {
         Ok(AuditLog { tx })
     }
 
-    /// Queues one record (a JSON object); waits while the queue is full.
-    pub async fn record(&self, record: &serde_json::Value) -> Result<(), Error> {
+    /// Queues one record (serialised as one JSON line); waits while the queue is full.
+    pub async fn record(&self, record: &impl serde::Serialize) -> Result<(), Error> {
         let mut line = serde_json::to_vec(record).map_err(|_| Error::AuditUnavailable)?;
         line.push(b'\n');
         self.tx

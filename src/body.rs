@@ -156,23 +156,36 @@ impl Driver {
                     if let Ok(data) = f.into_data() {
                         let bytes = dec.decode(&data).map_err(Stop::Fault)?;
                         self.rw.push(&bytes);
+                        // A body of known length that is complete ends here, so
+                        // its last piece and the end go out together.
+                        if body.is_end_stream() {
+                            return self.finish(&mut dec).await;
+                        }
                         self.steps().await?;
                     }
                 }
-                Ok(None) => {
-                    let rest = dec.finish().map_err(Stop::Fault)?;
-                    self.rw.push(&rest);
-                    self.steps().await?;
-                    loop {
-                        match self.rw.end(&mut self.out).map_err(Stop::Fault)? {
-                            Step::NeedMore => break,
-                            Step::Gate => self.gate().await?,
-                        }
-                    }
-                    return self.send(true).await;
-                }
+                Ok(None) => return self.finish(&mut dec).await,
             }
         }
+    }
+
+    /// End of the upstream body: the last events, then the end of the agent's body.
+    async fn finish(&mut self, dec: &mut ContentDecoder) -> Result<(), Stop> {
+        let rest = dec.finish().map_err(Stop::Fault)?;
+        self.rw.push(&rest);
+        loop {
+            match self.rw.process(&mut self.out).map_err(Stop::Fault)? {
+                Step::NeedMore => break,
+                Step::Gate => self.gate().await?,
+            }
+        }
+        loop {
+            match self.rw.end(&mut self.out).map_err(Stop::Fault)? {
+                Step::NeedMore => break,
+                Step::Gate => self.gate().await?,
+            }
+        }
+        self.send(true).await
     }
 
     async fn steps(&mut self) -> Result<(), Stop> {

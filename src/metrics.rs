@@ -1,9 +1,7 @@
 //! Prometheus metrics, rendered as text on the admin port.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::policy::Verdict;
@@ -49,9 +47,12 @@ impl Histogram {
     }
 }
 
-#[derive(Default)]
+/// Route labels, in the order of [`Metrics::requests`]'s rows.
+pub const ROUTES: [&str; 3] = ["chat_completions", "passthrough", "refused"];
+
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    /// Requests by route and status: one lock-free counter per (route, status 0..600).
+    requests: Vec<AtomicU64>,
     tool_calls: [AtomicU64; 3],
     pub upstream_latency: Histogram,
     pub release_latency: Histogram,
@@ -60,10 +61,28 @@ pub struct Metrics {
     pub policy_reload_failures: AtomicU64,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: (0..ROUTES.len() * 600).map(|_| AtomicU64::new(0)).collect(),
+            tool_calls: Default::default(),
+            upstream_latency: Histogram::default(),
+            release_latency: Histogram::default(),
+            stream_faults: AtomicU64::new(0),
+            late_tool_deltas: AtomicU64::new(0),
+            policy_reload_failures: AtomicU64::new(0),
+        }
+    }
+}
+
 impl Metrics {
     pub fn request(&self, route: &'static str, status: u16) {
-        if let Ok(mut m) = self.requests.lock() {
-            *m.entry((route, status)).or_default() += 1;
+        let r = ROUTES
+            .iter()
+            .position(|x| *x == route)
+            .unwrap_or(ROUTES.len() - 1);
+        if let Some(c) = self.requests.get(r * 600 + usize::from(status.min(599))) {
+            c.fetch_add(1, Relaxed);
         }
     }
 
@@ -78,8 +97,10 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
         out.push_str("# HELP toolgate_requests_total Requests by route and response status.\n# TYPE toolgate_requests_total counter\n");
-        if let Ok(m) = self.requests.lock() {
-            for ((route, status), n) in m.iter() {
+        for (i, c) in self.requests.iter().enumerate() {
+            let n = c.load(Relaxed);
+            if n > 0 {
+                let (route, status) = (ROUTES[i / 600], i % 600);
                 let _ = writeln!(
                     out,
                     "toolgate_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
@@ -139,13 +160,13 @@ mod tests {
     #[test]
     fn renders_counters_and_cumulative_buckets() {
         let m = Metrics::default();
-        m.request("chat", 200);
-        m.request("chat", 200);
+        m.request("chat_completions", 200);
+        m.request("chat_completions", 200);
         m.tool_call(Verdict::Deny);
         m.upstream_latency.observe(Duration::from_micros(300));
         m.upstream_latency.observe(Duration::from_secs(100));
         let t = m.render();
-        assert!(t.contains("toolgate_requests_total{route=\"chat\",status=\"200\"} 2"));
+        assert!(t.contains("toolgate_requests_total{route=\"chat_completions\",status=\"200\"} 2"));
         assert!(t.contains("toolgate_tool_calls_total{verdict=\"deny\"} 1"));
         assert!(t.contains("toolgate_upstream_latency_seconds_bucket{le=\"0.0005\"} 1"));
         assert!(t.contains("toolgate_upstream_latency_seconds_bucket{le=\"+Inf\"} 2"));

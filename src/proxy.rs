@@ -39,8 +39,8 @@ pub enum Route {
 impl Route {
     fn label(self) -> &'static str {
         match self {
-            Route::Chat => "chat_completions",
-            Route::Pass => "passthrough",
+            Route::Chat => crate::metrics::ROUTES[0],
+            Route::Pass => crate::metrics::ROUTES[1],
         }
     }
 }
@@ -101,7 +101,10 @@ fn full(b: Bytes) -> ProxyBody {
 /// Handles one agent request; never fails (errors become responses here).
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
     let routed = route(req.method(), req.uri().path());
-    let label = routed.as_ref().map(|(r, _)| r.label()).unwrap_or("refused");
+    let label = routed
+        .as_ref()
+        .map(|(r, _)| r.label())
+        .unwrap_or(crate::metrics::ROUTES[2]);
     let result = match routed {
         Ok((Route::Chat, rest)) => chat(&state, req, &rest).await,
         Ok((Route::Pass, rest)) => pass(&state, req, &rest).await,

@@ -3,7 +3,7 @@
 //! The audit record is queued before a call is released; if the audit sink is
 //! gone the call fails closed.
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::audit::{now_rfc3339, sha256_hex};
 use crate::gate::Decision;
@@ -22,29 +22,64 @@ fn clip(s: &str) -> &str {
     }
 }
 
-fn record(ctx: &Context, call: &ToolCall, d: &Decision, policy: &str) -> Value {
-    let steps: Vec<Value> = d
-        .steps
-        .iter()
-        .map(|s| json!({ "gate": s.gate, "verdict": s.verdict.as_str(), "us": s.micros }))
-        .collect();
-    json!({
-        "ts": now_rfc3339(),
-        "request_id": ctx.request_id,
-        "principal": ctx.principal,
-        "choice": call.choice,
-        "tool": clip(&call.name),
-        "call_id": clip(&call.id),
-        "verdict": d.verdict.as_str(),
-        "gate": d.gate,
-        "reason": d.outcome.reason,
-        "rule": d.outcome.rule,
-        "gates": steps,
-        "args_sha256": sha256_hex(call.arguments.as_bytes()),
-        "args_bytes": call.arguments.len(),
-        "args_oversized": call.oversized,
-        "policy": policy,
-    })
+/// One line of the audit trail: never the arguments, only their hash and size.
+#[derive(Serialize)]
+struct Record<'a> {
+    ts: String,
+    request_id: &'a str,
+    principal: &'a str,
+    choice: u32,
+    tool: &'a str,
+    call_id: &'a str,
+    verdict: &'static str,
+    gate: &'static str,
+    reason: &'a str,
+    rule: Option<&'a str>,
+    gates: Vec<StepOut>,
+    args_sha256: String,
+    args_bytes: usize,
+    args_oversized: bool,
+    policy: &'a str,
+}
+
+#[derive(Serialize)]
+struct StepOut {
+    gate: &'static str,
+    verdict: &'static str,
+    us: u64,
+}
+
+fn record<'a>(
+    ctx: &'a Context,
+    call: &'a ToolCall,
+    d: &'a Decision,
+    policy: &'a str,
+) -> Record<'a> {
+    Record {
+        ts: now_rfc3339(),
+        request_id: &ctx.request_id,
+        principal: &ctx.principal,
+        choice: call.choice,
+        tool: clip(&call.name),
+        call_id: clip(&call.id),
+        verdict: d.verdict.as_str(),
+        gate: d.gate,
+        reason: &d.outcome.reason,
+        rule: d.outcome.rule.as_deref(),
+        gates: d
+            .steps
+            .iter()
+            .map(|s| StepOut {
+                gate: s.gate,
+                verdict: s.verdict.as_str(),
+                us: s.micros,
+            })
+            .collect(),
+        args_sha256: sha256_hex(call.arguments.as_bytes()),
+        args_bytes: call.arguments.len(),
+        args_oversized: call.oversized,
+        policy,
+    }
 }
 
 /// Gates `calls` concurrently and audits each; `true` = release.
