@@ -87,6 +87,11 @@ impl Gates {
         }
     }
 
+    /// Adds a gate after the existing ones (LLM sensors, tests).
+    pub fn push(&mut self, gate: Box<dyn Gate>) {
+        self.gates.push(gate);
+    }
+
     /// Runs the gates of one call in order; the most severe verdict stands.
     pub async fn decide(&self, call: &ToolCall, ctx: &Context) -> Decision {
         let mut steps = Vec::with_capacity(self.gates.len());

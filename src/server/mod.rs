@@ -29,7 +29,12 @@ pub struct Running {
 /// Builds the shared state (config, policies, upstream, audit), binds both
 /// ports and starts serving. Nothing is bound when the state cannot be built.
 pub async fn start(config: Config) -> Result<Running, Error> {
-    let state = Arc::new(State::new(config).await?);
+    start_with(State::new(config).await?).await
+}
+
+/// Binds and serves with an already built state (e.g. with extra gates).
+pub async fn start_with(state: State) -> Result<Running, Error> {
+    let state = Arc::new(state);
     let l = &state.config.listen;
     let data_l = TcpListener::bind(l.addr)
         .await

@@ -27,3 +27,5 @@ mod cli;
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.
 mod quirks;
+// A slow gate: text first, keep-alives, concurrent judging.
+mod slow_gate;

@@ -401,6 +401,16 @@ impl Gate {
 
 /// Starts toolgate in front of `upstream` with the given policy file text and extra config.
 pub async fn start_gate(upstream: &str, policy: &str, extra: &str) -> Gate {
+    start_gate_with(upstream, policy, extra, Vec::new()).await
+}
+
+/// The same, with extra gates appended to the pipeline.
+pub async fn start_gate_with(
+    upstream: &str,
+    policy: &str,
+    extra: &str,
+    gates: Vec<Box<dyn toolgate::gate::Gate>>,
+) -> Gate {
     // The same value every time, so tests running in parallel agree.
     std::env::set_var(KEY_ENV, UPSTREAM_KEY);
     let dir = TempDir::new();
@@ -413,7 +423,11 @@ pub async fn start_gate(upstream: &str, policy: &str, extra: &str) -> Gate {
     std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
     let config = toolgate::Config::load(&dir.0.join("toolgate.toml"))
         .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
-    let running = toolgate::server::start(config).await.unwrap();
+    let mut state = toolgate::state::State::new(config).await.unwrap();
+    for g in gates {
+        state.gates.push(g);
+    }
+    let running = toolgate::server::start_with(state).await.unwrap();
     Gate {
         url: format!("http://{}", running.addr),
         admin: format!("http://{}", running.admin_addr),

@@ -1,0 +1,129 @@
+//! A gate that takes its time: text is not held back by it, keep-alive comments
+//! flow while it works, and the calls of a choice are judged concurrently.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
+use serde_json::json;
+use toolgate::gate::{BoxFuture, Gate, Outcome};
+use toolgate::request::Context;
+use toolgate::wire::ToolCall;
+
+use crate::accumulate::Acc;
+use crate::support::*;
+
+const DELAY: Duration = Duration::from_millis(400);
+
+struct Slow {
+    running: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+impl Gate for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+    fn check<'a>(&'a self, call: &'a ToolCall, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+        Box::pin(async move {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(DELAY).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            if call.name == "bad" {
+                Outcome::reject("slow_no")
+            } else {
+                Outcome::allow("slow_ok")
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
+    let body = [
+        chunk(
+            0,
+            json!({"role": "assistant", "content": "Let me look."}),
+            None,
+        ),
+        chunk(0, call_delta(0, "c1", "good", "{}"), None),
+        chunk(0, call_delta(1, "c2", "bad", "{}"), None),
+        chunk(0, call_delta(2, "c3", "good", "{\"n\":3}"), None),
+        chunk(0, json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let peak = Arc::new(AtomicUsize::new(0));
+    let slow = Slow {
+        running: Arc::new(AtomicUsize::new(0)),
+        peak: peak.clone(),
+    };
+    let gate = start_gate_with(
+        &mock.base_url(),
+        ALLOW_ALL,
+        "[stream]\nkeepalive_ms = 100\n",
+        vec![Box::new(slow)],
+    )
+    .await;
+
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let req = http::Request::post(format!("{}/v1/chat/completions", gate.url))
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            chat_request(true, &["good", "bad"]).to_string(),
+        )))
+        .unwrap();
+    let start = Instant::now();
+    let mut body = client.request(req).await.unwrap().into_body();
+    let mut pieces: Vec<(Duration, bytes::Bytes)> = Vec::new();
+    while let Some(f) = body.frame().await {
+        if let Ok(d) = f.unwrap().into_data() {
+            pieces.push((start.elapsed(), d));
+        }
+    }
+    let all: Vec<u8> = pieces.iter().flat_map(|(_, d)| d.to_vec()).collect();
+    let text_at = pieces
+        .iter()
+        .find(|(_, d)| String::from_utf8_lossy(d).contains("Let me look."))
+        .unwrap()
+        .0;
+    let calls_at = pieces
+        .iter()
+        .find(|(_, d)| String::from_utf8_lossy(d).contains("tool_calls"))
+        .unwrap()
+        .0;
+    assert!(text_at < DELAY / 2, "text waited for the gate: {text_at:?}");
+    assert!(
+        calls_at >= DELAY,
+        "calls released before the gate answered: {calls_at:?}"
+    );
+    let keepalives = String::from_utf8_lossy(&all).matches(": keepalive").count();
+    assert!(
+        keepalives >= 2,
+        "{keepalives} keep-alives in {}",
+        String::from_utf8_lossy(&all)
+    );
+    let acc = Acc::from_sse(&all);
+    let ids: Vec<String> = acc.all_calls().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, ["c1", "c3"]);
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        3,
+        "the three calls were not judged concurrently"
+    );
+    assert!(
+        calls_at < DELAY * 2,
+        "concurrent judging should take about one delay: {calls_at:?}"
+    );
+    let audit = gate.audit_flushed().await;
+    let bad = audit.iter().find(|r| r["call_id"] == "c2").unwrap();
+    assert_eq!(
+        (bad["gate"].as_str(), bad["reason"].as_str()),
+        (Some("slow"), Some("slow_no"))
+    );
+    gate.stop().await;
+}
