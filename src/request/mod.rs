@@ -32,6 +32,27 @@ fn bad(m: impl Into<String>) -> Error {
     Error::BadRequest(m.into())
 }
 
+/// A top-level array field; absent or null reads as empty.
+fn array<'a>(v: Option<&'a Value>, name: &str) -> Result<&'a [Value], Error> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(bad(format!("'{name}' must be an array."))),
+    }
+}
+
+/// Records one function declaration (`{name, parameters}`) found at `at`.
+fn declare(declared: &mut HashMap<String, Declared>, f: &Value, at: &str) -> Result<(), Error> {
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad(format!("{at}.name must be a non-empty string.")))?;
+    let parameters = f.get("parameters").cloned();
+    declared.insert(name.to_string(), Declared { parameters });
+    Ok(())
+}
+
 /// Parses and checks the request body. Errors are about the agent's own input.
 pub fn parse_chat(bytes: &[u8]) -> Result<ChatRequest, Error> {
     let body: Value = serde_json::from_slice(bytes)
@@ -40,55 +61,17 @@ pub fn parse_chat(bytes: &[u8]) -> Result<ChatRequest, Error> {
         return Err(bad("Request body must be a JSON object."));
     };
     let mut declared = HashMap::new();
-    match obj.get("tools") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(tools)) => {
-            for (i, t) in tools.iter().enumerate() {
-                if t.get("type").and_then(Value::as_str).unwrap_or("function") != "function" {
-                    continue;
-                }
-                let f = t
-                    .get("function")
-                    .ok_or_else(|| bad(format!("tools[{i}].function is missing.")))?;
-                let name = f
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "tools[{i}].function.name must be a non-empty string."
-                        ))
-                    })?;
-                declared.insert(
-                    name.to_string(),
-                    Declared {
-                        parameters: f.get("parameters").cloned(),
-                    },
-                );
-            }
+    for (i, t) in array(obj.get("tools"), "tools")?.iter().enumerate() {
+        if t.get("type").and_then(Value::as_str).unwrap_or("function") != "function" {
+            continue;
         }
-        Some(_) => return Err(bad("'tools' must be an array.")),
+        let f = t
+            .get("function")
+            .ok_or_else(|| bad(format!("tools[{i}].function is missing.")))?;
+        declare(&mut declared, f, &format!("tools[{i}].function"))?;
     }
-    match obj.get("functions") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(fs)) => {
-            for (i, f) in fs.iter().enumerate() {
-                let name = f
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .filter(|n| !n.is_empty())
-                    .ok_or_else(|| {
-                        bad(format!("functions[{i}].name must be a non-empty string."))
-                    })?;
-                declared.insert(
-                    name.to_string(),
-                    Declared {
-                        parameters: f.get("parameters").cloned(),
-                    },
-                );
-            }
-        }
-        Some(_) => return Err(bad("'functions' must be an array.")),
+    for (i, f) in array(obj.get("functions"), "functions")?.iter().enumerate() {
+        declare(&mut declared, f, &format!("functions[{i}]"))?;
     }
     Ok(ChatRequest { body, declared })
 }

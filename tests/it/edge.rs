@@ -412,19 +412,10 @@ async fn a_client_that_goes_away_cancels_the_upstream_stream() {
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     {
         use http_body_util::BodyExt;
-        let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
-            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http();
-        let req = http::Request::post(format!("{}/v1/chat/completions", gate.url))
-            .body(http_body_util::Full::new(bytes::Bytes::from(
-                chat_request(true, &[]).to_string(),
-            )))
-            .unwrap();
-        let resp = client.request(req).await.unwrap();
-        let mut body = resp.into_body();
+        let (_, mut body) = open_stream(&gate, &chat_request(true, &[]), false).await;
         let first = body.frame().await.unwrap().unwrap();
         assert!(first.is_data());
-        // Dropping the body and the client closes the connection.
+        // Dropping the body closes the connection.
     }
     let mut cancelled = false;
     for _ in 0..100 {

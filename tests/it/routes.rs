@@ -129,19 +129,10 @@ async fn h2c_clients_are_served_on_the_data_port() {
     .concat();
     let mock = Mock::start(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
-    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .http2_only(true)
-            .build_http();
-    let req = http::Request::post(format!("{}/v1/chat/completions", gate.url))
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            chat_request(true, &[]).to_string(),
-        )))
-        .unwrap();
-    let resp = client.request(req).await.unwrap();
-    assert_eq!(resp.version(), http::Version::HTTP_2);
+    let (version, body) = open_stream(&gate, &chat_request(true, &[]), true).await;
+    assert_eq!(version, http::Version::HTTP_2);
     use http_body_util::BodyExt;
-    let b = resp.into_body().collect().await.unwrap().to_bytes();
+    let b = body.collect().await.unwrap().to_bytes();
     assert_eq!(Acc::from_sse(&b).content[&0], "hi");
     gate.stop().await;
 }

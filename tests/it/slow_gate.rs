@@ -69,16 +69,8 @@ async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
     )
     .await;
 
-    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http();
-    let req = http::Request::post(format!("{}/v1/chat/completions", gate.url))
-        .body(http_body_util::Full::new(bytes::Bytes::from(
-            chat_request(true, &["good", "bad"]).to_string(),
-        )))
-        .unwrap();
     let start = Instant::now();
-    let mut body = client.request(req).await.unwrap().into_body();
+    let (_, mut body) = open_stream(&gate, &chat_request(true, &["good", "bad"]), false).await;
     let mut pieces: Vec<(Duration, bytes::Bytes)> = Vec::new();
     while let Some(f) = body.frame().await {
         if let Ok(d) = f.unwrap().into_data() {

@@ -543,3 +543,16 @@ pub fn chunk(choice: u32, delta: Value, finish: Option<&str>) -> String {
 pub fn call_delta(index: u32, id: &str, name: &str, args: &str) -> Value {
     json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": args}}]})
 }
+
+/// Posts a streaming chat request and returns the response body unread, for
+/// tests that watch frames arrive (or stop reading).
+pub async fn open_stream(gate: &Gate, body: &Value, http2: bool) -> (http::Version, Incoming) {
+    let mut b = Client::builder(TokioExecutor::new());
+    b.http2_only(http2);
+    let client: Client<_, Full<Bytes>> = b.build_http();
+    let req = Request::post(format!("{}/v1/chat/completions", gate.url))
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    (resp.version(), resp.into_body())
+}
