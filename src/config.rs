@@ -62,6 +62,24 @@ pub struct Upstream {
 pub struct Policy {
     /// Directory of `*.toml` policy files; `None` = the embedded default policy.
     pub dir: Option<PathBuf>,
+    /// The phase when the request names none (`None` = `unknown`, treated as planning).
+    pub default_phase: Option<String>,
+    /// Remove tools the rules deny whatever the arguments from the upstream request.
+    pub hide_denied_tools: bool,
+    pub mode: PolicyMode,
+    /// Separators between a tool's namespace and its name, tried in order.
+    pub namespace_separators: Vec<String>,
+    /// How often policy files are checked for changes.
+    pub reload: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyMode {
+    /// Verdicts are applied.
+    Enforce,
+    /// Verdicts are computed and audited; every call is released.
+    Monitor,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,10 +188,28 @@ impl Default for RawUpstream {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct RawPolicy {
     dir: Option<String>,
+    default_phase: Option<String>,
+    hide_denied_tools: bool,
+    mode: PolicyMode,
+    namespace_separators: Vec<String>,
+    reload_secs: u64,
+}
+
+impl Default for RawPolicy {
+    fn default() -> Self {
+        RawPolicy {
+            dir: None,
+            default_phase: None,
+            hide_denied_tools: true,
+            mode: PolicyMode::Enforce,
+            namespace_separators: vec![".".into(), "__".into(), "/".into(), "_".into()],
+            reload_secs: 2,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -315,6 +351,12 @@ impl Config {
         if raw.upstream.timeout_secs == 0 || raw.upstream.connect_timeout_secs == 0 {
             bad(0..0, "upstream timeouts must be greater than 0".into());
         }
+        if raw.policy.namespace_separators.iter().any(String::is_empty) {
+            bad(
+                0..0,
+                "policy.namespace_separators must not hold an empty string".into(),
+            );
+        }
         if raw.stream.keepalive_ms == 0 {
             bad(0..0, "stream.keepalive_ms must be greater than 0".into());
         }
@@ -351,6 +393,11 @@ impl Config {
             },
             policy: Policy {
                 dir: raw.policy.dir.as_deref().map(resolve),
+                default_phase: raw.policy.default_phase.clone(),
+                hide_denied_tools: raw.policy.hide_denied_tools,
+                mode: raw.policy.mode,
+                namespace_separators: raw.policy.namespace_separators.clone(),
+                reload: Duration::from_secs(raw.policy.reload_secs.max(1)),
             },
             audit: Audit {
                 path: match raw.audit.path.as_str() {

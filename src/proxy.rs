@@ -19,7 +19,7 @@ use crate::body;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::release;
-use crate::request::{self, Context};
+use crate::request::{self, context, hide, Context};
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 use crate::wire::complete;
@@ -62,10 +62,20 @@ const REFUSED: [&str; 8] = [
     "conversations",
 ];
 
-/// Classifies a path. Returns the route and the path to forward (after `/v1`).
-/// Paths that could be read two ways (percent escapes, dot segments,
-/// backslashes) are refused so that no spelling reaches an ungated endpoint.
-pub fn route(method: &Method, path: &str) -> Result<(Route, String), Error> {
+/// A classified request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub route: Route,
+    /// The path to forward, after `/phase/{name}` and `/v1`.
+    pub rest: String,
+    /// The phase named by a `/phase/{name}/…` prefix.
+    pub phase: Option<String>,
+}
+
+/// Classifies a path. Paths that could be read two ways (percent escapes, dot
+/// segments, backslashes) are refused so that no spelling reaches an ungated
+/// endpoint.
+pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
     if path.contains(['%', '\\']) {
         return Err(Error::BadRequest("The request path is not valid.".into()));
     }
@@ -73,9 +83,23 @@ pub fn route(method: &Method, path: &str) -> Result<(Route, String), Error> {
     if segs.iter().any(|s| *s == "." || *s == "..") {
         return Err(Error::BadRequest("The request path is not valid.".into()));
     }
+    let (phase, segs) = match segs.as_slice() {
+        [p, name, rest @ ..] if p.eq_ignore_ascii_case("phase") => {
+            if !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(Error::BadRequest(
+                    "The phase in the path is not valid.".into(),
+                ));
+            }
+            (Some(name.to_string()), rest)
+        }
+        s => (None, s),
+    };
     let segs = match segs.first() {
         Some(s) if s.eq_ignore_ascii_case("v1") => &segs[1..],
-        _ => &segs[..],
+        _ => segs,
     };
     let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
     let lower: Vec<String> = segs.iter().map(|s| s.to_ascii_lowercase()).collect();
@@ -83,7 +107,11 @@ pub fn route(method: &Method, path: &str) -> Result<(Route, String), Error> {
         if method != Method::POST {
             return Err(Error::MethodNotAllowed);
         }
-        return Ok((Route::Chat, rest));
+        return Ok(Routed {
+            route: Route::Chat,
+            rest,
+            phase,
+        });
     }
     let chat_elsewhere = lower
         .windows(2)
@@ -91,7 +119,11 @@ pub fn route(method: &Method, path: &str) -> Result<(Route, String), Error> {
     if chat_elsewhere || lower.iter().any(|s| REFUSED.contains(&s.as_str())) {
         return Err(Error::UnsupportedEndpoint);
     }
-    Ok((Route::Pass, rest))
+    Ok(Routed {
+        route: Route::Pass,
+        rest,
+        phase,
+    })
 }
 
 fn full(b: Bytes) -> ProxyBody {
@@ -103,11 +135,11 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
     let routed = route(req.method(), req.uri().path());
     let label = routed
         .as_ref()
-        .map(|(r, _)| r.label())
+        .map(|r| r.route.label())
         .unwrap_or(crate::metrics::ROUTES[2]);
     let result = match routed {
-        Ok((Route::Chat, rest)) => chat(&state, req, &rest).await,
-        Ok((Route::Pass, rest)) => pass(&state, req, &rest).await,
+        Ok(r) if r.route == Route::Chat => chat(&state, req, &r).await,
+        Ok(r) => pass(&state, req, &r.rest).await,
         Err(e) => Err(e),
     };
     let resp = result.unwrap_or_else(|e| {
@@ -124,7 +156,7 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
 async fn chat(
     state: &Arc<State>,
     req: Request<Incoming>,
-    rest: &str,
+    routed: &Routed,
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let limit = state.config.limits.max_request_bytes;
@@ -139,18 +171,38 @@ async fn chat(
             Err(_) => Error::BadRequest("The request body could not be read.".into()),
         })?
         .to_bytes();
-    let chat = request::parse_chat(&bytes)?;
-    let ctx = Arc::new(Context {
+    let mut chat = request::parse_chat(&bytes)?;
+    let mut ctx = Context {
         request_id: state.request_id(),
         principal: "anonymous".into(),
-        declared: chat.declared,
-    });
+        declared: std::mem::take(&mut chat.declared),
+        ..Context::default()
+    };
+    let default_phase = state.config.policy.default_phase.as_deref();
+    context::fill(
+        &mut ctx,
+        &parts.headers,
+        routed.phase.as_deref(),
+        default_phase,
+        &chat.body,
+    );
+    let gates = state.gates();
+    let body = match hidden_tools(state, &gates, &ctx, &mut chat.body) {
+        Some(hidden) => {
+            for name in &hidden {
+                ctx.declared.remove(name);
+            }
+            Bytes::from(chat.body.to_string())
+        }
+        None => bytes,
+    };
+    let ctx = Arc::new(ctx);
     let up = state.upstream.request(
         parts.method,
-        rest,
+        &routed.rest,
         parts.uri.query(),
         &parts.headers,
-        full(bytes),
+        full(body),
     )?;
     let sent = Instant::now();
     let deadline = tokio::time::Instant::now() + state.upstream.timeout;
@@ -233,6 +285,26 @@ async fn pass(
     Ok(Response::from_parts(head, body.boxed()))
 }
 
+/// With `hide_denied_tools`, removes the tools the rules deny whatever the
+/// arguments; returns their names when the body changed.
+fn hidden_tools(
+    state: &State,
+    gates: &crate::gate::Gates,
+    ctx: &Context,
+    body: &mut serde_json::Value,
+) -> Option<Vec<String>> {
+    if !state.config.policy.hide_denied_tools || state.monitor() {
+        return None;
+    }
+    let names: Vec<String> = ctx
+        .declared
+        .keys()
+        .filter(|n| gates.policy_gate.always_denied(n, ctx))
+        .cloned()
+        .collect();
+    hide::remove_tools(body, &names).then_some(names)
+}
+
 fn content_length(h: &HeaderMap) -> Option<u64> {
     h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
 }
@@ -299,7 +371,7 @@ mod tests {
     #[test]
     fn routes_by_canonical_path() {
         let post = Method::POST;
-        let ok = |p: &str| route(&post, p).ok();
+        let ok = |p: &str| route(&post, p).ok().map(|r| (r.route, r.rest));
         assert_eq!(
             ok("/v1/chat/completions"),
             Some((Route::Chat, "/chat/completions".into()))
@@ -311,6 +383,19 @@ mod tests {
         assert_eq!(ok("/V1/Chat/Completions").map(|r| r.0), Some(Route::Chat));
         assert_eq!(ok("/chat/completions").map(|r| r.0), Some(Route::Chat));
         assert_eq!(ok("/v1/models"), Some((Route::Pass, "/models".into())));
+        let r = route(&post, "/phase/execution/v1/chat/completions").unwrap();
+        assert_eq!(
+            (r.route, r.rest.as_str(), r.phase.as_deref()),
+            (Route::Chat, "/chat/completions", Some("execution"))
+        );
+        assert!(matches!(
+            route(&post, "/phase/exe:cution/v1/chat/completions"),
+            Err(Error::BadRequest(_))
+        ));
+        assert!(matches!(
+            route(&post, "/phase/x/v1/responses"),
+            Err(Error::UnsupportedEndpoint)
+        ));
         for p in [
             "/v1/responses",
             "/v1/responses/resp_1",

@@ -40,6 +40,10 @@ struct Record<'a> {
     args_bytes: usize,
     args_oversized: bool,
     policy: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mode: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signals: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -79,27 +83,32 @@ fn record<'a>(
         args_bytes: call.arguments.len(),
         args_oversized: call.oversized,
         policy,
+        mode: None,
+        signals: d.signals.as_ref().map(|s| s.to_audit_json()),
     }
 }
 
-/// Gates `calls` concurrently and audits each; `true` = release.
+/// Gates `calls` concurrently and audits each; `true` = release. In monitor
+/// mode every audited call is released, its verdict only recorded.
 pub async fn decide(state: &State, ctx: &Context, calls: &[ToolCall]) -> Vec<bool> {
-    let decisions = state.gates.decide_all(calls, ctx).await;
-    let version = &state.gates.policy.version;
+    let gates = state.gates();
+    let decisions = gates.decide_all(calls, ctx).await;
+    let version = &gates.policy().version;
+    let monitor = state.monitor();
     let mut allowed = Vec::with_capacity(calls.len());
     for (call, d) in calls.iter().zip(&decisions) {
-        let audited = state.audit.record(&record(ctx, call, d, version)).await;
-        let release = match audited {
-            Ok(()) => d.verdict == Verdict::Allow,
+        let mut rec = record(ctx, call, d, version);
+        if monitor {
+            rec.mode = Some("monitor");
+        }
+        // Metrics count the decided verdict (in monitor mode too); a call whose
+        // audit record could not be queued fails closed and counts as rejected.
+        let (release, counted) = match state.audit.record(&rec).await {
+            Ok(()) => (monitor || d.verdict == Verdict::Allow, d.verdict),
             Err(e) => {
                 tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed; call fails closed");
-                false
+                (false, d.verdict.max(Verdict::Reject))
             }
-        };
-        let counted = if release {
-            Verdict::Allow
-        } else {
-            d.verdict.max(Verdict::Reject)
         };
         state.metrics.tool_call(counted);
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
@@ -110,13 +119,15 @@ pub async fn decide(state: &State, ctx: &Context, calls: &[ToolCall]) -> Vec<boo
 
 /// Audits calls that were held and dropped without a verdict (stream failure).
 pub async fn dropped(state: &State, ctx: &Context, calls: &[ToolCall], reason: &'static str) {
-    let version = &state.gates.policy.version;
+    let gates = state.gates();
+    let version = &gates.policy().version;
     for call in calls {
         let d = Decision {
             verdict: Verdict::Reject,
             gate: "stream",
             outcome: crate::gate::Outcome::reject(reason),
             steps: Vec::new(),
+            signals: None,
         };
         if let Err(e) = state.audit.record(&record(ctx, call, &d, version)).await {
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");

@@ -1,13 +1,14 @@
-//! What every request shares: config, upstream client, gates, audit log, metrics.
+//! What every request shares: config, upstream client, gates (swapped atomically
+//! on policy reload), audit log, metrics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::audit::AuditLog;
-use crate::config::{Config, ErrorMode};
+use crate::config::{Config, ErrorMode, PolicyMode};
 use crate::error::Error;
-use crate::gate::Gates;
+use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
 use crate::upstream::Upstream;
@@ -16,7 +17,8 @@ use crate::wire::stream::Options;
 pub struct State {
     pub config: Config,
     pub upstream: Upstream,
-    pub gates: Gates,
+    gates: RwLock<Arc<Gates>>,
+    parts: Parts,
     pub audit: AuditLog,
     pub metrics: Arc<Metrics>,
     id_prefix: String,
@@ -35,15 +37,52 @@ impl State {
             .unwrap_or_default()
             .as_nanos();
         let seed = format!("{nanos}-{}", std::process::id());
+        let parts = Parts {
+            separators: config.policy.namespace_separators.clone(),
+            threshold: 0.8,
+            ..Parts::default()
+        };
         Ok(State {
+            gates: RwLock::new(Arc::new(Gates::new(policy, &parts))),
+            parts,
             config,
             upstream,
-            gates: Gates::new(policy),
             audit,
             metrics: Arc::new(Metrics::default()),
             id_prefix: crate::audit::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
         })
+    }
+
+    /// The current gate pipeline (a request keeps the one it started with).
+    pub fn gates(&self) -> Arc<Gates> {
+        match self.gates.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Installs a newly loaded policy set.
+    pub fn swap_policy(&self, policy: PolicySet) {
+        let g = Arc::new(Gates::new(Arc::new(policy), &self.parts));
+        match self.gates.write() {
+            Ok(mut w) => *w = g,
+            Err(poisoned) => *poisoned.into_inner() = g,
+        }
+    }
+
+    /// Adds a gate after the built-in ones (LLM sensors' gates, tests).
+    pub fn add_gate(&mut self, gate: Arc<dyn Gate>) {
+        self.parts.extra.push(gate);
+        let policy = self.gates().policy().clone();
+        self.gates = RwLock::new(Arc::new(Gates::new(policy, &self.parts)));
+    }
+
+    /// Adds an LLM sensor that rules can `require`.
+    pub fn add_sensor(&mut self, sensor: Arc<dyn crate::gate::sensor::Sensor>) {
+        self.parts.sensors.push(sensor);
+        let policy = self.gates().policy().clone();
+        self.gates = RwLock::new(Arc::new(Gates::new(policy, &self.parts)));
     }
 
     /// A request id unique within this process and unlikely to repeat across restarts.
@@ -67,5 +106,9 @@ impl State {
 
     pub fn passthrough_errors(&self) -> bool {
         self.config.rewrite.errors == ErrorMode::Passthrough
+    }
+
+    pub fn monitor(&self) -> bool {
+        self.config.policy.mode == PolicyMode::Monitor
     }
 }

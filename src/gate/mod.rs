@@ -1,12 +1,17 @@
 //! Gates: every tool call gets a verdict before the agent may see it.
 //!
-//! A [`Gate`] is async so that later gates can wait on an LLM judge. [`Gates`]
-//! runs the gates of one call in order, stopping at the first non-`allow`, and
-//! the calls of a choice concurrently. The reason a gate gives is audited and
-//! never shown to the agent.
+//! A [`Gate`] is async so that gates can wait on an LLM judge. [`Gates`] runs
+//! the gates of one call in order — [`Integrity`] (a well-formed call), then
+//! [`PolicyGate`] (signals, rules, sensors), then any added gates — stopping at
+//! the first non-`allow`; the calls of a choice run concurrently. The reason a
+//! gate gives is audited and never shown to the agent.
 
-mod declaration;
-mod rules;
+pub mod detect;
+mod integrity;
+pub mod policy;
+pub mod schema;
+pub mod sensor;
+pub mod signals;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -14,8 +19,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use declaration::Declaration;
-pub use rules::Rules;
+pub use integrity::Integrity;
+pub use policy::PolicyGate;
+use schema::SchemaCache;
+use sensor::Sensor;
+use signals::Signals;
 
 use crate::policy::{PolicySet, Verdict};
 use crate::request::Context;
@@ -31,6 +39,8 @@ pub struct Outcome {
     pub reason: Cow<'static, str>,
     /// The deciding rule, when a policy rule decided.
     pub rule: Option<String>,
+    /// The signals the decision was made on (policy gate only).
+    pub signals: Option<Signals>,
 }
 
 impl Outcome {
@@ -39,6 +49,7 @@ impl Outcome {
             verdict: Verdict::Allow,
             reason: Cow::Borrowed(reason),
             rule: None,
+            signals: None,
         }
     }
 
@@ -47,6 +58,7 @@ impl Outcome {
             verdict: Verdict::Reject,
             reason: Cow::Borrowed(reason),
             rule: None,
+            signals: None,
         }
     }
 }
@@ -71,39 +83,66 @@ pub struct Decision {
     pub gate: &'static str,
     pub outcome: Outcome,
     pub steps: Vec<StepRecord>,
+    pub signals: Option<Signals>,
 }
 
-/// The gate pipeline for a policy version.
+/// The gate pipeline for one policy version.
 pub struct Gates {
-    gates: Vec<Box<dyn Gate>>,
-    pub policy: Arc<PolicySet>,
+    integrity: Integrity,
+    pub policy_gate: PolicyGate,
+    extra: Vec<Arc<dyn Gate>>,
+}
+
+/// What the pipeline is built from besides the policy set.
+#[derive(Clone, Default)]
+pub struct Parts {
+    pub separators: Vec<String>,
+    pub schemas: Arc<SchemaCache>,
+    pub sensors: Vec<Arc<dyn Sensor>>,
+    pub extra: Vec<Arc<dyn Gate>>,
+    /// Assisted signals below this confidence are discarded.
+    pub threshold: f64,
 }
 
 impl Gates {
-    pub fn new(policy: Arc<PolicySet>) -> Gates {
+    pub fn new(policy: Arc<PolicySet>, parts: &Parts) -> Gates {
         Gates {
-            gates: vec![Box::new(Declaration), Box::new(Rules::new(policy.clone()))],
-            policy,
+            integrity: Integrity,
+            policy_gate: PolicyGate::new(
+                policy,
+                parts.separators.clone(),
+                parts.schemas.clone(),
+                parts.sensors.clone(),
+                parts.threshold,
+            ),
+            extra: parts.extra.clone(),
         }
     }
 
-    /// Adds a gate after the existing ones (LLM sensors, tests).
-    pub fn push(&mut self, gate: Box<dyn Gate>) {
-        self.gates.push(gate);
+    pub fn policy(&self) -> &Arc<PolicySet> {
+        &self.policy_gate.policy
     }
 
     /// Runs the gates of one call in order; the most severe verdict stands.
     pub async fn decide(&self, call: &ToolCall, ctx: &Context) -> Decision {
-        let mut steps = Vec::with_capacity(self.gates.len());
+        let gates: Vec<&dyn Gate> = [&self.integrity as &dyn Gate, &self.policy_gate as &dyn Gate]
+            .into_iter()
+            .chain(self.extra.iter().map(|g| g.as_ref()))
+            .collect();
+        let mut steps = Vec::with_capacity(gates.len());
         let mut decided: Option<(&'static str, Outcome)> = None;
-        for g in &self.gates {
+        let mut signals = None;
+        for g in gates {
             let t = Instant::now();
-            let o = g.check(call, ctx).await;
+            let mut o = g.check(call, ctx).await;
             steps.push(StepRecord {
                 gate: g.name(),
                 verdict: o.verdict,
                 micros: t.elapsed().as_micros() as u64,
             });
+            if let Some(s) = o.signals.take() {
+                signals = Some(s);
+            }
             // Ties go to the later gate: an `allow` is credited to the last gate that allowed.
             let worse = decided.as_ref().is_none_or(|(_, d)| o.verdict >= d.verdict);
             let stop = o.verdict != Verdict::Allow;
@@ -120,6 +159,7 @@ impl Gates {
             gate,
             outcome,
             steps,
+            signals,
         }
     }
 
@@ -130,72 +170,5 @@ impl Gates {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::request::Declared;
-
-    fn ctx() -> Context {
-        let mut c = Context::default();
-        c.declared
-            .insert("get".into(), Declared { parameters: None });
-        c.declared
-            .insert("shell".into(), Declared { parameters: None });
-        c
-    }
-
-    fn call(name: &str, args: &str) -> ToolCall {
-        ToolCall {
-            name: name.into(),
-            arguments: args.into(),
-            ..ToolCall::default()
-        }
-    }
-
-    fn gates(src: &str) -> Gates {
-        Gates::new(Arc::new(
-            PolicySet::from_sources(&[("p.toml".into(), src.into())]).unwrap(),
-        ))
-    }
-
-    #[tokio::test]
-    async fn declaration_runs_first_and_stops_the_pipeline() {
-        let g = gates("[defaults]\nverdict = \"allow\"\n");
-        let d = g.decide(&call("nope", "{}"), &ctx()).await;
-        assert_eq!(
-            (d.verdict, d.gate, d.outcome.reason.as_ref()),
-            (Verdict::Reject, "declaration", "undeclared_tool")
-        );
-        assert_eq!(d.steps.len(), 1);
-        let d = g.decide(&call("get", "{}"), &ctx()).await;
-        assert_eq!((d.verdict, d.gate), (Verdict::Allow, "rules"));
-        assert_eq!(d.steps.len(), 2);
-    }
-
-    #[tokio::test]
-    async fn rules_decide_with_the_most_severe_match() {
-        let g = gates("[defaults]\nverdict = \"allow\"\n[[rule]]\nname = \"r1\"\ntools = \"sh*\"\nverdict = \"reject\"\n[[rule]]\nname = \"r2\"\ntools = [\"shell\"]\nverdict = \"deny\"\n");
-        let d = g.decide(&call("shell", "{}"), &ctx()).await;
-        assert_eq!(
-            (d.verdict, d.outcome.rule.as_deref()),
-            (Verdict::Deny, Some("r2"))
-        );
-        let d = g.decide(&call("get", "{}"), &ctx()).await;
-        assert_eq!(
-            (d.verdict, d.outcome.rule.as_deref()),
-            (Verdict::Allow, None)
-        );
-    }
-
-    #[tokio::test]
-    async fn decide_all_keeps_order() {
-        let g = gates("[[rule]]\nname = \"ok\"\ntools = \"get\"\nverdict = \"allow\"\n");
-        let calls = [call("get", "{}"), call("shell", "{}"), call("get", "[]")];
-        let v: Vec<_> = g
-            .decide_all(&calls, &ctx())
-            .await
-            .into_iter()
-            .map(|d| d.verdict)
-            .collect();
-        assert_eq!(v, [Verdict::Allow, Verdict::Deny, Verdict::Reject]);
-    }
-}
+#[path = "tests.rs"]
+mod tests;

@@ -1,9 +1,16 @@
-//! One policy file: raw TOML (`deny_unknown_fields`) checked into [`Rule`]s.
+//! One policy file: raw TOML (`deny_unknown_fields`) checked into rules, catalog
+//! entries and limits, with `file:line` diagnostics for every problem.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Glob, Rule, Verdict};
+use super::catalog::{ToolClass, ToolEntry};
+use super::expr::Condition;
+use super::limits::{Limit, LimitKey};
+use super::{FailMode, Glob, Rule, Verdict};
 use crate::config::{line_of, toml_diagnostic};
 use crate::error::Diagnostic;
 
@@ -13,6 +20,10 @@ struct RawFile {
     defaults: Option<Spanned<RawDefaults>>,
     #[serde(default)]
     rule: Vec<Spanned<RawRule>>,
+    #[serde(default)]
+    tool: Vec<Spanned<RawTool>>,
+    #[serde(default)]
+    limit: Vec<Spanned<RawLimit>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -23,24 +34,97 @@ struct RawDefaults {
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Tools {
+enum OneOrMany {
     One(String),
     Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRule {
     name: Spanned<String>,
-    tools: Option<Spanned<Tools>>,
+    tools: Option<Spanned<OneOrMany>>,
+    when: Option<Spanned<String>>,
     verdict: Verdict,
+    #[serde(default)]
+    require: Vec<String>,
+    #[serde(default)]
+    fail: Option<FailMode>,
 }
 
-/// Compiles one file's rules into `rules`; problems go to `diags`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    #[serde(rename = "match")]
+    globs: Spanned<OneOrMany>,
+    class: ToolClass,
+    schema: Option<Spanned<toml::Value>>,
+    schema_file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimit {
+    #[serde(rename = "match")]
+    globs: Spanned<OneOrMany>,
+    key: LimitKey,
+    rate: Spanned<String>,
+    burst: Option<u32>,
+}
+
+/// What one file contributes.
+#[derive(Default)]
+pub(super) struct Compiled {
+    pub rules: Vec<Rule>,
+    pub tools: Vec<ToolEntry>,
+    pub limits: Vec<Limit>,
+    /// Schema files read (watched for changes).
+    pub schema_files: Vec<std::path::PathBuf>,
+}
+
+/// Sensors a rule may require.
+pub const SENSORS: [&str; 2] = ["sentinel", "output"];
+
+struct Ctx<'a> {
+    file: &'a str,
+    src: &'a str,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, offset: usize, message: String) {
+        self.diags.push(Diagnostic {
+            file: self.file.to_string(),
+            line: line_of(self.src, offset),
+            message,
+        });
+    }
+
+    fn globs(&mut self, raw: Spanned<OneOrMany>, what: &str) -> Option<Vec<Glob>> {
+        let at = raw.span().start;
+        let list = raw.into_inner().into_vec();
+        if list.is_empty() || list.iter().any(|s| s.is_empty()) {
+            self.err(at, format!("`{what}` needs at least one non-empty glob"));
+            return None;
+        }
+        Some(list.iter().map(|s| Glob::new(s)).collect())
+    }
+}
+
+/// Compiles one file; problems go to `diags`.
 pub(super) fn compile(
     file: &str,
     src: &str,
-    rules: &mut Vec<Rule>,
+    out: &mut Compiled,
     default: &mut Option<(Verdict, String)>,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -51,17 +135,11 @@ pub(super) fn compile(
             return;
         }
     };
-    let mut diag = |offset: usize, message: String| {
-        diags.push(Diagnostic {
-            file: file.to_string(),
-            line: line_of(src, offset),
-            message,
-        });
-    };
+    let mut cx = Ctx { file, src, diags };
     if let Some(d) = raw.defaults {
         let here = format!("{file}:{}", line_of(src, d.span().start));
         match default {
-            Some((_, first)) => diag(
+            Some((_, first)) => cx.err(
                 d.span().start,
                 format!("[defaults] is already set in {first}; set it in one file only"),
             ),
@@ -72,33 +150,126 @@ pub(super) fn compile(
         let at = r.span().start;
         let r = r.into_inner();
         if r.name.get_ref().trim().is_empty() {
-            diag(r.name.span().start, "rule name must not be empty".into());
+            cx.err(r.name.span().start, "rule name must not be empty".into());
             continue;
         }
         let tools = match r.tools {
             None => None,
-            Some(t) => {
-                let span = t.span();
-                let list = match t.into_inner() {
-                    Tools::One(s) => vec![s],
-                    Tools::Many(v) => v,
-                };
-                if list.is_empty() || list.iter().any(|s| s.is_empty()) {
-                    diag(
-                        span.start,
-                        "`tools` needs at least one non-empty glob (omit it to match every tool)"
-                            .into(),
+            Some(t) => match cx.globs(t, "tools") {
+                Some(g) => Some(g),
+                None => continue,
+            },
+        };
+        let when = match r.when {
+            None => None,
+            Some(w) => match Condition::compile(w.get_ref()) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    cx.err(
+                        w.span().start,
+                        format!("rule `{}`: bad CEL in `when`: {e}", r.name.get_ref()),
                     );
                     continue;
                 }
-                Some(list.iter().map(|s| Glob::new(s)).collect())
-            }
+            },
         };
-        rules.push(Rule {
+        if let Some(s) = r.require.iter().find(|s| !SENSORS.contains(&s.as_str())) {
+            cx.err(
+                at,
+                format!(
+                    "rule `{}`: unknown sensor `{s}` in `require` (known: {})",
+                    r.name.get_ref(),
+                    SENSORS.join(", ")
+                ),
+            );
+            continue;
+        }
+        out.rules.push(Rule {
             name: r.name.into_inner(),
             tools,
+            when,
             verdict: r.verdict,
+            require: r.require,
+            fail: r.fail.unwrap_or(FailMode::Closed),
             origin: format!("{file}:{}", line_of(src, at)),
         });
+    }
+    let dir = Path::new(file).parent().unwrap_or(Path::new("."));
+    for t in raw.tool {
+        let at = t.span().start;
+        let t = t.into_inner();
+        let Some(globs) = cx.globs(t.globs, "match") else {
+            continue;
+        };
+        let schema = match (t.schema, t.schema_file) {
+            (Some(_), Some(f)) => {
+                cx.err(
+                    f.span().start,
+                    "set `schema` or `schema_file`, not both".into(),
+                );
+                continue;
+            }
+            (Some(s), None) => {
+                let at = s.span().start;
+                match serde_json::to_value(s.into_inner()) {
+                    Ok(v) => Some((v, at)),
+                    Err(e) => {
+                        cx.err(at, format!("schema: {e}"));
+                        continue;
+                    }
+                }
+            }
+            (None, Some(f)) => {
+                let path = dir.join(f.get_ref());
+                out.schema_files.push(path.clone());
+                let read = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read schema_file {}: {e}", path.display()))
+                    .and_then(|s| {
+                        serde_json::from_str(&s)
+                            .map_err(|e| format!("schema_file {} is not JSON: {e}", path.display()))
+                    });
+                match read {
+                    Ok(v) => Some((v, f.span().start)),
+                    Err(m) => {
+                        cx.err(f.span().start, m);
+                        continue;
+                    }
+                }
+            }
+            (None, None) => None,
+        };
+        let schema = match schema {
+            None => None,
+            Some((v, at)) => match jsonschema::validator_for(&v) {
+                Ok(val) => Some(Arc::new(val)),
+                Err(e) => {
+                    cx.err(at, format!("invalid JSON Schema: {e}"));
+                    continue;
+                }
+            },
+        };
+        out.tools.push(ToolEntry {
+            globs,
+            class: t.class,
+            schema,
+            origin: format!("{file}:{}", line_of(src, at)),
+        });
+    }
+    for l in raw.limit {
+        let at = l.span().start;
+        let l = l.into_inner();
+        let Some(globs) = cx.globs(l.globs, "match") else {
+            continue;
+        };
+        match Limit::new(
+            globs,
+            l.key,
+            l.rate.get_ref(),
+            l.burst,
+            format!("{file}:{}", line_of(src, at)),
+        ) {
+            Ok(limit) => out.limits.push(limit),
+            Err(m) => cx.err(l.rate.span().start, m),
+        }
     }
 }

@@ -4,16 +4,23 @@
 //! embedded `policies/default.toml` is used. Every file is checked completely and
 //! all problems are reported as `file:line: message` before anything is served.
 
+pub mod catalog;
+pub mod expr;
 mod file;
 mod glob;
+pub mod limits;
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Diagnostic, Error};
+pub use catalog::{ToolClass, ToolEntry};
+use expr::Condition;
 pub use glob::Glob;
+use limits::Limit;
 
 /// The embedded default policy (also shipped as `policies/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
@@ -40,13 +47,28 @@ impl Verdict {
     }
 }
 
+/// What a failed LLM sensor means for a rule that requires it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailMode {
+    /// The deterministic result stands.
+    Open,
+    /// The call is rejected.
+    Closed,
+}
+
 /// One `[[rule]]`.
 #[derive(Debug, Clone)]
 pub struct Rule {
     pub name: String,
     /// `None` = every tool.
     pub tools: Option<Vec<Glob>>,
+    /// The CEL condition; `None` = always.
+    pub when: Option<Condition>,
     pub verdict: Verdict,
+    /// LLM sensors that must run before an `allow` of this rule stands.
+    pub require: Vec<String>,
+    pub fail: FailMode,
     /// `file:line` where the rule is written.
     pub origin: String,
 }
@@ -64,12 +86,67 @@ impl Rule {
 #[derive(Debug, Clone)]
 pub struct PolicySet {
     pub rules: Vec<Rule>,
+    index: RuleIndex,
+    pub tools: Vec<ToolEntry>,
+    pub limits: Vec<Limit>,
     pub default_verdict: Verdict,
     /// Short hash of every loaded file's name and bytes; audited with each decision.
     pub version: String,
+    /// Every file read (policies and schema files), for change detection.
+    pub files: Vec<PathBuf>,
+}
+
+/// Rules indexed by their `tools` globs, so a call only looks at rules that
+/// can apply to it.
+#[derive(Debug, Clone, Default)]
+struct RuleIndex {
+    /// Rules whose every glob is a literal name.
+    literal: HashMap<String, Vec<usize>>,
+    /// Rules with a wildcard glob or no `tools` at all.
+    other: Vec<usize>,
+}
+
+impl RuleIndex {
+    fn build(rules: &[Rule]) -> RuleIndex {
+        let mut ix = RuleIndex::default();
+        for (i, r) in rules.iter().enumerate() {
+            match &r.tools {
+                Some(globs) if globs.iter().all(Glob::is_literal) => {
+                    for g in globs {
+                        ix.literal
+                            .entry(g.as_str().to_string())
+                            .or_default()
+                            .push(i);
+                    }
+                }
+                _ => ix.other.push(i),
+            }
+        }
+        ix
+    }
 }
 
 impl PolicySet {
+    /// The rules that apply to `tool`, in file order.
+    pub fn rules_for<'a>(&'a self, tool: &str) -> Vec<&'a Rule> {
+        let mut ids: Vec<usize> = self.index.literal.get(tool).cloned().unwrap_or_default();
+        ids.extend(
+            self.index
+                .other
+                .iter()
+                .copied()
+                .filter(|&i| self.rules[i].applies_to(tool)),
+        );
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter().map(|i| &self.rules[i]).collect()
+    }
+
+    /// The first catalog entry matching `tool`.
+    pub fn tool_entry(&self, tool: &str) -> Option<&ToolEntry> {
+        self.tools.iter().find(|t| t.matches(tool))
+    }
+
     /// The embedded default policy.
     pub fn embedded() -> Result<PolicySet, Error> {
         PolicySet::from_sources(&[(
@@ -115,7 +192,7 @@ impl PolicySet {
     /// Compiles policy sources given as `(file name, text)` pairs, in order.
     pub fn from_sources(sources: &[(String, String)]) -> Result<PolicySet, Error> {
         let mut diags: Vec<Diagnostic> = Vec::new();
-        let mut rules: Vec<Rule> = Vec::new();
+        let mut out = file::Compiled::default();
         let mut default: Option<(Verdict, String)> = None;
         let mut hasher = Sha256::new();
         for (name, text) in sources {
@@ -123,8 +200,14 @@ impl PolicySet {
             hasher.update([0]);
             hasher.update(text.as_bytes());
             hasher.update([0]);
-            file::compile(name, text, &mut rules, &mut default, &mut diags);
+            file::compile(name, text, &mut out, &mut default, &mut diags);
         }
+        for f in &out.schema_files {
+            if let Ok(bytes) = std::fs::read(f) {
+                hasher.update(&bytes);
+            }
+        }
+        let rules = out.rules;
         let mut seen = std::collections::HashMap::new();
         for r in &rules {
             if let Some(first) = seen.insert(r.name.clone(), r.origin.clone()) {
@@ -140,10 +223,16 @@ impl PolicySet {
             return Err(Error::Config(diags));
         }
         let digest = hasher.finalize();
+        let mut files: Vec<PathBuf> = sources.iter().map(|(n, _)| PathBuf::from(n)).collect();
+        files.extend(out.schema_files);
         Ok(PolicySet {
+            index: RuleIndex::build(&rules),
             rules,
+            tools: out.tools,
+            limits: out.limits,
             default_verdict: default.map(|d| d.0).unwrap_or(Verdict::Deny),
             version: crate::audit::hex(&digest[..6]),
+            files,
         })
     }
 }

@@ -1,5 +1,8 @@
 //! The request side: parse the agent's chat request and build its [`Context`].
 
+pub mod context;
+pub mod hide;
+
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -18,7 +21,21 @@ pub struct Declared {
 pub struct Context {
     pub request_id: String,
     pub principal: String,
+    /// `x-toolgate-phase`, `/phase/{name}/…`, `[policy] default_phase`, else `unknown`.
+    pub phase: String,
+    /// `x-toolgate-session`, else a fingerprint of the system prompt and first user message.
+    pub session: String,
+    /// `x-toolgate-agent`, else the principal.
+    pub agent: String,
+    /// `x-toolgate-mission`, else the system prompt.
+    pub mission: Option<String>,
+    /// The latest user message.
+    pub original_request: Option<String>,
     pub declared: HashMap<String, Declared>,
+    /// All user, system and tool-result text, for argument provenance.
+    pub user_text: String,
+    pub system_text: String,
+    pub tool_text: String,
 }
 
 /// A parsed chat-completions request.

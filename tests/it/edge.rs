@@ -318,11 +318,22 @@ async fn arguments_that_are_not_json_and_undeclared_tools_are_rejected() {
         "Working on it.\n\nI wasn't able to complete that action."
     );
     let audit = gate.audit_flushed().await;
-    let reasons: Vec<&str> = audit
+    let why: Vec<(&str, &str)> = audit
         .iter()
-        .map(|r| r["reason"].as_str().unwrap())
+        .map(|r| {
+            (
+                r["gate"].as_str().unwrap(),
+                r["rule"].as_str().or(r["reason"].as_str()).unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(reasons, ["args_not_json", "undeclared_tool"]);
+    assert_eq!(
+        why,
+        [
+            ("integrity", "args_not_json"),
+            ("policy", "undeclared-tool")
+        ]
+    );
     gate.stop().await;
 }
 

@@ -65,7 +65,7 @@ async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
         &mock.base_url(),
         ALLOW_ALL,
         "[stream]\nkeepalive_ms = 100\n",
-        vec![Box::new(slow)],
+        vec![Arc::new(slow)],
     )
     .await;
 

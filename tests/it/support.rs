@@ -409,12 +409,17 @@ pub async fn start_gate_with(
     upstream: &str,
     policy: &str,
     extra: &str,
-    gates: Vec<Box<dyn toolgate::gate::Gate>>,
+    gates: Vec<Arc<dyn toolgate::gate::Gate>>,
 ) -> Gate {
     // The same value every time, so tests running in parallel agree.
     std::env::set_var(KEY_ENV, UPSTREAM_KEY);
     let dir = TempDir::new();
     std::fs::create_dir_all(dir.0.join("policies")).unwrap();
+    std::fs::write(
+        dir.0.join("policies/00-default.toml"),
+        toolgate::policy::DEFAULT_POLICY,
+    )
+    .unwrap();
     std::fs::write(dir.0.join("policies/50-test.toml"), policy).unwrap();
     let (upstream_extra, rest) = split_upstream(extra);
     let cfg = format!(
@@ -425,7 +430,7 @@ pub async fn start_gate_with(
         .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
     let mut state = toolgate::state::State::new(config).await.unwrap();
     for g in gates {
-        state.gates.push(g);
+        state.add_gate(g);
     }
     let running = toolgate::server::start_with(state).await.unwrap();
     Gate {
@@ -455,14 +460,18 @@ fn split_upstream(extra: &str) -> (String, String) {
     (up, rest)
 }
 
-pub const ALLOW_ALL: &str = "[defaults]\nverdict = \"allow\"\n";
+/// Nothing beyond the default policy (which allows declared, valid calls).
+pub const ALLOW_ALL: &str = "";
 
 pub fn deny(tools: &[&str]) -> String {
     if tools.is_empty() {
         return ALLOW_ALL.to_string();
     }
     let list: Vec<String> = tools.iter().map(|t| format!("\"{t}\"")).collect();
-    format!("[defaults]\nverdict = \"allow\"\n\n[[rule]]\nname = \"test-deny\"\ntools = [{}]\nverdict = \"deny\"\n", list.join(", "))
+    format!(
+        "[[rule]]\nname = \"test-deny\"\ntools = [{}]\nverdict = \"deny\"\n",
+        list.join(", ")
+    )
 }
 
 pub struct Answer {

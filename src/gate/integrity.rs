@@ -1,41 +1,43 @@
-//! The declaration gate: the tool is declared in the request and its arguments are a JSON object.
+//! The integrity gate: a call toolgate can evaluate at all — a `function` call
+//! with a name, arguments that are a JSON object (or empty) and within limits.
+//! Whether the tool is declared, and its schema, are signals for the policy.
 
 use super::{BoxFuture, Gate, Outcome};
 use crate::request::Context;
 use crate::wire::ToolCall;
 
-pub struct Declaration;
+pub struct Integrity;
 
-impl Declaration {
-    pub fn judge(call: &ToolCall, ctx: &Context) -> Outcome {
+impl Integrity {
+    pub fn judge(call: &ToolCall) -> Outcome {
         if call.oversized {
             return Outcome::reject("args_too_large");
         }
         if call.kind.as_deref().is_some_and(|k| k != "function") {
             return Outcome::reject("unsupported_call_type");
         }
-        if call.name.is_empty() || !ctx.declared.contains_key(&call.name) {
-            return Outcome::reject("undeclared_tool");
+        if call.name.is_empty() {
+            return Outcome::reject("no_tool_name");
         }
         // An empty string is how providers send a parameterless call.
         if call.arguments.trim().is_empty() {
-            return Outcome::allow("declared");
+            return Outcome::allow("well_formed");
         }
         match serde_json::from_str::<serde_json::Value>(&call.arguments) {
-            Ok(serde_json::Value::Object(_)) => Outcome::allow("declared"),
+            Ok(serde_json::Value::Object(_)) => Outcome::allow("well_formed"),
             Ok(_) => Outcome::reject("args_not_object"),
             Err(_) => Outcome::reject("args_not_json"),
         }
     }
 }
 
-impl Gate for Declaration {
+impl Gate for Integrity {
     fn name(&self) -> &'static str {
-        "declaration"
+        "integrity"
     }
 
-    fn check<'a>(&'a self, call: &'a ToolCall, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
-        let o = Declaration::judge(call, ctx);
+    fn check<'a>(&'a self, call: &'a ToolCall, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+        let o = Integrity::judge(call);
         Box::pin(async move { o })
     }
 }
@@ -44,23 +46,18 @@ impl Gate for Declaration {
 mod tests {
     use super::*;
     use crate::policy::Verdict;
-    use crate::request::Declared;
 
     #[test]
     fn each_failure_has_its_reason() {
-        let mut ctx = Context::default();
-        ctx.declared
-            .insert("t".into(), Declared { parameters: None });
         let c = |name: &str, args: &str| ToolCall {
             name: name.into(),
             arguments: args.into(),
             ..ToolCall::default()
         };
         let cases = [
-            (c("t", "{\"a\":1}"), Verdict::Allow, "declared"),
-            (c("t", ""), Verdict::Allow, "declared"),
-            (c("u", "{}"), Verdict::Reject, "undeclared_tool"),
-            (c("", "{}"), Verdict::Reject, "undeclared_tool"),
+            (c("t", "{\"a\":1}"), Verdict::Allow, "well_formed"),
+            (c("t", ""), Verdict::Allow, "well_formed"),
+            (c("", "{}"), Verdict::Reject, "no_tool_name"),
             (c("t", "{\"a\":"), Verdict::Reject, "args_not_json"),
             (c("t", "[1]"), Verdict::Reject, "args_not_object"),
             (
@@ -81,7 +78,7 @@ mod tests {
             ),
         ];
         for (call, v, reason) in cases {
-            let o = Declaration::judge(&call, &ctx);
+            let o = Integrity::judge(&call);
             assert_eq!((o.verdict, o.reason.as_ref()), (v, reason), "{call:?}");
         }
     }

@@ -1,0 +1,230 @@
+//! The policy gate: deterministic signals → rules → (required sensors → assisted
+//! signals → rules again). The final verdict is the most severe of both passes:
+//! assisted signals can only raise risk.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::schema::SchemaCache;
+use super::sensor::Sensor;
+use super::signals::{self, Signals};
+use super::{BoxFuture, Gate, Outcome};
+use crate::policy::limits::LimitKey;
+use crate::policy::{FailMode, PolicySet, Rule, Verdict};
+use crate::request::Context;
+use crate::wire::ToolCall;
+
+/// Variables that do not depend on a call's arguments.
+const STATIC_VARS: [&str; 6] = ["tool", "phase", "principal", "session", "agent", "mission"];
+
+pub struct PolicyGate {
+    pub policy: Arc<PolicySet>,
+    separators: Vec<String>,
+    schemas: Arc<SchemaCache>,
+    sensors: Vec<Arc<dyn Sensor>>,
+    threshold: f64,
+}
+
+/// The result of one pass over the rules.
+struct Pass<'a> {
+    verdict: Verdict,
+    rule: Option<&'a Rule>,
+    matched: Vec<&'a Rule>,
+}
+
+fn evaluate<'a>(
+    rules: &[&'a Rule],
+    vars: &HashMap<String, cel::Value>,
+    default: Verdict,
+    tool: &str,
+) -> Pass<'a> {
+    let mut matched = Vec::new();
+    for r in rules {
+        let hit = match &r.when {
+            None => true,
+            Some(c) => c.eval(vars).unwrap_or_else(|e| {
+                tracing::warn!(rule = %r.name, origin = %r.origin, tool = %tool, error = %e, "CEL error at run time; the rule counts as matched");
+                true
+            }),
+        };
+        if hit {
+            matched.push(*r);
+        }
+    }
+    let best = matched.iter().copied().fold(None::<&Rule>, |b, r| match b {
+        Some(b) if b.verdict >= r.verdict => Some(b),
+        _ => Some(r),
+    });
+    Pass {
+        verdict: best.map(|r| r.verdict).unwrap_or(default),
+        rule: best,
+        matched,
+    }
+}
+
+impl PolicyGate {
+    pub fn new(
+        policy: Arc<PolicySet>,
+        separators: Vec<String>,
+        schemas: Arc<SchemaCache>,
+        sensors: Vec<Arc<dyn Sensor>>,
+        threshold: f64,
+    ) -> PolicyGate {
+        PolicyGate {
+            policy,
+            separators,
+            schemas,
+            sensors,
+            threshold,
+        }
+    }
+
+    /// True when the rules deny `tool` for this context whatever the arguments:
+    /// a matching `deny` rule whose condition reads only tool, phase and caller.
+    pub fn always_denied(&self, tool: &str, ctx: &Context) -> bool {
+        let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
+        let vars = s.vars();
+        self.policy.rules_for(tool).iter().any(|r| {
+            r.verdict == Verdict::Deny
+                && match &r.when {
+                    None => true,
+                    Some(c) => {
+                        c.variables
+                            .iter()
+                            .all(|v| STATIC_VARS.contains(&v.as_str()))
+                            && c.eval(&vars) == Ok(true)
+                    }
+                }
+        })
+    }
+
+    /// Takes a token from every limit on this tool; the first one over its limit, if any.
+    fn rate(&self, call: &ToolCall, ctx: &Context) -> Option<String> {
+        let mut over = None;
+        for l in self
+            .policy
+            .limits
+            .iter()
+            .filter(|l| l.applies_to(&call.name))
+        {
+            let key = match l.key {
+                LimitKey::Session => ctx.session.as_str(),
+                LimitKey::Principal => ctx.principal.as_str(),
+                LimitKey::Global => "global",
+            };
+            if !l.take(key) && over.is_none() {
+                over = Some(format!("limit {} at {}", l.rate, l.origin));
+            }
+        }
+        over
+    }
+
+    async fn judge(&self, call: &ToolCall, ctx: &Context) -> Outcome {
+        let mut sig =
+            signals::deterministic(call, ctx, &self.policy, &self.separators, &self.schemas);
+        let over = self.rate(call, ctx);
+        sig.set("rate.exceeded", json!(over.is_some()));
+        let rules = self.policy.rules_for(&call.name);
+        let first = evaluate(&rules, &sig.vars(), self.policy.default_verdict, &call.name);
+        let mut out = Outcome {
+            verdict: first.verdict,
+            reason: Cow::Borrowed(if first.rule.is_some() {
+                "rule"
+            } else {
+                "default"
+            }),
+            rule: first.rule.map(|r| r.name.clone()),
+            signals: None,
+        };
+        if let Some(limit) = over {
+            if out.verdict < Verdict::Reject {
+                out = Outcome {
+                    verdict: Verdict::Reject,
+                    reason: Cow::Borrowed("rate_limited"),
+                    rule: Some(limit),
+                    signals: None,
+                };
+            }
+        }
+        if out.verdict == Verdict::Allow {
+            self.assisted(call, ctx, &rules, &first.matched, &mut sig, &mut out)
+                .await;
+        }
+        out.signals = Some(sig);
+        out
+    }
+
+    /// Runs the sensors the matched rules require, then the rules again.
+    async fn assisted(
+        &self,
+        call: &ToolCall,
+        ctx: &Context,
+        rules: &[&Rule],
+        matched: &[&Rule],
+        sig: &mut Signals,
+        out: &mut Outcome,
+    ) {
+        let mut required: Vec<(&str, FailMode, &str)> = Vec::new();
+        for r in matched {
+            for s in &r.require {
+                required.push((s.as_str(), r.fail, r.name.as_str()));
+            }
+        }
+        if required.is_empty() {
+            return;
+        }
+        let mut names: Vec<&str> = required.iter().map(|r| r.0).collect();
+        names.dedup();
+        let mut failed: Vec<&str> = Vec::new();
+        for name in names {
+            let Some(sensor) = self.sensors.iter().find(|s| s.name() == name) else {
+                tracing::debug!(sensor = name, "sensor not configured; skipped");
+                continue;
+            };
+            match sensor.sense(call, ctx, sig).await {
+                Ok(found) => {
+                    for a in found {
+                        let offer = sig.offer(&a.name, a.value, a.confidence, self.threshold);
+                        tracing::debug!(sensor = name, signal = %a.name, ?offer, "assisted signal");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(sensor = name, tool = %call.name, error = %e, "sensor failed");
+                    failed.push(name);
+                }
+            }
+        }
+        for (name, fail, rule) in &required {
+            if failed.contains(name) && *fail == FailMode::Closed && out.verdict < Verdict::Reject {
+                *out = Outcome {
+                    verdict: Verdict::Reject,
+                    reason: Cow::Borrowed("sensor_failed"),
+                    rule: Some(rule.to_string()),
+                    signals: None,
+                };
+            }
+        }
+        let second = evaluate(rules, &sig.vars(), self.policy.default_verdict, &call.name);
+        if second.verdict > out.verdict {
+            *out = Outcome {
+                verdict: second.verdict,
+                reason: Cow::Borrowed("assisted"),
+                rule: second.rule.map(|r| r.name.clone()),
+                signals: None,
+            };
+        }
+    }
+}
+
+impl Gate for PolicyGate {
+    fn name(&self) -> &'static str {
+        "policy"
+    }
+
+    fn check<'a>(&'a self, call: &'a ToolCall, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+        Box::pin(self.judge(call, ctx))
+    }
+}

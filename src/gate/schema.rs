@@ -1,0 +1,84 @@
+//! Argument schemas: the request's declared `parameters` compiled once per
+//! distinct schema (cached by hash), plus the catalog's stricter schema.
+//! Remote and file `$ref`s are never fetched (jsonschema without resolvers).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const CACHE_MAX: usize = 1024;
+
+#[derive(Default)]
+pub struct SchemaCache {
+    compiled: Mutex<HashMap<[u8; 32], Option<Arc<jsonschema::Validator>>>>,
+}
+
+impl SchemaCache {
+    /// The compiled validator of a declared schema; `None` when it is not a valid schema.
+    pub fn get(&self, schema: &Value) -> Option<Arc<jsonschema::Validator>> {
+        let key: [u8; 32] = Sha256::digest(serde_json::to_vec(schema).unwrap_or_default()).into();
+        if let Ok(m) = self.compiled.lock() {
+            if let Some(v) = m.get(&key) {
+                return v.clone();
+            }
+        }
+        let v = jsonschema::validator_for(schema).ok().map(Arc::new);
+        if let Ok(mut m) = self.compiled.lock() {
+            if m.len() >= CACHE_MAX {
+                m.clear();
+            }
+            m.insert(key, v.clone());
+        }
+        v
+    }
+
+    pub fn len(&self) -> usize {
+        self.compiled.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Validation errors of `args` against `v`, as `pointer: message` lines.
+pub fn errors(v: &jsonschema::Validator, args: &Value) -> Vec<String> {
+    v.iter_errors(args)
+        .take(8)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            format!("{}: {}", if at.is_empty() { "/" } else { &at }, e)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn compiles_once_per_schema_and_validates() {
+        let c = SchemaCache::default();
+        let s =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let v = c.get(&s).unwrap();
+        assert!(Arc::ptr_eq(&v, &c.get(&s).unwrap()));
+        assert_eq!(c.len(), 1);
+        assert!(errors(&v, &json!({"n": 1})).is_empty());
+        assert_eq!(errors(&v, &json!({"n": "x"})).len(), 1);
+        assert!(!errors(&v, &json!({})).is_empty());
+    }
+
+    #[test]
+    fn remote_refs_are_not_fetched_and_make_the_schema_invalid() {
+        let c = SchemaCache::default();
+        assert!(c
+            .get(&json!({"$ref": "http://127.0.0.1:9/x.json"}))
+            .is_none());
+        assert!(c.get(&json!({"$ref": "file:///etc/passwd"})).is_none());
+        assert!(c.get(&json!({"type": 5})).is_none());
+    }
+}

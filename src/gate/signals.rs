@@ -1,0 +1,314 @@
+//! Signals (seed 001): sensors populate them, policies alone issue verdicts.
+//!
+//! A signal has a dotted name (`tool.class`), a JSON value and a method.
+//! Deterministic signals are set first; an assisted signal (from an LLM sensor)
+//! may only fill a name that is still unset, and is discarded below the
+//! confidence threshold.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{json, Map, Value};
+
+use super::detect;
+use super::schema::{self, SchemaCache};
+use crate::policy::{PolicySet, ToolClass};
+use crate::request::Context;
+use crate::wire::ToolCall;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Deterministic,
+    Assisted,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    pub value: Value,
+    pub method: Method,
+    pub confidence: Option<f64>,
+}
+
+/// What happened to an offered assisted signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    Accepted,
+    /// The name was already set (deterministic, or earlier): determinism wins.
+    AlreadySet,
+    /// Below the confidence threshold.
+    LowConfidence,
+}
+
+/// Top-level names that exist even before their sensor runs, with defaults,
+/// so rules can read `sentinel.decision` without `has()`.
+const ASSISTED_DEFAULTS: [(&str, &str); 2] = [
+    ("sentinel", r#"{"decision": "none", "confidence": 0.0}"#),
+    ("output", r#"{"verdict": "none", "confidence": 0.0}"#),
+];
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Signals {
+    map: BTreeMap<String, Signal>,
+}
+
+impl Signals {
+    pub fn set(&mut self, name: &str, value: Value) {
+        self.map.insert(
+            name.to_string(),
+            Signal {
+                value,
+                method: Method::Deterministic,
+                confidence: None,
+            },
+        );
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Signal> {
+        self.map.get(name)
+    }
+
+    /// Offers an assisted signal; see [`Offer`].
+    pub fn offer(&mut self, name: &str, value: Value, confidence: f64, threshold: f64) -> Offer {
+        if self.map.contains_key(name) {
+            return Offer::AlreadySet;
+        }
+        if !(confidence >= threshold) {
+            return Offer::LowConfidence;
+        }
+        self.map.insert(
+            name.to_string(),
+            Signal {
+                value,
+                method: Method::Assisted,
+                confidence: Some(confidence),
+            },
+        );
+        Offer::Accepted
+    }
+
+    /// The CEL variables: `a.b` becomes key `b` of variable `a`.
+    pub fn vars(&self) -> HashMap<String, cel::Value> {
+        let mut tops: BTreeMap<&str, Value> = BTreeMap::new();
+        for (top, default) in ASSISTED_DEFAULTS {
+            tops.insert(top, serde_json::from_str(default).unwrap_or(Value::Null));
+        }
+        for (name, s) in &self.map {
+            match name.split_once('.') {
+                Some((top, rest)) => {
+                    let e = tops.entry(top).or_insert_with(|| Value::Object(Map::new()));
+                    if let Value::Object(m) = e {
+                        m.insert(rest.to_string(), s.value.clone());
+                    }
+                }
+                None => {
+                    tops.insert(name, s.value.clone());
+                }
+            }
+        }
+        tops.into_iter()
+            .map(|(k, v)| (k.to_string(), crate::policy::expr::to_cel(&v)))
+            .collect()
+    }
+
+    /// Every signal with its method (and confidence), for `explain`.
+    pub fn to_json(&self) -> Value {
+        let m: Map<String, Value> = self
+            .map
+            .iter()
+            .map(|(k, s)| {
+                let mut o = json!({"value": s.value, "method": method(s.method)});
+                if let Some(c) = s.confidence {
+                    o["confidence"] = json!(c);
+                }
+                (k.clone(), o)
+            })
+            .collect();
+        Value::Object(m)
+    }
+
+    /// The same without anything taken from the arguments' values (for the audit
+    /// trail): `args` and `schema.errors` are left out, detector lists become counts.
+    pub fn to_audit_json(&self) -> Value {
+        let m: Map<String, Value> = self
+            .map
+            .iter()
+            .filter(|(k, _)| k.as_str() != "args" && k.as_str() != "schema.errors")
+            .map(|(k, s)| {
+                let value = match (&s.value, k.starts_with("detect.")) {
+                    (Value::Array(a), true) => json!(a.len()),
+                    (v, _) => v.clone(),
+                };
+                let mut o = json!({"value": value, "method": method(s.method)});
+                if let Some(c) = s.confidence {
+                    o["confidence"] = json!(c);
+                }
+                (k.clone(), o)
+            })
+            .collect();
+        Value::Object(m)
+    }
+}
+
+fn method(m: Method) -> &'static str {
+    match m {
+        Method::Deterministic => "deterministic",
+        Method::Assisted => "assisted",
+    }
+}
+
+/// The namespace of a tool: the text before its first separator (`comm` in
+/// `comm.send`, `comm_send`, `comm__send`, `comm/send`); empty without one.
+pub fn namespace<'a>(name: &'a str, seps: &[String]) -> &'a str {
+    seps.iter()
+        .filter_map(|s| name.find(s.as_str()).map(|i| (i, s.len())))
+        .min_by_key(|&(i, len)| (i, std::cmp::Reverse(len)))
+        .map(|(i, _)| &name[..i])
+        .unwrap_or("")
+}
+
+/// Signals that do not depend on the arguments (enough to tell whether rules
+/// deny a tool whatever its arguments).
+pub fn static_signals(name: &str, ctx: &Context, policy: &PolicySet, seps: &[String]) -> Signals {
+    let mut s = Signals::default();
+    s.set("tool.name", json!(name));
+    s.set("tool.namespace", json!(namespace(name, seps)));
+    let class = policy
+        .tool_entry(name)
+        .map(|e| e.class)
+        .unwrap_or(ToolClass::Unclassified);
+    s.set("tool.class", json!(class.as_str()));
+    s.set("tool.declared", json!(ctx.declared.contains_key(name)));
+    s.set("phase", json!(ctx.phase));
+    s.set("principal", json!(ctx.principal));
+    s.set("session", json!(ctx.session));
+    s.set("agent", json!(ctx.agent));
+    s
+}
+
+/// Every deterministic signal of a call except `rate.*` (the engine sets those).
+pub fn deterministic(
+    call: &ToolCall,
+    ctx: &Context,
+    policy: &PolicySet,
+    seps: &[String],
+    schemas: &SchemaCache,
+) -> Signals {
+    let mut s = static_signals(&call.name, ctx, policy, seps);
+    let args: Value = if call.arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}))
+    };
+    let mut errors = Vec::new();
+    if let Some(p) = ctx
+        .declared
+        .get(&call.name)
+        .and_then(|d| d.parameters.as_ref())
+    {
+        match schemas.get(p) {
+            Some(v) => errors.extend(schema::errors(&v, &args)),
+            None => {
+                errors.push("/: the declared parameters are not a usable JSON Schema".to_string())
+            }
+        }
+    }
+    if let Some(v) = policy
+        .tool_entry(&call.name)
+        .and_then(|e| e.schema.as_ref())
+    {
+        errors.extend(schema::errors(v, &args));
+    }
+    s.set("schema.valid", json!(errors.is_empty()));
+    s.set("schema.errors", json!(errors));
+    let mut strings = Vec::new();
+    detect::strings(&args, String::new(), &mut strings);
+    if let Value::Object(d) = detect::detect(&strings) {
+        for (k, v) in d {
+            s.set(&format!("detect.{k}"), v);
+        }
+    }
+    let (mut from_tools, mut from_user, mut from_system) = (Vec::new(), Vec::new(), Vec::new());
+    for (path, v) in strings.iter().filter(|(_, v)| v.chars().count() >= 8) {
+        let (u, sys, t) = (
+            ctx.user_text.contains(v),
+            ctx.system_text.contains(v),
+            ctx.tool_text.contains(v),
+        );
+        if u {
+            from_user.push(json!(path));
+        }
+        if sys {
+            from_system.push(json!(path));
+        }
+        if t && !u && !sys {
+            from_tools.push(json!(path));
+        }
+    }
+    s.set("provenance.args_from_tool_results", json!(from_tools));
+    s.set("provenance.args_from_user", json!(from_user));
+    s.set("provenance.args_from_system", json!(from_system));
+    s.set("args", args);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_by_the_first_separator() {
+        let seps: Vec<String> = [".", "__", "/", "_"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for (name, ns) in [
+            ("comm.x", "comm"),
+            ("comm_x", "comm"),
+            ("comm__x", "comm"),
+            ("comm/x", "comm"),
+            ("communicate", ""),
+            ("a_b.c", "a"),
+        ] {
+            assert_eq!(namespace(name, &seps), ns, "{name}");
+        }
+    }
+
+    #[test]
+    fn assisted_signals_fill_only_unset_names_above_the_threshold() {
+        let mut s = Signals::default();
+        s.set("tool.class", json!("irreversible"));
+        assert_eq!(
+            s.offer("tool.class", json!("read_only"), 0.99, 0.8),
+            Offer::AlreadySet
+        );
+        assert_eq!(s.get("tool.class").unwrap().value, json!("irreversible"));
+        assert_eq!(
+            s.offer("sentinel.decision", json!("approve"), 0.5, 0.8),
+            Offer::LowConfidence
+        );
+        assert!(s.get("sentinel.decision").is_none());
+        assert_eq!(
+            s.offer("sentinel.decision", json!("reject"), 0.9, 0.8),
+            Offer::Accepted
+        );
+        assert_eq!(s.get("sentinel.decision").unwrap().method, Method::Assisted);
+        assert_eq!(
+            s.offer("sentinel.decision", json!("approve"), 1.0, 0.8),
+            Offer::AlreadySet
+        );
+    }
+
+    #[test]
+    fn the_audit_form_holds_nothing_from_argument_values() {
+        let mut s = Signals::default();
+        s.set("args", json!({"to": "secret@x.io"}));
+        s.set("detect.emails", json!(["secret@x.io"]));
+        s.set("schema.errors", json!(["/to: \"secret@x.io\" is bad"]));
+        s.set("tool.name", json!("t"));
+        let a = s.to_audit_json().to_string();
+        assert!(!a.contains("secret"), "{a}");
+        assert!(
+            a.contains("\"detect.emails\":{\"method\":\"deterministic\",\"value\":1}"),
+            "{a}"
+        );
+    }
+}

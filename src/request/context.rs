@@ -1,0 +1,162 @@
+//! The context of a request (DESIGN section 2): who asks, in which phase and
+//! session, for what mission, and the texts that argument provenance is read from.
+
+use http::HeaderMap;
+use serde_json::Value;
+
+use super::Context;
+
+/// The text of a message's `content` (a string or an array of text parts).
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn header(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(String::from)
+}
+
+/// What the request's messages say, by role.
+#[derive(Debug, Default)]
+pub struct Texts {
+    pub system: String,
+    pub first_user: Option<String>,
+    pub last_user: Option<String>,
+    pub user: String,
+    pub tool: String,
+}
+
+pub fn texts(body: &Value) -> Texts {
+    let mut t = Texts::default();
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let text = m.get("content").map(content_text).unwrap_or_default();
+        match m.get("role").and_then(Value::as_str).unwrap_or("") {
+            "system" | "developer" => {
+                if !t.system.is_empty() {
+                    t.system.push('\n');
+                }
+                t.system.push_str(&text);
+            }
+            "user" => {
+                t.first_user.get_or_insert_with(|| text.clone());
+                t.user.push_str(&text);
+                t.user.push('\n');
+                t.last_user = Some(text);
+            }
+            "tool" | "function" => {
+                t.tool.push_str(&text);
+                t.tool.push('\n');
+            }
+            _ => {}
+        }
+    }
+    t
+}
+
+/// Fills the context from headers, the path's phase, the config's default phase and the body.
+pub fn fill(
+    ctx: &mut Context,
+    h: &HeaderMap,
+    path_phase: Option<&str>,
+    default_phase: Option<&str>,
+    body: &Value,
+) {
+    let t = texts(body);
+    ctx.phase = header(h, "x-toolgate-phase")
+        .or_else(|| path_phase.map(String::from))
+        .or_else(|| default_phase.map(String::from))
+        .unwrap_or_else(|| "unknown".into());
+    ctx.session = header(h, "x-toolgate-session").unwrap_or_else(|| {
+        let seed = format!("{}\u{0}{}", t.system, t.first_user.as_deref().unwrap_or(""));
+        format!("fp-{}", &crate::audit::sha256_hex(seed.as_bytes())[..16])
+    });
+    ctx.agent = header(h, "x-toolgate-agent").unwrap_or_else(|| ctx.principal.clone());
+    ctx.mission = header(h, "x-toolgate-mission")
+        .or_else(|| (!t.system.is_empty()).then(|| t.system.clone()));
+    ctx.original_request = t.last_user.clone();
+    ctx.user_text = t.user;
+    ctx.system_text = t.system;
+    ctx.tool_text = t.tool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body() -> Value {
+        json!({"messages": [
+            {"role": "system", "content": "You are a mail assistant."},
+            {"role": "user", "content": [{"type": "text", "text": "Email Bob"}]},
+            {"role": "tool", "tool_call_id": "c", "content": "bob@example.com"},
+            {"role": "user", "content": "now"}
+        ]})
+    }
+
+    #[test]
+    fn headers_win_then_path_then_default_then_unknown() {
+        let mut h = HeaderMap::new();
+        let mut c = Context {
+            principal: "p".into(),
+            ..Context::default()
+        };
+        fill(&mut c, &h, None, None, &body());
+        assert_eq!(c.phase, "unknown");
+        fill(&mut c, &h, None, Some("planning"), &body());
+        assert_eq!(c.phase, "planning");
+        fill(&mut c, &h, Some("execution"), Some("planning"), &body());
+        assert_eq!(c.phase, "execution");
+        h.insert("x-toolgate-phase", "review".parse().unwrap());
+        h.insert("x-toolgate-session", "s1".parse().unwrap());
+        h.insert("x-toolgate-agent", "a1".parse().unwrap());
+        fill(&mut c, &h, Some("execution"), None, &body());
+        assert_eq!(
+            (c.phase.as_str(), c.session.as_str(), c.agent.as_str()),
+            ("review", "s1", "a1")
+        );
+    }
+
+    #[test]
+    fn mission_request_session_and_texts_come_from_messages() {
+        let mut c = Context {
+            principal: "p".into(),
+            ..Context::default()
+        };
+        fill(&mut c, &HeaderMap::new(), None, None, &body());
+        assert_eq!(c.mission.as_deref(), Some("You are a mail assistant."));
+        assert_eq!(c.original_request.as_deref(), Some("now"));
+        assert_eq!(c.agent, "p");
+        assert!(c.session.starts_with("fp-") && c.session.len() == 19);
+        assert!(c.tool_text.contains("bob@example.com") && c.user_text.contains("Email Bob"));
+        let mut c2 = Context {
+            principal: "p".into(),
+            ..Context::default()
+        };
+        let mut later = body();
+        later["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "user", "content": "again"}));
+        fill(&mut c2, &HeaderMap::new(), None, None, &later);
+        assert_eq!(
+            c.session, c2.session,
+            "the fingerprint is stable as a conversation grows"
+        );
+    }
+}
