@@ -71,7 +71,8 @@ impl Signals {
         if self.map.contains_key(name) {
             return Offer::AlreadySet;
         }
-        if !(confidence >= threshold) {
+        // NaN never passes.
+        if confidence.is_nan() || confidence < threshold {
             return Offer::LowConfidence;
         }
         self.map.insert(
