@@ -16,6 +16,7 @@
 
 pub mod audit;
 pub mod body;
+pub mod cli;
 pub mod config;
 pub mod encoding;
 pub mod error;

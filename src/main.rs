@@ -1,8 +1,11 @@
 //! The `toolgate` command line: parse arguments, load config, run.
 
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use toolgate::cli::explain::{self, Question};
 use toolgate::config::Config;
 use toolgate::error::Error;
 use toolgate::policy::PolicySet;
@@ -15,30 +18,87 @@ toolgate: a tool-call firewall for AI agents
 
 usage:
   toolgate serve [--config FILE]   run the proxy (no FILE: the embedded default config)
-  toolgate check [--config FILE]   validate config and policies; print file:line: message
+  toolgate check [--config FILE]   validate config, policies, CEL and schemas; print file:line: message
+  toolgate explain [--config FILE] --tool NAME [--args JSON] [--phase P] [--request TEXT]
+                   [--mission TEXT] [--principal NAME] [--json]
+                                   the decision for one call, its signals and deciding rule
+  toolgate policy scaffold --from-request FILE
+                                   a starter tool catalog from a request's tools
   toolgate --version
 ";
 
 enum Command {
     Serve(Option<PathBuf>),
     Check(Option<PathBuf>),
+    Explain(Option<PathBuf>, Question, bool),
+    Scaffold(PathBuf),
+}
+
+/// `--flag value` pairs and bare `--json`.
+fn flags(rest: &[String], known: &[&str]) -> Result<(HashMap<String, String>, bool), String> {
+    let mut map = HashMap::new();
+    let mut json = false;
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        let name = match a.as_str() {
+            "-c" => "--config",
+            "--json" if known.contains(&"--json") => {
+                json = true;
+                continue;
+            }
+            n if known.contains(&n) => n,
+            other => return Err(format!("unknown argument `{other}`")),
+        };
+        let v = it.next().ok_or(format!("{name} needs a value"))?;
+        map.insert(name.to_string(), v.clone());
+    }
+    Ok((map, json))
 }
 
 fn parse(args: &[String]) -> Result<Command, String> {
     let (cmd, rest) = args.split_first().ok_or("no command given")?;
-    let mut config = None;
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--config" | "-c" => {
-                config = Some(PathBuf::from(it.next().ok_or("--config needs a file")?));
-            }
-            other => return Err(format!("unknown argument `{other}`")),
-        }
-    }
+    let path = |m: &HashMap<String, String>| m.get("--config").map(PathBuf::from);
     match cmd.as_str() {
-        "serve" => Ok(Command::Serve(config)),
-        "check" => Ok(Command::Check(config)),
+        "serve" | "check" => {
+            let (m, _) = flags(rest, &["--config"])?;
+            Ok(if cmd == "serve" {
+                Command::Serve(path(&m))
+            } else {
+                Command::Check(path(&m))
+            })
+        }
+        "explain" => {
+            let known = [
+                "--config",
+                "--tool",
+                "--args",
+                "--phase",
+                "--request",
+                "--mission",
+                "--principal",
+                "--json",
+            ];
+            let (mut m, json) = flags(rest, &known)?;
+            let q = Question {
+                tool: m.remove("--tool").ok_or("explain needs --tool")?,
+                args: m.remove("--args").unwrap_or_else(|| "{}".into()),
+                phase: m.remove("--phase"),
+                request: m.remove("--request"),
+                mission: m.remove("--mission"),
+                principal: m.remove("--principal"),
+            };
+            Ok(Command::Explain(path(&m), q, json))
+        }
+        "policy" => match rest.split_first() {
+            Some((sub, rest)) if sub == "scaffold" => {
+                let (m, _) = flags(rest, &["--from-request"])?;
+                Ok(Command::Scaffold(PathBuf::from(
+                    m.get("--from-request")
+                        .ok_or("scaffold needs --from-request FILE")?,
+                )))
+            }
+            _ => Err("policy needs a subcommand: scaffold".into()),
+        },
         other => Err(format!("unknown command `{other}`")),
     }
 }
@@ -52,6 +112,15 @@ fn load(path: Option<&PathBuf>) -> Result<Config, Error> {
 
 fn report(e: &Error) {
     eprintln!("{e}");
+}
+
+/// Writes a command's result to stdout (the one place the CLI prints to it).
+fn write_out(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
 }
 
 fn main() -> ExitCode {
@@ -82,6 +151,56 @@ fn main() -> ExitCode {
         )
         .init();
     match cmd {
+        Command::Explain(path, q, json) => {
+            let config = match load(path.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    report(&e);
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            };
+            let answer = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::io("runtime", e))
+                .and_then(|rt| rt.block_on(explain::explain(&config, &q)));
+            match answer {
+                Ok(v) => {
+                    let text = if json {
+                        format!("{v}\n")
+                    } else {
+                        explain::render(&v)
+                    };
+                    write_out(&text)
+                }
+                Err(e) => {
+                    report(&e);
+                    ExitCode::from(if matches!(e, Error::Config(_)) {
+                        EXIT_CONFIG
+                    } else {
+                        2
+                    })
+                }
+            }
+        }
+        Command::Scaffold(file) => {
+            let req = std::fs::read(&file)
+                .map_err(|e| format!("{}: {e}", file.display()))
+                .and_then(|b| {
+                    serde_json::from_slice::<serde_json::Value>(&b)
+                        .map_err(|e| format!("{}: not JSON: {e}", file.display()))
+                });
+            match req {
+                Ok(v) => write_out(&toolgate::cli::scaffold::scaffold(
+                    &v,
+                    &file.display().to_string(),
+                )),
+                Err(m) => {
+                    eprintln!("toolgate: {m}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Check(path) => {
             let checked = load(path.as_ref())
                 .and_then(|c| PolicySet::load(c.policy.dir.as_deref()).map(|p| (c, p)));

@@ -2,6 +2,7 @@
 
 mod admin;
 mod listener;
+pub mod reload;
 pub mod signal;
 
 use std::net::SocketAddr;
@@ -56,7 +57,8 @@ pub async fn start_with(state: State) -> Result<Running, Error> {
         ready.clone(),
         rx.clone(),
     ));
-    let data = tokio::spawn(listener::serve(data_l, state.clone(), rx));
+    let data = tokio::spawn(listener::serve(data_l, state.clone(), rx.clone()));
+    tokio::spawn(reload::watch(state.clone(), rx));
     ready.store(true, Ordering::Release);
     Ok(Running {
         addr,

@@ -88,3 +88,129 @@ fn usage_errors_exit_2() {
     assert_eq!(toolgate(&["serve", "--bogus"]).0, 2);
     assert_eq!(toolgate(&["--help"]).0, 0);
 }
+
+fn stdout(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn explain_prints_the_verdict_the_rule_and_every_signal() {
+    let (code, out, err) = stdout(&[
+        "explain",
+        "--tool",
+        "comm.email",
+        "--args",
+        r#"{"to":"bob@corp.io"}"#,
+        "--phase",
+        "planning",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("verdict: deny\nrule:    phase-gate-comm (<embedded>/default.toml:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  tool.namespace = \"comm\" (deterministic)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  detect.emails = [\"bob@corp.io\"] (deterministic)"),
+        "{out}"
+    );
+    let (code, out, _) = stdout(&[
+        "explain",
+        "--tool",
+        "comm.email",
+        "--phase",
+        "execution",
+        "--request",
+        "mail Bob",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["verdict"], "allow");
+    assert!(v["rule"].is_null());
+    assert_eq!(v["signals"]["phase"]["value"], "execution");
+    assert_eq!(v["signals"]["tool.declared"]["method"], "deterministic");
+    let (code, _, err) = stdout(&["explain", "--tool", "x", "--args", "{nope"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--args is not JSON"), "{err}");
+}
+
+#[test]
+fn scaffold_writes_a_reviewable_catalog_from_a_request() {
+    let dir = TempDir::new();
+    let req = dir.0.join("req.json");
+    std::fs::write(&req, r#"{"tools":[{"type":"function","function":{"name":"email.send"}},{"type":"function","function":{"name":"files.read"}},{"type":"function","function":{"name":"images.generate"}},{"type":"function","function":{"name":"mystery"}}]}"#).unwrap();
+    let (code, out, err) = stdout(&[
+        "policy",
+        "scaffold",
+        "--from-request",
+        req.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "match = \"email.send\"\nclass = \"irreversible\"  # verb \"send\"",
+        "match = \"files.read\"\nclass = \"read_only\"",
+        "match = \"images.generate\"\nclass = \"costs_money\"",
+        "match = \"mystery\"\nclass = \"unclassified\"  # no known verb",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in\n{out}");
+    }
+    // The output is a valid policy file.
+    std::fs::create_dir_all(dir.0.join("p")).unwrap();
+    std::fs::write(dir.0.join("p/catalog.toml"), &out).unwrap();
+    std::fs::write(dir.0.join("t.toml"), "[policy]\ndir = \"p\"\n").unwrap();
+    assert_eq!(
+        toolgate(&["check", "--config", dir.0.join("t.toml").to_str().unwrap()]).0,
+        0
+    );
+}
+
+#[test]
+fn check_accepts_every_shipped_policy_combination_and_reports_bad_cel_and_schemas() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    for files in [
+        &["default.toml", "examples/agentos-comm.toml"][..],
+        &["default.toml", "examples/assistant-skills.toml"],
+        &["examples/strict.toml"],
+    ] {
+        let dir = TempDir::new();
+        std::fs::create_dir_all(dir.0.join("p")).unwrap();
+        for f in files {
+            std::fs::copy(
+                root.join(f),
+                dir.0
+                    .join("p")
+                    .join(std::path::Path::new(f).file_name().unwrap()),
+            )
+            .unwrap();
+        }
+        std::fs::write(dir.0.join("t.toml"), "[policy]\ndir = \"p\"\n").unwrap();
+        let (code, err) = toolgate(&["check", "--config", dir.0.join("t.toml").to_str().unwrap()]);
+        assert_eq!(code, 0, "{files:?}: {err}");
+    }
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("p")).unwrap();
+    std::fs::write(dir.0.join("p/a.toml"), "[[rule]]\nname = \"r\"\nwhen = \"tool.name ==\"\nverdict = \"deny\"\n\n[[tool]]\nmatch = \"x\"\nclass = \"read_only\"\nschema = { type = 5 }\n\n[[tool]]\nmatch = \"y\"\nclass = \"read_only\"\nschema_file = \"missing.json\"\n\n[[limit]]\nmatch = \"z\"\nkey = \"session\"\nrate = \"ten/minute\"\n").unwrap();
+    std::fs::write(dir.0.join("t.toml"), "[policy]\ndir = \"p\"\n").unwrap();
+    let (code, err) = toolgate(&["check", "--config", dir.0.join("t.toml").to_str().unwrap()]);
+    assert_ne!(code, 0);
+    for needle in [
+        "a.toml:3: rule `r`: bad CEL",
+        "a.toml:9: invalid JSON Schema",
+        "a.toml:14: cannot read schema_file",
+        "a.toml:19: rate `ten/minute`",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in\n{err}");
+    }
+}

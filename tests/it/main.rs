@@ -29,3 +29,5 @@ mod sdk;
 mod quirks;
 // A slow gate: text first, keep-alives, concurrent judging.
 mod slow_gate;
+// The policy engine over HTTP: phase gate, declarations, limits, hidden tools, reload.
+mod policy;

@@ -565,3 +565,70 @@ pub async fn open_stream(gate: &Gate, body: &Value, http2: bool) -> (http::Versi
     let resp = client.request(req).await.unwrap();
     (resp.version(), resp.into_body())
 }
+
+/// Posts a chat request to `path` (e.g. `/v1/chat/completions`) with extra headers.
+pub async fn post_chat_at(
+    gate: &Gate,
+    path: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut h = vec![("content-type", "application/json")];
+    h.extend_from_slice(headers);
+    send("POST", &format!("{}{path}", gate.url), &h, body.to_string()).await
+}
+
+/// The shipped policy files (relative to `policies/`) as one policy text each, for a test dir.
+pub fn shipped(files: &[&str]) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|f| {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("policies")
+                .join(f);
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Starts toolgate with exactly these policy files (name, text) in its policy dir.
+pub async fn start_gate_files(upstream: &str, files: &[(String, String)], extra: &str) -> Gate {
+    std::env::set_var(KEY_ENV, UPSTREAM_KEY);
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("policies")).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.0.join("policies").join(name), text).unwrap();
+    }
+    let (upstream_extra, rest) = split_upstream(extra);
+    let cfg = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\n{upstream_extra}\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
+    );
+    let cfg = if cfg.contains("[policy]") {
+        cfg.replacen("[policy]", "[policy]\ndir = \"policies\"", 1)
+    } else {
+        format!("{cfg}\n[policy]\ndir = \"policies\"\n")
+    };
+    std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
+    let config = toolgate::Config::load(&dir.0.join("toolgate.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
+    let running = toolgate::server::start(config).await.unwrap();
+    Gate {
+        url: format!("http://{}", running.addr),
+        admin: format!("http://{}", running.admin_addr),
+        running: Some(running),
+        dir,
+    }
+}
+
+/// A stream whose only event is one complete call, then the finish.
+pub fn one_call_stream(name: &str, args: &str) -> String {
+    [
+        chunk(0, call_delta(0, "call_1", name, args), None),
+        chunk(0, serde_json::json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat()
+}

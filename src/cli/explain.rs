@@ -1,0 +1,113 @@
+//! `toolgate explain`: the decision for one call, with every signal and the
+//! deciding rule, without any upstream.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::gate::{Gates, Parts};
+use crate::policy::PolicySet;
+use crate::request::{Context, Declared};
+use crate::wire::ToolCall;
+
+/// What `explain` is asked about.
+#[derive(Debug, Clone, Default)]
+pub struct Question {
+    pub tool: String,
+    pub args: String,
+    pub phase: Option<String>,
+    pub request: Option<String>,
+    pub mission: Option<String>,
+    pub principal: Option<String>,
+}
+
+/// Decides `q` under `config`'s policy; returns `{verdict, rule, gate, reason, signals}`.
+pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
+    if !q.args.trim().is_empty() {
+        serde_json::from_str::<Value>(&q.args)
+            .map_err(|e| Error::BadRequest(format!("--args is not JSON: {e}")))?;
+    }
+    let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
+    let parts = Parts {
+        separators: config.policy.namespace_separators.clone(),
+        threshold: 0.8,
+        ..Parts::default()
+    };
+    let gates = Gates::new(policy.clone(), &parts);
+    let principal = q.principal.clone().unwrap_or_else(|| "anonymous".into());
+    let mut ctx = Context {
+        request_id: "explain".into(),
+        phase: q
+            .phase
+            .clone()
+            .or_else(|| config.policy.default_phase.clone())
+            .unwrap_or_else(|| "unknown".into()),
+        session: "explain".into(),
+        agent: principal.clone(),
+        principal,
+        mission: q.mission.clone(),
+        original_request: q.request.clone(),
+        user_text: q.request.clone().unwrap_or_default(),
+        ..Context::default()
+    };
+    ctx.declared
+        .insert(q.tool.clone(), Declared { parameters: None });
+    let call = ToolCall {
+        id: "explain".into(),
+        name: q.tool.clone(),
+        arguments: q.args.clone(),
+        kind: Some("function".into()),
+        ..ToolCall::default()
+    };
+    let d = gates.decide(&call, &ctx).await;
+    let rule = d.outcome.rule.as_deref().map(|name| {
+        let origin = policy
+            .rules
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| r.origin.clone());
+        json!({"name": name, "origin": origin})
+    });
+    Ok(json!({
+        "verdict": d.verdict.as_str(),
+        "rule": rule,
+        "gate": d.gate,
+        "reason": d.outcome.reason,
+        "policy": policy.version,
+        "signals": d.signals.map(|s| s.to_json()).unwrap_or(Value::Null),
+    }))
+}
+
+/// The human-readable form of [`explain`]'s answer.
+pub fn render(v: &Value) -> String {
+    let mut out = format!("verdict: {}\n", v["verdict"].as_str().unwrap_or("?"));
+    match v["rule"].as_object() {
+        Some(r) => out.push_str(&format!(
+            "rule:    {} ({})\n",
+            r["name"].as_str().unwrap_or("?"),
+            r["origin"].as_str().unwrap_or("?")
+        )),
+        None => out.push_str("rule:    none matched (default verdict)\n"),
+    }
+    out.push_str(&format!(
+        "gate:    {} (reason: {})\n",
+        v["gate"].as_str().unwrap_or("?"),
+        v["reason"].as_str().unwrap_or("?")
+    ));
+    out.push_str(&format!(
+        "policy:  {}\nsignals:\n",
+        v["policy"].as_str().unwrap_or("?")
+    ));
+    if let Some(m) = v["signals"].as_object() {
+        for (k, s) in m {
+            out.push_str(&format!(
+                "  {k} = {} ({})\n",
+                s["value"],
+                s["method"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,110 @@
+//! Policy hot reload: the policy files (and schema files) are checked every
+//! `[policy] reload_secs` and on SIGHUP; a change is loaded, compiled and
+//! swapped in atomically. A bad file keeps the last good set, is logged with
+//! `file:line` and counted. The same loop prunes idle rate-limiter keys.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::policy::PolicySet;
+use crate::state::State;
+
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Names, sizes and modification times of the policy dir's files and of the
+/// files the current policy read.
+fn fingerprint(dir: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.extend(extra.iter().cloned());
+    files.sort();
+    files.dedup();
+    files
+        .into_iter()
+        .map(|p| {
+            let m = std::fs::metadata(&p).ok();
+            let (len, mtime) = (
+                m.as_ref().map(|m| m.len()).unwrap_or(0),
+                m.and_then(|m| m.modified().ok()),
+            );
+            (p, len, mtime)
+        })
+        .collect()
+}
+
+/// Loads the policy dir again; on success swaps it in, on failure keeps the old set.
+pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
+    match PolicySet::load(Some(dir)) {
+        Ok(p) => {
+            let version = p.version.clone();
+            state.swap_policy(p);
+            tracing::info!(policy = %version, "policy reloaded");
+            Ok(version)
+        }
+        Err(e) => {
+            state.metrics.policy_reload_failures.fetch_add(1, Relaxed);
+            match &e {
+                Error::Config(diags) => {
+                    for d in diags {
+                        tracing::error!(at = %format!("{}:{}", d.file, d.line), "policy reload rejected, keeping the last good policy: {}", d.message);
+                    }
+                }
+                other => {
+                    tracing::error!(error = %other, "policy reload rejected, keeping the last good policy")
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+pub async fn watch(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+    let dir = state.config.policy.dir.clone();
+    let every = state.config.policy.reload;
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut last = dir
+        .as_deref()
+        .map(|d| fingerprint(d, &state.gates().policy().files));
+    let mut pruned = Instant::now();
+    loop {
+        #[cfg(unix)]
+        let hangup = async {
+            match hup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let hangup = std::future::pending::<()>();
+        let forced = tokio::select! {
+            _ = tokio::time::sleep(every) => false,
+            _ = hangup => true,
+            _ = shutdown.changed() => return,
+        };
+        if pruned.elapsed() >= PRUNE_EVERY {
+            for l in &state.gates().policy().limits {
+                l.retain_recent();
+            }
+            pruned = Instant::now();
+        }
+        let Some(dir) = dir.as_deref() else { continue };
+        let now = fingerprint(dir, &state.gates().policy().files);
+        if forced || last.as_ref() != Some(&now) {
+            last = Some(now);
+            let _ = reload(&state, dir);
+        }
+    }
+}
