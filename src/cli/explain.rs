@@ -35,7 +35,8 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
         threshold: 0.8,
         ..Parts::default()
     };
-    let gates = Gates::new(policy.clone(), &parts);
+    let mut gates = Gates::new(policy.clone(), &parts);
+    gates.policy_gate.explain = true;
     let principal = q.principal.clone().unwrap_or_else(|| "anonymous".into());
     let mut ctx = Context {
         request_id: "explain".into(),

@@ -6,6 +6,26 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{json, Value};
 
+/// Secret kinds and their patterns.
+const SECRETS: [(&str, &str); 10] = [
+    ("private_key", r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
+    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    ("openrouter_key", r"\bsk-or-v1-[A-Za-z0-9]{32,}"),
+    ("openai_key", r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
+    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    (
+        "github_token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
+    ),
+    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    (
+        "jwt",
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+    ),
+];
+
 struct Patterns {
     url: Regex,
     email: Regex,
@@ -13,12 +33,18 @@ struct Patterns {
     traversal: Regex,
     money: Regex,
     secrets: Vec<(&'static str, Regex)>,
+    /// All secret patterns at once: one scan tells which (if any) to look at.
+    any_secret: regex::RegexSet,
 }
 
 #[allow(clippy::expect_used)] // the patterns are constants, checked by the tests below
 static P: LazyLock<Patterns> = LazyLock::new(|| {
     let r = |s: &str| Regex::new(s).expect("detector pattern");
+    let secrets: Vec<(&'static str, Regex)> = SECRETS.iter().map(|(k, p)| (*k, r(p))).collect();
     Patterns {
+        any_secret: regex::RegexSet::new(SECRETS.iter().map(|(_, p)| *p))
+            .expect("detector patterns"),
+        secrets,
         url: r(
             r#"(?i)\b(?:https?|ftp|wss?|file)://([^\s/?#"'<>:@]+(?::[^\s/?#"'<>@]*)?@)?([^\s/?#"'<>:]+)[^\s"'<>]*"#,
         ),
@@ -30,30 +56,6 @@ static P: LazyLock<Patterns> = LazyLock::new(|| {
         money: r(
             r"(?i)(?:[$€£¥]\s?(\d[\d,]*(?:\.\d+)?)|(\d[\d,]*(?:\.\d+)?)\s?(?:usd|eur|gbp|dollars?|euros?|pounds?)\b)",
         ),
-        secrets: vec![
-            ("private_key", r(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
-            ("anthropic_key", r(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-            ("openrouter_key", r(r"\bsk-or-v1-[A-Za-z0-9]{32,}")),
-            (
-                "openai_key",
-                r(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
-            ),
-            ("aws_access_key", r(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-            (
-                "github_token",
-                r(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-            ),
-            ("slack_token", r(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}")),
-            ("google_api_key", r(r"\bAIza[0-9A-Za-z_\-]{35}")),
-            (
-                "stripe_key",
-                r(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-            ),
-            (
-                "jwt",
-                r(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-            ),
-        ],
     }
 });
 
@@ -94,38 +96,56 @@ pub fn detect(strings: &[(String, &str)]) -> Value {
         }
     };
     for (_, s) in strings {
-        for c in p.url.captures_iter(s) {
-            push(&mut urls, json!(c[0].to_string()));
-            if let Some(host) = c.get(2) {
-                push(
-                    &mut domains,
-                    json!(host.as_str().to_ascii_lowercase().trim_end_matches('.')),
-                );
+        // Cheap byte checks first: most strings hold none of these.
+        let b = s.as_bytes();
+        let has_url = memchr::memmem::find(b, b"://").is_some();
+        if has_url {
+            for c in p.url.captures_iter(s) {
+                push(&mut urls, json!(c[0].to_string()));
+                if let Some(host) = c.get(2) {
+                    push(
+                        &mut domains,
+                        json!(host.as_str().to_ascii_lowercase().trim_end_matches('.')),
+                    );
+                }
             }
         }
-        let without_urls = p.url.replace_all(s, " ");
-        for m in p.email.find_iter(&without_urls) {
-            push(&mut emails, json!(m.as_str()));
-            if let Some((_, d)) = m.as_str().rsplit_once('@') {
-                push(&mut domains, json!(d.to_ascii_lowercase()));
+        let rest: std::borrow::Cow<str> = if has_url {
+            p.url.replace_all(s, " ")
+        } else {
+            std::borrow::Cow::Borrowed(s)
+        };
+        if memchr::memchr(b'@', rest.as_bytes()).is_some() {
+            for m in p.email.find_iter(&rest) {
+                push(&mut emails, json!(m.as_str()));
+                if let Some((_, d)) = m.as_str().rsplit_once('@') {
+                    push(&mut domains, json!(d.to_ascii_lowercase()));
+                }
             }
         }
-        for c in p.path.captures_iter(&without_urls) {
-            push(&mut paths, json!(c[1].to_string()));
-        }
-        traversal |= p.traversal.is_match(s);
-        for (kind, re) in &p.secrets {
-            if re.is_match(s) {
-                push(&mut secrets, json!(kind));
+        if memchr::memchr2(b'/', b'\\', rest.as_bytes()).is_some() {
+            for c in p.path.captures_iter(&rest) {
+                push(&mut paths, json!(c[1].to_string()));
             }
         }
-        for c in p.money.captures_iter(s) {
-            let n = c
-                .get(1)
-                .or_else(|| c.get(2))
-                .map(|m| m.as_str().replace(',', ""));
-            if let Some(amount) = n.and_then(|n| n.parse::<f64>().ok()) {
-                push(&mut money, json!(amount));
+        traversal |= (memchr::memmem::find(b, b"..").is_some()
+            || memchr::memchr(b'%', b).is_some())
+            && p.traversal.is_match(s);
+        let hits = p.any_secret.matches(s);
+        if hits.matched_any() {
+            for i in hits.iter() {
+                push(&mut secrets, json!(p.secrets[i].0));
+            }
+        }
+        if b.iter().any(u8::is_ascii_digit) {
+            for c in p.money.captures_iter(s) {
+                let n = c
+                    .get(1)
+                    .or_else(|| c.get(2))
+                    .map(|m| m.as_str().replace(',', ""));
+                if let Some(amount) = n.and_then(|n| n.parse::<f64>().ok()) {
+                    push(&mut money, json!(amount));
+                }
             }
         }
     }

@@ -3,15 +3,15 @@
 //! assisted signals can only raise risk.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::schema::SchemaCache;
 use super::sensor::Sensor;
-use super::signals::{self, Signals};
+use super::signals::{self, Needs, Signals};
 use super::{BoxFuture, Gate, Outcome};
+use crate::policy::expr::Bindings;
 use crate::policy::limits::LimitKey;
 use crate::policy::{FailMode, PolicySet, Rule, Verdict};
 use crate::request::Context;
@@ -22,6 +22,8 @@ const STATIC_VARS: [&str; 6] = ["tool", "phase", "principal", "session", "agent"
 
 pub struct PolicyGate {
     pub policy: Arc<PolicySet>,
+    /// Compute every signal, read or not (for `explain`).
+    pub explain: bool,
     separators: Vec<String>,
     schemas: Arc<SchemaCache>,
     sensors: Vec<Arc<dyn Sensor>>,
@@ -35,12 +37,7 @@ struct Pass<'a> {
     matched: Vec<&'a Rule>,
 }
 
-fn evaluate<'a>(
-    rules: &[&'a Rule],
-    vars: &HashMap<String, cel::Value>,
-    default: Verdict,
-    tool: &str,
-) -> Pass<'a> {
+fn evaluate<'a>(rules: &[&'a Rule], vars: &Bindings, default: Verdict, tool: &str) -> Pass<'a> {
     let mut matched = Vec::new();
     for r in rules {
         let hit = match &r.when {
@@ -75,6 +72,7 @@ impl PolicyGate {
     ) -> PolicyGate {
         PolicyGate {
             policy,
+            explain: false,
             separators,
             schemas,
             sensors,
@@ -86,7 +84,7 @@ impl PolicyGate {
     /// a matching `deny` rule whose condition reads only tool, phase and caller.
     pub fn always_denied(&self, tool: &str, ctx: &Context) -> bool {
         let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
-        let vars = s.vars();
+        let vars = Bindings::new(s.vars());
         self.policy.rules_for(tool).iter().any(|r| {
             r.verdict == Verdict::Deny
                 && match &r.when {
@@ -123,12 +121,34 @@ impl PolicyGate {
     }
 
     async fn judge(&self, call: &ToolCall, ctx: &Context) -> Outcome {
-        let mut sig =
-            signals::deterministic(call, ctx, &self.policy, &self.separators, &self.schemas);
+        let rules = self.policy.rules_for(&call.name);
+        // Sensors read every signal; otherwise compute what the rules read.
+        let needs = if self.explain || rules.iter().any(|r| !r.require.is_empty()) {
+            Needs::ALL
+        } else {
+            Needs::of(
+                rules
+                    .iter()
+                    .filter_map(|r| r.when.as_ref())
+                    .flat_map(|c| c.variables.iter().map(String::as_str)),
+            )
+        };
+        let mut sig = signals::deterministic(
+            call,
+            ctx,
+            &self.policy,
+            &self.separators,
+            &self.schemas,
+            needs,
+        );
         let over = self.rate(call, ctx);
         sig.set("rate.exceeded", json!(over.is_some()));
-        let rules = self.policy.rules_for(&call.name);
-        let first = evaluate(&rules, &sig.vars(), self.policy.default_verdict, &call.name);
+        let first = evaluate(
+            &rules,
+            &Bindings::new(sig.vars()),
+            self.policy.default_verdict,
+            &call.name,
+        );
         let mut out = Outcome {
             verdict: first.verdict,
             reason: Cow::Borrowed(if first.rule.is_some() {
@@ -207,7 +227,12 @@ impl PolicyGate {
                 };
             }
         }
-        let second = evaluate(rules, &sig.vars(), self.policy.default_verdict, &call.name);
+        let second = evaluate(
+            rules,
+            &Bindings::new(sig.vars()),
+            self.policy.default_verdict,
+            &call.name,
+        );
         if second.verdict > out.verdict {
             *out = Outcome {
                 verdict: second.verdict,

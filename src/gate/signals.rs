@@ -185,13 +185,49 @@ pub fn static_signals(name: &str, ctx: &Context, policy: &PolicySet, seps: &[Str
     s
 }
 
-/// Every deterministic signal of a call except `rate.*` (the engine sets those).
+/// Which of the costlier signal groups to compute.
+#[derive(Debug, Clone, Copy)]
+pub struct Needs {
+    pub schema: bool,
+    pub detect: bool,
+    pub provenance: bool,
+}
+
+impl Needs {
+    pub const ALL: Needs = Needs {
+        schema: true,
+        detect: true,
+        provenance: true,
+    };
+
+    /// The groups the given rule variables read.
+    pub fn of<'a>(variables: impl Iterator<Item = &'a str>) -> Needs {
+        let mut n = Needs {
+            schema: false,
+            detect: false,
+            provenance: false,
+        };
+        for v in variables {
+            match v {
+                "schema" => n.schema = true,
+                "detect" => n.detect = true,
+                "provenance" => n.provenance = true,
+                _ => {}
+            }
+        }
+        n
+    }
+}
+
+/// The deterministic signals of a call except `rate.*` (the engine sets those);
+/// the costlier groups only when `needs` says so.
 pub fn deterministic(
     call: &ToolCall,
     ctx: &Context,
     policy: &PolicySet,
     seps: &[String],
     schemas: &SchemaCache,
+    needs: Needs,
 ) -> Signals {
     let mut s = static_signals(&call.name, ctx, policy, seps);
     let args: Value = if call.arguments.trim().is_empty() {
@@ -199,6 +235,36 @@ pub fn deterministic(
     } else {
         serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}))
     };
+    if needs.schema {
+        schema_signals(&mut s, call, ctx, policy, schemas, &args);
+    }
+    if needs.detect || needs.provenance {
+        let mut strings = Vec::new();
+        detect::strings(&args, String::new(), &mut strings);
+        if needs.detect {
+            if let Value::Object(d) = detect::detect(&strings) {
+                for (k, v) in d {
+                    s.set(&format!("detect.{k}"), v);
+                }
+            }
+        }
+        if needs.provenance {
+            provenance(&mut s, ctx, &strings);
+        }
+    }
+    s.set("args", args);
+    s
+}
+
+/// `schema.valid` and `schema.errors`: the declared schema and the catalog's.
+fn schema_signals(
+    s: &mut Signals,
+    call: &ToolCall,
+    ctx: &Context,
+    policy: &PolicySet,
+    schemas: &SchemaCache,
+    args: &Value,
+) {
     let mut errors = Vec::new();
     if let Some(p) = ctx
         .declared
@@ -206,7 +272,7 @@ pub fn deterministic(
         .and_then(|d| d.parameters.as_ref())
     {
         match schemas.get(p) {
-            Some(v) => errors.extend(schema::errors(&v, &args)),
+            Some(v) => errors.extend(schema::errors(&v, args)),
             None => {
                 errors.push("/: the declared parameters are not a usable JSON Schema".to_string())
             }
@@ -216,17 +282,15 @@ pub fn deterministic(
         .tool_entry(&call.name)
         .and_then(|e| e.schema.as_ref())
     {
-        errors.extend(schema::errors(v, &args));
+        errors.extend(schema::errors(v, args));
     }
     s.set("schema.valid", json!(errors.is_empty()));
     s.set("schema.errors", json!(errors));
-    let mut strings = Vec::new();
-    detect::strings(&args, String::new(), &mut strings);
-    if let Value::Object(d) = detect::detect(&strings) {
-        for (k, v) in d {
-            s.set(&format!("detect.{k}"), v);
-        }
-    }
+}
+
+/// Whether each string argument of 8+ characters appears in the user's words,
+/// the system prompt, or only in tool results.
+fn provenance(s: &mut Signals, ctx: &Context, strings: &[(String, &str)]) {
     let (mut from_tools, mut from_user, mut from_system) = (Vec::new(), Vec::new(), Vec::new());
     for (path, v) in strings.iter().filter(|(_, v)| v.chars().count() >= 8) {
         let (u, sys, t) = (
@@ -247,8 +311,6 @@ pub fn deterministic(
     s.set("provenance.args_from_tool_results", json!(from_tools));
     s.set("provenance.args_from_user", json!(from_user));
     s.set("provenance.args_from_system", json!(from_system));
-    s.set("args", args);
-    s
 }
 
 #[cfg(test)]

@@ -39,19 +39,29 @@ impl Condition {
         })
     }
 
-    /// Evaluates against `vars`; anything but a boolean is an error.
-    pub fn eval(&self, vars: &HashMap<String, cel::Value>) -> Result<bool, String> {
-        let mut ctx = Context::with_env(ENV.clone());
-        for v in &self.variables {
-            if let Some(val) = vars.get(v) {
-                ctx.add_variable_from_value(v.clone(), val.clone());
-            }
-        }
-        match self.program.execute(&ctx) {
+    /// Evaluates against `b`; anything but a boolean is an error.
+    pub fn eval(&self, b: &Bindings) -> Result<bool, String> {
+        match self.program.execute(&b.ctx) {
             Ok(cel::Value::Bool(b)) => Ok(b),
             Ok(other) => Err(format!("condition returned {other:?}, not a bool")),
             Err(e) => Err(e.to_string()),
         }
+    }
+}
+
+/// Variables bound once and shared by every condition of an evaluation pass
+/// (binding converts values deeply, so it is done once, not per rule).
+pub struct Bindings {
+    ctx: Context<'static, 'static>,
+}
+
+impl Bindings {
+    pub fn new(vars: HashMap<String, cel::Value>) -> Bindings {
+        let mut ctx = Context::with_env(ENV.clone());
+        for (k, v) in vars {
+            ctx.add_variable_from_value(k, v);
+        }
+        Bindings { ctx }
     }
 }
 
@@ -80,12 +90,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn vars(v: serde_json::Value) -> HashMap<String, cel::Value> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), to_cel(v)))
-            .collect()
+    fn vars(v: serde_json::Value) -> Bindings {
+        Bindings::new(
+            v.as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), to_cel(v)))
+                .collect(),
+        )
     }
 
     #[test]
