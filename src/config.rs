@@ -27,6 +27,7 @@ pub struct Config {
     pub rewrite: Rewrite,
     pub limits: Limits,
     pub stream: Stream,
+    pub fence: Fence,
 }
 
 #[derive(Debug, Clone)]
@@ -117,6 +118,15 @@ pub struct Limits {
     pub max_event_bytes: usize,
 }
 
+#[derive(Debug, Clone)]
+pub struct Fence {
+    pub enabled: bool,
+    /// The environment variable holding the fence secret.
+    pub key_env: String,
+    /// Longer tool results are truncated with a visible marker (`None` = off).
+    pub max_tool_result_bytes: Option<usize>,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Stream {
     pub keepalive: Duration,
@@ -134,6 +144,25 @@ struct RawConfig {
     rewrite: RawRewrite,
     limits: RawLimits,
     stream: RawStream,
+    fence: RawFence,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawFence {
+    enabled: bool,
+    key_env: String,
+    max_tool_result_bytes: usize,
+}
+
+impl Default for RawFence {
+    fn default() -> Self {
+        RawFence {
+            enabled: true,
+            key_env: "TOOLGATE_FENCE_KEY".into(),
+            max_tool_result_bytes: 0,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -418,6 +447,12 @@ impl Config {
             },
             stream: Stream {
                 keepalive: Duration::from_millis(raw.stream.keepalive_ms),
+            },
+            fence: Fence {
+                enabled: raw.fence.enabled,
+                key_env: raw.fence.key_env.clone(),
+                max_tool_result_bytes: (raw.fence.max_tool_result_bytes > 0)
+                    .then_some(raw.fence.max_tool_result_bytes),
             },
         })
     }

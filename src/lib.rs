@@ -26,6 +26,7 @@ pub mod policy;
 pub mod proxy;
 pub mod release;
 pub mod request;
+pub mod secrets;
 pub mod server;
 pub mod state;
 pub mod upstream;

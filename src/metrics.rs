@@ -59,6 +59,8 @@ pub struct Metrics {
     pub stream_faults: AtomicU64,
     pub late_tool_deltas: AtomicU64,
     pub policy_reload_failures: AtomicU64,
+    pub fenced_tool_results: AtomicU64,
+    redactions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 impl Default for Metrics {
@@ -71,6 +73,8 @@ impl Default for Metrics {
             stream_faults: AtomicU64::new(0),
             late_tool_deltas: AtomicU64::new(0),
             policy_reload_failures: AtomicU64::new(0),
+            fenced_tool_results: AtomicU64::new(0),
+            redactions: Default::default(),
         }
     }
 }
@@ -83,6 +87,15 @@ impl Metrics {
             .unwrap_or(ROUTES.len() - 1);
         if let Some(c) = self.requests.get(r * 600 + usize::from(status.min(599))) {
             c.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Counts redactions by kind (only requests that had any take the lock).
+    pub fn redacted(&self, counts: &std::collections::BTreeMap<&'static str, u64>) {
+        if let Ok(mut m) = self.redactions.lock() {
+            for (k, n) in counts {
+                *m.entry(k).or_default() += n;
+            }
         }
     }
 
@@ -126,7 +139,18 @@ impl Metrics {
             "toolgate_tool_call_release_seconds",
             "Time from the last upstream tool-call chunk to the release of the gated calls.",
         );
+        out.push_str("# HELP toolgate_redactions_total Secrets redacted from tool results, by kind.\n# TYPE toolgate_redactions_total counter\n");
+        if let Ok(m) = self.redactions.lock() {
+            for (k, n) in m.iter() {
+                let _ = writeln!(out, "toolgate_redactions_total{{kind=\"{k}\"}} {n}");
+            }
+        }
         for (name, help, v) in [
+            (
+                "toolgate_fenced_tool_results_total",
+                "Tool results fenced before going upstream.",
+                &self.fenced_tool_results,
+            ),
             (
                 "toolgate_stream_faults_total",
                 "Streams ended with an error event (upstream error, truncation, malformed data).",

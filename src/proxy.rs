@@ -19,7 +19,7 @@ use crate::body;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::release;
-use crate::request::{self, context, hide, Context};
+use crate::request::{self, context, hide, tool_results, Context};
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 use crate::wire::complete;
@@ -187,14 +187,15 @@ async fn chat(
         &chat.body,
     );
     let gates = state.gates();
-    let body = match hidden_tools(state, &gates, &ctx, &mut chat.body) {
-        Some(hidden) => {
-            for name in &hidden {
-                ctx.declared.remove(name);
-            }
-            Bytes::from(chat.body.to_string())
-        }
-        None => bytes,
+    let fenced = fence_tool_results(state, &gates, &ctx, &mut chat.body).await?;
+    let hidden = hidden_tools(state, &gates, &ctx, &mut chat.body);
+    for name in hidden.iter().flatten() {
+        ctx.declared.remove(name);
+    }
+    let body = if fenced || hidden.is_some() {
+        Bytes::from(chat.body.to_string())
+    } else {
+        bytes
     };
     let ctx = Arc::new(ctx);
     let up = state.upstream.request(
@@ -283,6 +284,44 @@ async fn pass(
     }
     strip_hop_by_hop(&mut head.headers);
     Ok(Response::from_parts(head, body.boxed()))
+}
+
+/// Redacts and fences the request's tool results; true when the body changed.
+/// Requests whose results had secrets or were truncated get an audit record.
+async fn fence_tool_results(
+    state: &State,
+    gates: &crate::gate::Gates,
+    ctx: &Context,
+    body: &mut serde_json::Value,
+) -> Result<bool, Error> {
+    if !state.config.fence.enabled {
+        return Ok(false);
+    }
+    let settings = tool_results::Settings {
+        secret: &state.fence_secret,
+        redactor: &state.redactor,
+        policy: gates.policy(),
+        max_bytes: state.config.fence.max_tool_result_bytes,
+    };
+    let report = tool_results::apply(body, &settings);
+    state
+        .metrics
+        .fenced_tool_results
+        .fetch_add(report.fenced as u64, std::sync::atomic::Ordering::Relaxed);
+    if !report.redactions.is_empty() || report.truncated > 0 {
+        state.metrics.redacted(&report.redactions);
+        let record = serde_json::json!({
+            "ts": crate::audit::now_rfc3339(),
+            "request_id": ctx.request_id,
+            "principal": ctx.principal,
+            "event": "tool_results",
+            "fenced": report.fenced,
+            "redactions": report.redactions,
+            "truncated": report.truncated,
+        });
+        state.audit.record(&record).await?;
+    }
+    Ok(report.changed())
 }
 
 /// With `hide_denied_tools`, removes the tools the rules deny whatever the

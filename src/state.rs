@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
+use crate::request::redact::Redactor;
 use crate::upstream::Upstream;
 use crate::wire::stream::Options;
 
@@ -21,6 +22,10 @@ pub struct State {
     parts: Parts,
     pub audit: AuditLog,
     pub metrics: Arc<Metrics>,
+    /// The deployment secret fence ids are keyed with.
+    pub fence_secret: Vec<u8>,
+    /// Redacts secrets (and toolgate's own key) from tool results.
+    pub redactor: Redactor,
     id_prefix: String,
     next_id: AtomicU64,
 }
@@ -42,7 +47,15 @@ impl State {
             threshold: 0.8,
             ..Parts::default()
         };
+        let fence_secret = fence_secret(&config.fence.key_env);
+        let key = upstream
+            .key_header()
+            .and_then(|h| h.to_str().ok())
+            .map(|v| v.trim_start_matches("Bearer ").to_string());
+        let redactor = Redactor::new(key.into_iter().map(|k| (k, "upstream_key")).collect());
         Ok(State {
+            fence_secret,
+            redactor,
             gates: RwLock::new(Arc::new(Gates::new(policy, &parts))),
             parts,
             config,
@@ -111,4 +124,24 @@ impl State {
     pub fn monitor(&self) -> bool {
         self.config.policy.mode == PolicyMode::Monitor
     }
+}
+
+/// The fence secret from `key_env`, else 32 random bytes (fence ids then
+/// change across restarts, which costs provider prompt-cache hits).
+fn fence_secret(key_env: &str) -> Vec<u8> {
+    if let Some(v) = std::env::var(key_env).ok().filter(|v| !v.is_empty()) {
+        return v.into_bytes();
+    }
+    tracing::info!(
+        env = key_env,
+        "no fence key set; using a random one, so fence ids change across restarts"
+    );
+    let mut buf = vec![0u8; 32];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf));
+    if random.is_err() {
+        let seed = format!("{:?}-{}-{:p}", SystemTime::now(), std::process::id(), &buf);
+        buf = crate::audit::sha256_hex(seed.as_bytes()).into_bytes();
+    }
+    buf
 }

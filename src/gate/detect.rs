@@ -6,45 +6,18 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{json, Value};
 
-/// Secret kinds and their patterns.
-const SECRETS: [(&str, &str); 10] = [
-    ("private_key", r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
-    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
-    ("openrouter_key", r"\bsk-or-v1-[A-Za-z0-9]{32,}"),
-    ("openai_key", r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}"),
-    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    (
-        "github_token",
-        r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})",
-    ),
-    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-    ("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}"),
-    ("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    (
-        "jwt",
-        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
-    ),
-];
-
 struct Patterns {
     url: Regex,
     email: Regex,
     path: Regex,
     traversal: Regex,
     money: Regex,
-    secrets: Vec<(&'static str, Regex)>,
-    /// All secret patterns at once: one scan tells which (if any) to look at.
-    any_secret: regex::RegexSet,
 }
 
 #[allow(clippy::expect_used)] // the patterns are constants, checked by the tests below
 static P: LazyLock<Patterns> = LazyLock::new(|| {
     let r = |s: &str| Regex::new(s).expect("detector pattern");
-    let secrets: Vec<(&'static str, Regex)> = SECRETS.iter().map(|(k, p)| (*k, r(p))).collect();
     Patterns {
-        any_secret: regex::RegexSet::new(SECRETS.iter().map(|(_, p)| *p))
-            .expect("detector patterns"),
-        secrets,
         url: r(
             r#"(?i)\b(?:https?|ftp|wss?|file)://([^\s/?#"'<>:@]+(?::[^\s/?#"'<>@]*)?@)?([^\s/?#"'<>:]+)[^\s"'<>]*"#,
         ),
@@ -131,11 +104,8 @@ pub fn detect(strings: &[(String, &str)]) -> Value {
         traversal |= (memchr::memmem::find(b, b"..").is_some()
             || memchr::memchr(b'%', b).is_some())
             && p.traversal.is_match(s);
-        let hits = p.any_secret.matches(s);
-        if hits.matched_any() {
-            for i in hits.iter() {
-                push(&mut secrets, json!(p.secrets[i].0));
-            }
+        for kind in crate::secrets::kinds(s) {
+            push(&mut secrets, json!(kind));
         }
         if b.iter().any(u8::is_ascii_digit) {
             for c in p.money.captures_iter(s) {

@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::catalog::{ToolClass, ToolEntry};
 use super::expr::Condition;
 use super::limits::{Limit, LimitKey};
-use super::{FailMode, Glob, Rule, Verdict};
+use super::{FailMode, FenceMode, FenceRule, Glob, Rule, Verdict};
 use crate::config::{line_of, toml_diagnostic};
 use crate::error::Diagnostic;
 
@@ -24,6 +24,16 @@ struct RawFile {
     tool: Vec<Spanned<RawTool>>,
     #[serde(default)]
     limit: Vec<Spanned<RawLimit>>,
+    #[serde(default)]
+    fence: Vec<Spanned<RawFence>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFence {
+    #[serde(rename = "match")]
+    globs: Spanned<OneOrMany>,
+    mode: FenceMode,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,6 +97,7 @@ pub(super) struct Compiled {
     pub rules: Vec<Rule>,
     pub tools: Vec<ToolEntry>,
     pub limits: Vec<Limit>,
+    pub fences: Vec<FenceRule>,
     /// Schema files read (watched for changes).
     pub schema_files: Vec<std::path::PathBuf>,
 }
@@ -254,6 +265,15 @@ pub(super) fn compile(
             schema,
             origin: format!("{file}:{}", line_of(src, at)),
         });
+    }
+    for f in raw.fence {
+        let f = f.into_inner();
+        if let Some(globs) = cx.globs(f.globs, "match") {
+            out.fences.push(FenceRule {
+                globs,
+                mode: f.mode,
+            });
+        }
     }
     for l in raw.limit {
         let at = l.span().start;

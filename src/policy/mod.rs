@@ -47,6 +47,27 @@ impl Verdict {
     }
 }
 
+/// How a tool's results are fenced (spotlighting, Hines et al. 2024).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FenceMode {
+    /// The markers around the neutralised content (the default).
+    Delimit,
+    /// The markers, and `▁` in place of every space inside.
+    Datamark,
+    /// The markers around the base64 of the content.
+    Encode,
+    /// No fence.
+    Off,
+}
+
+/// A `[[fence]]` entry: the mode for tools matching its globs.
+#[derive(Debug, Clone)]
+pub struct FenceRule {
+    pub globs: Vec<Glob>,
+    pub mode: FenceMode,
+}
+
 /// What a failed LLM sensor means for a rule that requires it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -89,6 +110,7 @@ pub struct PolicySet {
     index: RuleIndex,
     pub tools: Vec<ToolEntry>,
     pub limits: Vec<Limit>,
+    pub fences: Vec<FenceRule>,
     pub default_verdict: Verdict,
     /// Short hash of every loaded file's name and bytes; audited with each decision.
     pub version: String,
@@ -145,6 +167,15 @@ impl PolicySet {
     /// The first catalog entry matching `tool`.
     pub fn tool_entry(&self, tool: &str) -> Option<&ToolEntry> {
         self.tools.iter().find(|t| t.matches(tool))
+    }
+
+    /// The fence mode for results of `tool` (first matching `[[fence]]`; default `delimit`).
+    pub fn fence_mode(&self, tool: &str) -> FenceMode {
+        self.fences
+            .iter()
+            .find(|f| f.globs.iter().any(|g| g.matches(tool)))
+            .map(|f| f.mode)
+            .unwrap_or(FenceMode::Delimit)
     }
 
     /// The embedded default policy.
@@ -230,6 +261,7 @@ impl PolicySet {
             rules,
             tools: out.tools,
             limits: out.limits,
+            fences: out.fences,
             default_verdict: default.map(|d| d.0).unwrap_or(Verdict::Deny),
             version: crate::audit::hex(&digest[..6]),
             files,

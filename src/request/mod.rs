@@ -1,7 +1,10 @@
 //! The request side: parse the agent's chat request and build its [`Context`].
 
 pub mod context;
+pub mod fence;
 pub mod hide;
+pub mod redact;
+pub mod tool_results;
 
 use std::collections::HashMap;
 

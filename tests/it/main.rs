@@ -31,3 +31,5 @@ mod quirks;
 mod slow_gate;
 // The policy engine over HTTP: phase gate, declarations, limits, hidden tools, reload.
 mod policy;
+// The content fence and redaction of tool results.
+mod fence;
