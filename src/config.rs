@@ -28,6 +28,7 @@ pub struct Config {
     pub limits: Limits,
     pub stream: Stream,
     pub fence: Fence,
+    pub judge: Option<Judge>,
 }
 
 #[derive(Debug, Clone)]
@@ -92,6 +93,8 @@ pub enum AuditPath {
 #[derive(Debug, Clone)]
 pub struct Audit {
     pub path: AuditPath,
+    /// Persist the judge's one-line reason (off: seed 001, constraint 6).
+    pub include_judge_reason: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -116,6 +119,20 @@ pub struct Limits {
     pub max_tool_args_bytes: usize,
     pub max_held_args_bytes: usize,
     pub max_event_bytes: usize,
+}
+
+/// The LLM judge shared by the sentinel and the fact-checker. Present only when
+/// `[judge]` is in the config: without it no judging happens.
+#[derive(Debug, Clone)]
+pub struct Judge {
+    /// An upstream description of the judge's endpoint and key.
+    pub upstream: Upstream,
+    pub model: String,
+    pub max_tokens: u32,
+    /// Answers below this confidence are discarded (the rule's `fail` decides).
+    pub confidence_threshold: f64,
+    pub cache_ttl: Duration,
+    pub cache_capacity: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -145,6 +162,35 @@ struct RawConfig {
     limits: RawLimits,
     stream: RawStream,
     fence: RawFence,
+    judge: Option<RawJudge>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawJudge {
+    base_url: Option<Spanned<String>>,
+    model: String,
+    api_key_env: Option<OneOrMany>,
+    timeout_ms: u64,
+    max_tokens: u32,
+    confidence_threshold: f64,
+    cache_ttl_secs: u64,
+    cache_capacity: usize,
+}
+
+impl Default for RawJudge {
+    fn default() -> Self {
+        RawJudge {
+            base_url: None,
+            model: "openai/gpt-5-mini".into(),
+            api_key_env: None,
+            timeout_ms: 5000,
+            max_tokens: 150,
+            confidence_threshold: 0.8,
+            cache_ttl_secs: 3600,
+            cache_capacity: 10_000,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -245,11 +291,15 @@ impl Default for RawPolicy {
 #[serde(deny_unknown_fields, default)]
 struct RawAudit {
     path: String,
+    include_judge_reason: bool,
 }
 
 impl Default for RawAudit {
     fn default() -> Self {
-        RawAudit { path: "-".into() }
+        RawAudit {
+            path: "-".into(),
+            include_judge_reason: false,
+        }
     }
 }
 
@@ -393,6 +443,30 @@ impl Config {
             OneOrMany::One(s) => vec![s],
             OneOrMany::Many(v) => v,
         };
+        let judge_base = match raw.judge.as_ref().and_then(|j| j.base_url.as_ref()) {
+            Some(b) => match parse_base_url(b.get_ref()) {
+                Ok(v) => Some(v),
+                Err(m) => {
+                    bad(b.span(), m.replace("upstream.base_url", "judge.base_url"));
+                    None
+                }
+            },
+            None => None,
+        };
+        if let Some(j) = &raw.judge {
+            if !(0.0..=1.0).contains(&j.confidence_threshold) {
+                bad(
+                    0..0,
+                    "judge.confidence_threshold must be between 0 and 1".into(),
+                );
+            }
+            if j.timeout_ms == 0 || j.max_tokens == 0 {
+                bad(
+                    0..0,
+                    "judge.timeout_ms and judge.max_tokens must be greater than 0".into(),
+                );
+            }
+        }
         if !diags.is_empty() {
             return Err(Error::Config(diags));
         }
@@ -404,6 +478,15 @@ impl Config {
                 base.join(p)
             }
         };
+        let upstream = Upstream {
+            origin,
+            path_prefix,
+            api_key_env,
+            auth: raw.upstream.auth,
+            timeout: Duration::from_secs(raw.upstream.timeout_secs),
+            connect_timeout: Duration::from_secs(raw.upstream.connect_timeout_secs),
+            ca_file: raw.upstream.ca_file.as_deref().map(resolve),
+        };
         Ok(Config {
             source: file.to_string(),
             listen: Listen {
@@ -411,15 +494,30 @@ impl Config {
                 admin,
                 drain: Duration::from_secs(raw.listen.drain_secs),
             },
-            upstream: Upstream {
-                origin,
-                path_prefix,
-                api_key_env,
-                auth: raw.upstream.auth,
-                timeout: Duration::from_secs(raw.upstream.timeout_secs),
-                connect_timeout: Duration::from_secs(raw.upstream.connect_timeout_secs),
-                ca_file: raw.upstream.ca_file.as_deref().map(resolve),
-            },
+            judge: raw.judge.map(|j| {
+                let mut u = upstream.clone();
+                if let Some((origin, prefix)) = judge_base {
+                    u.origin = origin;
+                    u.path_prefix = prefix;
+                }
+                if let Some(k) = j.api_key_env {
+                    u.api_key_env = match k {
+                        OneOrMany::One(s) => vec![s],
+                        OneOrMany::Many(v) => v,
+                    };
+                }
+                u.auth = AuthMode::Inject;
+                u.timeout = Duration::from_millis(j.timeout_ms);
+                Judge {
+                    upstream: u,
+                    model: j.model,
+                    max_tokens: j.max_tokens,
+                    confidence_threshold: j.confidence_threshold,
+                    cache_ttl: Duration::from_secs(j.cache_ttl_secs),
+                    cache_capacity: j.cache_capacity.max(1),
+                }
+            }),
+            upstream,
             policy: Policy {
                 dir: raw.policy.dir.as_deref().map(resolve),
                 default_phase: raw.policy.default_phase.clone(),
@@ -433,6 +531,7 @@ impl Config {
                     "-" => AuditPath::Stdout,
                     p => AuditPath::File(resolve(p)),
                 },
+                include_judge_reason: raw.audit.include_judge_reason,
             },
             rewrite: Rewrite {
                 neutral_message: raw.rewrite.neutral_message.into_inner(),

@@ -21,6 +21,7 @@ pub mod config;
 pub mod encoding;
 pub mod error;
 pub mod gate;
+pub mod judge;
 pub mod metrics;
 pub mod policy;
 pub mod proxy;

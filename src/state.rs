@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::audit::AuditLog;
 use crate::config::{Config, ErrorMode, PolicyMode};
 use crate::error::Error;
+use crate::gate::sentinel::Sentinel;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
@@ -42,11 +43,24 @@ impl State {
             .unwrap_or_default()
             .as_nanos();
         let seed = format!("{nanos}-{}", std::process::id());
-        let parts = Parts {
+        let mut parts = Parts {
             separators: config.policy.namespace_separators.clone(),
-            threshold: 0.8,
+            threshold: config
+                .judge
+                .as_ref()
+                .map(|j| j.confidence_threshold)
+                .unwrap_or(0.8),
             ..Parts::default()
         };
+        if let Some(j) = &config.judge {
+            let judge = crate::judge::Judge::new(j)?;
+            let sentinel = Sentinel::new(
+                judge,
+                j.confidence_threshold,
+                config.audit.include_judge_reason,
+            );
+            parts.sensors.push(Arc::new(sentinel));
+        }
         let fence_secret = fence_secret(&config.fence.key_env);
         let key = upstream
             .key_header()

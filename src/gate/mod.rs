@@ -11,6 +11,7 @@ mod integrity;
 pub mod policy;
 pub mod schema;
 pub mod sensor;
+pub mod sentinel;
 pub mod signals;
 
 use std::borrow::Cow;

@@ -122,8 +122,8 @@ impl PolicyGate {
 
     async fn judge(&self, call: &ToolCall, ctx: &Context) -> Outcome {
         let rules = self.policy.rules_for(&call.name);
-        // Sensors read every signal; otherwise compute what the rules read.
-        let needs = if self.explain || rules.iter().any(|r| !r.require.is_empty()) {
+        // Compute what the rules read (everything for `explain`).
+        let needs = if self.explain {
             Needs::ALL
         } else {
             Needs::of(
@@ -213,6 +213,8 @@ impl PolicyGate {
                 }
                 Err(e) => {
                     tracing::warn!(sensor = name, tool = %call.name, error = %e, "sensor failed");
+                    // A fact about this decision, audited (the error text names no argument).
+                    sig.set(&format!("{name}.error"), json!(e));
                     failed.push(name);
                 }
             }

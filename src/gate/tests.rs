@@ -231,7 +231,7 @@ async fn a_rate_limit_rejects_the_eleventh_call_per_session() {
     );
 }
 
-const SENTINEL_RULES: &str = "[[rule]]\nname = \"judge-money\"\ntools = \"pay\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\nfail = \"closed\"\n[[rule]]\nname = \"judge-get\"\ntools = \"get\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\nfail = \"open\"\n[[rule]]\nname = \"sentinel-rejects\"\nwhen = \"sentinel.decision == 'reject'\"\nverdict = \"reject\"\n[[rule]]\nname = \"class-says-irreversible\"\nwhen = \"tool.class == 'irreversible'\"\nverdict = \"deny\"\n";
+const SENTINEL_RULES: &str = "[[rule]]\nname = \"judge-money\"\ntools = \"pay\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\nfail = \"closed\"\n[[rule]]\nname = \"judge-get\"\ntools = \"get\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\nfail = \"open\"\n[[rule]]\nname = \"test-sentinel-rejects\"\nwhen = \"sentinel.decision == 'reject'\"\nverdict = \"reject\"\n[[rule]]\nname = \"class-says-irreversible\"\nwhen = \"tool.class == 'irreversible'\"\nverdict = \"deny\"\n";
 
 #[tokio::test]
 async fn an_assisted_reject_raises_the_verdict() {
