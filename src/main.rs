@@ -24,6 +24,8 @@ usage:
                                    the decision for one call, its signals and deciding rule
   toolgate policy scaffold --from-request FILE
                                    a starter tool catalog from a request's tools
+  toolgate eval sentinel [--config FILE]
+                                   seed 002's ten scenarios against the configured [judge]
   toolgate --version
 ";
 
@@ -32,6 +34,7 @@ enum Command {
     Check(Option<PathBuf>),
     Explain(Option<PathBuf>, Question, bool),
     Scaffold(PathBuf),
+    EvalSentinel(Option<PathBuf>),
 }
 
 /// `--flag value` pairs and bare `--json`.
@@ -98,6 +101,13 @@ fn parse(args: &[String]) -> Result<Command, String> {
                 )))
             }
             _ => Err("policy needs a subcommand: scaffold".into()),
+        },
+        "eval" => match rest.split_first() {
+            Some((sub, rest)) if sub == "sentinel" => {
+                let (m, _) = flags(rest, &["--config"])?;
+                Ok(Command::EvalSentinel(path(&m)))
+            }
+            _ => Err("eval needs a subcommand: sentinel".into()),
         },
         other => Err(format!("unknown command `{other}`")),
     }
@@ -180,6 +190,34 @@ fn main() -> ExitCode {
                     } else {
                         2
                     })
+                }
+            }
+        }
+        Command::EvalSentinel(path) => {
+            let config = match load(path.as_ref()) {
+                Ok(c) => c,
+                Err(e) => {
+                    report(&e);
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            };
+            let result = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::io("runtime", e))
+                .and_then(|rt| rt.block_on(toolgate::cli::eval::sentinel(&config)));
+            match result {
+                Ok((text, all_right)) => {
+                    let code = write_out(&text);
+                    if all_right {
+                        code
+                    } else {
+                        ExitCode::from(1)
+                    }
+                }
+                Err(e) => {
+                    report(&e);
+                    ExitCode::from(EXIT_CONFIG)
                 }
             }
         }

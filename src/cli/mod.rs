@@ -1,4 +1,6 @@
-//! The offline commands behind the CLI: `explain` and `policy scaffold`.
+//! The commands behind the CLI besides `serve` and `check`: `explain`,
+//! `policy scaffold` and `eval sentinel`.
 
+pub mod eval;
 pub mod explain;
 pub mod scaffold;

@@ -33,3 +33,5 @@ mod slow_gate;
 mod policy;
 // The content fence and redaction of tool results.
 mod fence;
+// The sentinel: seed 002's scenarios, judge failures, injections, cache.
+mod sentinel;

@@ -101,6 +101,8 @@ pub enum Reply {
     },
     /// The fixture named by the last user message `fixture:NAME` (SSE or JSON by the request's `stream`).
     Fixture { chunk: usize },
+    /// Computed from the request body: (status, JSON body), after a delay.
+    Func(Arc<dyn Fn(&Value) -> (u16, String) + Send + Sync>, Duration),
 }
 
 impl Reply {
@@ -265,6 +267,11 @@ impl Mock {
             Reply::Fixture { chunk } => {
                 fixture_reply(&serde_json::from_slice(&body).unwrap_or(Value::Null), chunk)
             }
+            Reply::Func(f, delay) => {
+                tokio::time::sleep(delay).await;
+                let (status, b) = f(&serde_json::from_slice(&body).unwrap_or(Value::Null));
+                Reply::json(status, b)
+            }
             r => r,
         };
         let (tx, rx) = mpsc::channel(16);
@@ -330,7 +337,7 @@ impl Mock {
                     let _ = tx.send(Ok(Frame::data(body))).await;
                 });
             }
-            Reply::Fixture { .. } => unreachable!(),
+            Reply::Fixture { .. } | Reply::Func(..) => unreachable!(),
         }
         resp
     }
