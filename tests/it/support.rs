@@ -80,6 +80,9 @@ macro_rules! need_fixtures {
     };
 }
 
+/// Computes a mock answer (status, JSON body) from the request body.
+pub type Responder = Arc<dyn Fn(&Value) -> (u16, String) + Send + Sync>;
+
 /// What the mock provider answers.
 #[derive(Clone)]
 pub enum Reply {
@@ -102,7 +105,7 @@ pub enum Reply {
     /// The fixture named by the last user message `fixture:NAME` (SSE or JSON by the request's `stream`).
     Fixture { chunk: usize },
     /// Computed from the request body: (status, JSON body), after a delay.
-    Func(Arc<dyn Fn(&Value) -> (u16, String) + Send + Sync>, Duration),
+    Func(Responder, Duration),
 }
 
 impl Reply {
