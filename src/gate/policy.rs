@@ -3,6 +3,8 @@
 //! assisted signals can only raise risk.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -28,6 +30,7 @@ pub struct PolicyGate {
     schemas: Arc<SchemaCache>,
     sensors: Vec<Arc<dyn Sensor>>,
     threshold: f64,
+    hidden_memo: std::sync::Mutex<HashMap<u64, bool>>,
 }
 
 /// The result of one pass over the rules.
@@ -77,12 +80,48 @@ impl PolicyGate {
             schemas,
             sensors,
             threshold,
+            hidden_memo: Default::default(),
         }
     }
 
     /// True when the rules deny `tool` for this context whatever the arguments:
     /// a matching `deny` rule whose condition reads only tool, phase and caller.
+    /// Answers are remembered per (tool, phase, principal, session, agent, mission, declared).
     pub fn always_denied(&self, tool: &str, ctx: &Context) -> bool {
+        let key = {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (
+                tool,
+                &ctx.phase,
+                &ctx.principal,
+                &ctx.session,
+                &ctx.agent,
+                &ctx.mission,
+                ctx.declared.contains_key(tool),
+            )
+                .hash(&mut h);
+            h.finish()
+        };
+        if let Some(&hit) = self
+            .hidden_memo
+            .lock()
+            .ok()
+            .as_ref()
+            .and_then(|m| m.get(&key))
+        {
+            return hit;
+        }
+        let denied = self.always_denied_uncached(tool, ctx);
+        if let Ok(mut m) = self.hidden_memo.lock() {
+            if m.len() >= 4096 {
+                m.clear();
+            }
+            m.insert(key, denied);
+        }
+        denied
+    }
+
+    fn always_denied_uncached(&self, tool: &str, ctx: &Context) -> bool {
         let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
         let vars = Bindings::new(s.vars());
         self.policy.rules_for(tool).iter().any(|r| {

@@ -88,26 +88,31 @@ impl Signals {
 
     /// The CEL variables: `a.b` becomes key `b` of variable `a`.
     pub fn vars(&self) -> HashMap<String, cel::Value> {
-        let mut tops: BTreeMap<&str, Value> = BTreeMap::new();
+        use crate::policy::expr::to_cel;
+        let mut nested: BTreeMap<&str, HashMap<String, cel::Value>> = BTreeMap::new();
+        let mut vars: HashMap<String, cel::Value> = HashMap::new();
         for (top, default) in ASSISTED_DEFAULTS {
-            tops.insert(top, serde_json::from_str(default).unwrap_or(Value::Null));
+            if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(default) {
+                nested.insert(top, m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect());
+            }
         }
         for (name, s) in &self.map {
             match name.split_once('.') {
                 Some((top, rest)) => {
-                    let e = tops.entry(top).or_insert_with(|| Value::Object(Map::new()));
-                    if let Value::Object(m) = e {
-                        m.insert(rest.to_string(), s.value.clone());
-                    }
+                    nested
+                        .entry(top)
+                        .or_default()
+                        .insert(rest.to_string(), to_cel(&s.value));
                 }
                 None => {
-                    tops.insert(name, s.value.clone());
+                    vars.insert(name.clone(), to_cel(&s.value));
                 }
             }
         }
-        tops.into_iter()
-            .map(|(k, v)| (k.to_string(), crate::policy::expr::to_cel(&v)))
-            .collect()
+        for (top, m) in nested {
+            vars.insert(top.to_string(), cel::Value::from(m));
+        }
+        vars
     }
 
     /// Every signal with its method (and confidence), for `explain`.
