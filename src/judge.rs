@@ -1,15 +1,15 @@
 //! The LLM judge shared by the sentinel and the output fact-checker: one
 //! non-streaming chat completion with a strict `json_schema` response format,
 //! temperature 0, `max_tokens` and a timeout. The answer must validate against
-//! the schema; anything else is a sensor failure. Answers are cached by key;
-//! concurrent identical questions share one upstream call; errors are not cached.
+//! the schema; anything else is a sensor failure. Answers are cached by key
+//! (moka: TTL and capacity); concurrent identical questions share one upstream
+//! call; errors are not cached.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 use http::{header, HeaderMap, HeaderValue, Method};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
@@ -34,20 +34,12 @@ pub struct Answer {
     pub latency: Duration,
 }
 
-type Pending = Shared<BoxFuture<'static, Result<Value, String>>>;
-
-enum Slot {
-    Ready(Value, Instant),
-    Pending(Pending),
-}
-
 pub struct Judge {
     upstream: Upstream,
     model: String,
     max_tokens: u32,
-    ttl: Duration,
-    capacity: usize,
-    cache: Mutex<HashMap<[u8; 32], Slot>>,
+    /// Answers by question key; a loader shared by concurrent askers; errors not kept.
+    cache: moka::future::Cache<[u8; 32], Value>,
     validators: Mutex<HashMap<&'static str, Arc<jsonschema::Validator>>>,
 }
 
@@ -57,9 +49,10 @@ impl Judge {
             upstream: Upstream::new(&cfg.upstream)?,
             model: cfg.model.clone(),
             max_tokens: cfg.max_tokens,
-            ttl: cfg.cache_ttl,
-            capacity: cfg.cache_capacity,
-            cache: Mutex::new(HashMap::new()),
+            cache: moka::future::Cache::builder()
+                .max_capacity(cfg.cache_capacity as u64)
+                .time_to_live(cfg.cache_ttl)
+                .build(),
             validators: Mutex::new(HashMap::new()),
         }))
     }
@@ -69,59 +62,27 @@ impl Judge {
     }
 
     /// Asks (or answers from the cache). `key` identifies the question.
-    pub async fn ask(self: &Arc<Self>, key: [u8; 32], q: Question) -> Result<Answer, String> {
+    pub async fn ask(&self, key: [u8; 32], q: Question) -> Result<Answer, String> {
         let started = Instant::now();
-        let pending = {
-            let mut cache = self
-                .cache
-                .lock()
-                .map_err(|_| "judge cache poisoned".to_string())?;
-            match cache.get(&key) {
-                Some(Slot::Ready(v, at)) if at.elapsed() < self.ttl => {
-                    return Ok(Answer {
-                        value: v.clone(),
-                        cached: true,
-                        latency: started.elapsed(),
-                    });
-                }
-                Some(Slot::Pending(p)) => p.clone(),
-                _ => {
-                    if cache.len() >= self.capacity {
-                        let ttl = self.ttl;
-                        cache.retain(|_, s| {
-                            matches!(s, Slot::Ready(_, at) if at.elapsed() < ttl)
-                                || matches!(s, Slot::Pending(_))
-                        });
-                        if cache.len() >= self.capacity {
-                            cache.clear();
-                        }
-                    }
-                    let me = self.clone();
-                    let p: Pending = async move {
-                        match tokio::time::timeout(me.upstream.timeout, me.call(&q)).await {
-                            Ok(r) => r,
-                            Err(_) => Err("judge timed out".to_string()),
-                        }
-                    }
-                    .boxed()
-                    .shared();
-                    cache.insert(key, Slot::Pending(p.clone()));
-                    p
-                }
+        if let Some(value) = self.cache.get(&key).await {
+            return Ok(Answer {
+                value,
+                cached: true,
+                latency: started.elapsed(),
+            });
+        }
+        let load = async {
+            match tokio::time::timeout(self.upstream.timeout, self.call(&q)).await {
+                Ok(r) => r,
+                Err(_) => Err("judge timed out".to_string()),
             }
         };
-        let result = pending.await;
-        if let Ok(mut cache) = self.cache.lock() {
-            match &result {
-                Ok(v) => {
-                    cache.insert(key, Slot::Ready(v.clone(), Instant::now()));
-                }
-                Err(_) => {
-                    cache.remove(&key);
-                }
-            }
-        }
-        result.map(|value| Answer {
+        let value = self
+            .cache
+            .try_get_with(key, load)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Answer {
             value,
             cached: false,
             latency: started.elapsed(),
