@@ -231,9 +231,18 @@ impl Default for RawListen {
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum OneOrMany {
+pub(crate) enum OneOrMany {
     One(String),
     Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(crate) fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -439,10 +448,7 @@ impl Config {
         if raw.stream.keepalive_ms == 0 {
             bad(0..0, "stream.keepalive_ms must be greater than 0".into());
         }
-        let api_key_env = match raw.upstream.api_key_env {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        };
+        let api_key_env = raw.upstream.api_key_env.into_vec();
         let judge_base = match raw.judge.as_ref().and_then(|j| j.base_url.as_ref()) {
             Some(b) => match parse_base_url(b.get_ref()) {
                 Ok(v) => Some(v),
@@ -501,10 +507,7 @@ impl Config {
                     u.path_prefix = prefix;
                 }
                 if let Some(k) = j.api_key_env {
-                    u.api_key_env = match k {
-                        OneOrMany::One(s) => vec![s],
-                        OneOrMany::Many(v) => v,
-                    };
+                    u.api_key_env = k.into_vec();
                 }
                 u.auth = AuthMode::Inject;
                 u.timeout = Duration::from_millis(j.timeout_ms);

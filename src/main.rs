@@ -120,6 +120,14 @@ fn load(path: Option<&PathBuf>) -> Result<Config, Error> {
     }
 }
 
+/// Loads the config, or reports why not and gives the exit code for it.
+fn load_or_report(path: Option<&PathBuf>) -> Result<Config, ExitCode> {
+    load(path).map_err(|e| {
+        report(&e);
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
 fn report(e: &Error) {
     eprintln!("{e}");
 }
@@ -162,12 +170,9 @@ fn main() -> ExitCode {
         .init();
     match cmd {
         Command::Explain(path, q, json) => {
-            let config = match load(path.as_ref()) {
+            let config = match load_or_report(path.as_ref()) {
                 Ok(c) => c,
-                Err(e) => {
-                    report(&e);
-                    return ExitCode::from(EXIT_CONFIG);
-                }
+                Err(code) => return code,
             };
             let answer = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -194,12 +199,9 @@ fn main() -> ExitCode {
             }
         }
         Command::EvalSentinel(path) => {
-            let config = match load(path.as_ref()) {
+            let config = match load_or_report(path.as_ref()) {
                 Ok(c) => c,
-                Err(e) => {
-                    report(&e);
-                    return ExitCode::from(EXIT_CONFIG);
-                }
+                Err(code) => return code,
             };
             let result = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -260,12 +262,9 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(path) => {
-            let config = match load(path.as_ref()) {
+            let config = match load_or_report(path.as_ref()) {
                 Ok(c) => c,
-                Err(e) => {
-                    report(&e);
-                    return ExitCode::from(EXIT_CONFIG);
-                }
+                Err(code) => return code,
             };
             let rt = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -11,7 +11,7 @@ use super::catalog::{ToolClass, ToolEntry};
 use super::expr::Condition;
 use super::limits::{Limit, LimitKey};
 use super::{FailMode, FenceMode, FenceRule, Glob, Rule, Verdict};
-use crate::config::{line_of, toml_diagnostic};
+use crate::config::{line_of, toml_diagnostic, OneOrMany};
 use crate::error::Diagnostic;
 
 #[derive(Debug, Deserialize)]
@@ -40,22 +40,6 @@ struct RawFence {
 #[serde(deny_unknown_fields)]
 struct RawDefaults {
     verdict: Verdict,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        }
-    }
 }
 
 #[derive(Debug, Deserialize)]
