@@ -29,6 +29,7 @@ pub struct Config {
     pub stream: Stream,
     pub fence: Fence,
     pub judge: Option<Judge>,
+    pub clients: Vec<Client>,
 }
 
 #[derive(Debug, Clone)]
@@ -36,6 +37,17 @@ pub struct Listen {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     pub drain: Duration,
+    /// Serve without client authentication on a non-loopback address.
+    pub allow_anonymous: bool,
+}
+
+/// One `[[client]]`: a principal and the SHA-256 of its token.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    /// The token itself when it came from the environment (for redaction).
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -163,6 +175,15 @@ struct RawConfig {
     stream: RawStream,
     fence: RawFence,
     judge: Option<RawJudge>,
+    client: Vec<Spanned<RawClient>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawClient {
+    name: String,
+    token_env: Option<String>,
+    token_sha256: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -217,6 +238,7 @@ struct RawListen {
     addr: Spanned<String>,
     admin: Spanned<String>,
     drain_secs: u64,
+    allow_anonymous: bool,
 }
 
 impl Default for RawListen {
@@ -225,6 +247,7 @@ impl Default for RawListen {
             addr: Spanned::new(0..0, "127.0.0.1:8080".into()),
             admin: Spanned::new(0..0, "127.0.0.1:9090".into()),
             drain_secs: 30,
+            allow_anonymous: false,
         }
     }
 }
@@ -473,6 +496,62 @@ impl Config {
                 );
             }
         }
+        let mut clients = Vec::new();
+        for c in &raw.client {
+            let at = c.span();
+            let c = c.get_ref();
+            let (hash, token) = match (&c.token_env, &c.token_sha256) {
+                (Some(env), None) => match std::env::var(env).ok().filter(|t| !t.is_empty()) {
+                    Some(t) => (Some(crate::audit::sha256(t.as_bytes())), Some(t)),
+                    None => {
+                        bad(
+                            at.clone(),
+                            format!("client `{}`: environment variable {env} is not set", c.name),
+                        );
+                        (None, None)
+                    }
+                },
+                (None, Some(hex)) => match crate::audit::unhex32(hex) {
+                    Some(h) => (Some(h), None),
+                    None => {
+                        bad(
+                            at.clone(),
+                            format!("client `{}`: token_sha256 must be 64 hex digits", c.name),
+                        );
+                        (None, None)
+                    }
+                },
+                _ => {
+                    bad(
+                        at.clone(),
+                        format!(
+                            "client `{}`: set exactly one of token_env and token_sha256",
+                            c.name
+                        ),
+                    );
+                    (None, None)
+                }
+            };
+            if c.name.trim().is_empty() {
+                bad(at.clone(), "client name must not be empty".into());
+            }
+            if let Some(h) = hash {
+                clients.push(Client {
+                    name: c.name.clone(),
+                    token_sha256: h,
+                    token,
+                });
+            }
+        }
+        if !raw.client.is_empty() && raw.upstream.auth == AuthMode::Passthrough {
+            bad(0..0, "upstream.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]".into());
+        }
+        if raw.client.is_empty() && !raw.listen.allow_anonymous && !addr.ip().is_loopback() {
+            bad(
+                raw.listen.addr.span(),
+                format!("listen.addr {addr} is not a loopback address and no [[client]] is configured: anyone who can reach it could use the upstream key; add [[client]] entries or set listen.allow_anonymous = true"),
+            );
+        }
         if !diags.is_empty() {
             return Err(Error::Config(diags));
         }
@@ -499,7 +578,9 @@ impl Config {
                 addr,
                 admin,
                 drain: Duration::from_secs(raw.listen.drain_secs),
+                allow_anonymous: raw.listen.allow_anonymous,
             },
+            clients,
             judge: raw.judge.map(|j| {
                 let mut u = upstream.clone();
                 if let Some((origin, prefix)) = judge_base {

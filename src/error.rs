@@ -46,6 +46,8 @@ pub enum Error {
     },
     /// The agent's request is malformed; the message is about the agent's own input.
     BadRequest(String),
+    /// No valid client token (with `[[client]]` configured).
+    Unauthorized,
     /// The request body is larger than `[limits] max_request_bytes`.
     PayloadTooLarge { limit: usize },
     /// The endpoint can return tool calls in a format toolgate does not gate.
@@ -85,6 +87,7 @@ impl fmt::Display for Error {
             }
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::BadRequest(m) => write!(f, "bad request: {m}"),
+            Error::Unauthorized => write!(f, "unauthorized"),
             Error::PayloadTooLarge { limit } => write!(f, "request body over {limit} bytes"),
             Error::UnsupportedEndpoint => write!(f, "unsupported endpoint"),
             Error::MethodNotAllowed => write!(f, "method not allowed"),
@@ -119,6 +122,7 @@ impl Error {
     pub fn side(&self) -> Side {
         match self {
             Error::BadRequest(_)
+            | Error::Unauthorized
             | Error::PayloadTooLarge { .. }
             | Error::UnsupportedEndpoint
             | Error::MethodNotAllowed => Side::Client,
@@ -134,6 +138,7 @@ impl Error {
     pub fn status(&self) -> StatusCode {
         match self {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::UnsupportedEndpoint => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -153,6 +158,10 @@ impl Error {
     fn public(&self) -> (&'static str, String) {
         match self {
             Error::BadRequest(m) => ("invalid_request_error", m.clone()),
+            Error::Unauthorized => (
+                "invalid_request_error",
+                "Invalid authentication.".to_string(),
+            ),
             Error::PayloadTooLarge { limit } => (
                 "invalid_request_error",
                 format!("Request body is larger than the limit of {limit} bytes."),

@@ -15,6 +15,7 @@
 //! See `docs/ARCHITECTURE.md` for the code map.
 
 pub mod audit;
+pub mod auth;
 pub mod body;
 pub mod cli;
 pub mod config;

@@ -15,6 +15,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 
+use crate::auth;
 use crate::body;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
@@ -131,15 +132,17 @@ fn full(b: Bytes) -> ProxyBody {
 }
 
 /// Handles one agent request; never fails (errors become responses here).
+/// Phases: authenticate (principal) → route → chat or pass-through.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
-    let routed = route(req.method(), req.uri().path());
+    let routed = auth::principal(&state.config.clients, req.headers())
+        .and_then(|p| route(req.method(), req.uri().path()).map(|r| (p, r)));
     let label = routed
         .as_ref()
-        .map(|r| r.route.label())
+        .map(|(_, r)| r.route.label())
         .unwrap_or(crate::metrics::ROUTES[2]);
     let result = match routed {
-        Ok(r) if r.route == Route::Chat => chat(&state, req, &r).await,
-        Ok(r) => pass(&state, req, &r.rest).await,
+        Ok((principal, r)) if r.route == Route::Chat => chat(&state, req, &r, principal).await,
+        Ok((_, r)) => pass(&state, req, &r.rest).await,
         Err(e) => Err(e),
     };
     let resp = result.unwrap_or_else(|e| {
@@ -157,6 +160,7 @@ async fn chat(
     state: &Arc<State>,
     req: Request<Incoming>,
     routed: &Routed,
+    principal: String,
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let limit = state.config.limits.max_request_bytes;
@@ -174,7 +178,7 @@ async fn chat(
     let mut chat = request::parse_chat(&bytes)?;
     let mut ctx = Context {
         request_id: state.request_id(),
-        principal: "anonymous".into(),
+        principal,
         declared: std::mem::take(&mut chat.declared),
         ..Context::default()
     };

@@ -66,7 +66,16 @@ impl State {
             .key_header()
             .and_then(|h| h.to_str().ok())
             .map(|v| v.trim_start_matches("Bearer ").to_string());
-        let redactor = Redactor::new(key.into_iter().map(|k| (k, "upstream_key")).collect());
+        let mut exact: Vec<(String, &'static str)> =
+            key.into_iter().map(|k| (k, "upstream_key")).collect();
+        exact.extend(
+            config
+                .clients
+                .iter()
+                .filter_map(|c| c.token.clone())
+                .map(|t| (t, "client_token")),
+        );
+        let redactor = Redactor::new(exact);
         Ok(State {
             fence_secret,
             redactor,

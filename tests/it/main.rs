@@ -35,3 +35,5 @@ mod policy;
 mod fence;
 // The sentinel: seed 002's scenarios, judge failures, injections, cache.
 mod sentinel;
+// Client authentication and the non-loopback refusal.
+mod auth;

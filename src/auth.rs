@@ -1,0 +1,87 @@
+//! Client authentication: `Authorization: Bearer <token>` → the `[[client]]`
+//! whose token hash matches becomes the principal policies see. With no
+//! clients configured every caller is `anonymous`. A missing or wrong token is
+//! a generic 401 that says nothing about which clients exist.
+
+use http::{header, HeaderMap};
+
+use crate::config::Client;
+use crate::error::Error;
+
+/// The principal name for this request's headers.
+pub fn principal(clients: &[Client], headers: &HeaderMap) -> Result<String, Error> {
+    if clients.is_empty() {
+        return Ok("anonymous".into());
+    }
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or(Error::Unauthorized)?;
+    let hash = crate::audit::sha256(token.as_bytes());
+    // Compare every entry in full, so timing says nothing about which matched.
+    let mut found = None;
+    for c in clients {
+        let diff = c
+            .token_sha256
+            .iter()
+            .zip(hash.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        if diff == 0 && found.is_none() {
+            found = Some(c.name.clone());
+        }
+    }
+    found.ok_or(Error::Unauthorized)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clients() -> Vec<Client> {
+        vec![
+            Client {
+                name: "alpha".into(),
+                token_sha256: crate::audit::sha256(b"tok-alpha"),
+                token: None,
+            },
+            Client {
+                name: "beta".into(),
+                token_sha256: crate::audit::sha256(b"tok-beta"),
+                token: None,
+            },
+        ]
+    }
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn tokens_map_to_principals() {
+        assert_eq!(
+            principal(&clients(), &with("Bearer tok-beta")).unwrap(),
+            "beta"
+        );
+        assert!(matches!(
+            principal(&clients(), &with("Bearer nope")),
+            Err(Error::Unauthorized)
+        ));
+        assert!(matches!(
+            principal(&clients(), &HeaderMap::new()),
+            Err(Error::Unauthorized)
+        ));
+        assert!(matches!(
+            principal(&clients(), &with("Basic dG9rLWFscGhh")),
+            Err(Error::Unauthorized)
+        ));
+        assert_eq!(principal(&[], &HeaderMap::new()).unwrap(), "anonymous");
+    }
+}

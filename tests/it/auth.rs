@@ -1,0 +1,92 @@
+//! Client authentication: `[[client]]` tokens → principals; a generic 401
+//! otherwise; refusing to listen beyond loopback without clients.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::support::*;
+
+const TOKEN: &str = "tg-client-alpha-7f3c9a2b1d";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_token_names_the_principal_and_anything_else_is_a_generic_401() {
+    std::env::set_var("TG_IT_CLIENT_ALPHA", TOKEN);
+    let body = one_call_stream("t", "{}");
+    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let extra = "[[client]]\nname = \"alpha\"\ntoken_env = \"TG_IT_CLIENT_ALPHA\"\n\n[[client]]\nname = \"beta\"\ntoken_sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n";
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, extra).await;
+    let url = format!("{}/v1/chat/completions", gate.url);
+    let mut req = chat_request(true, &["t"]);
+    req["messages"] = json!([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": format!("leaked {TOKEN}")}]);
+    for headers in [
+        vec![],
+        vec![("authorization", "Bearer wrong-token")],
+        vec![("authorization", "Basic abc")],
+    ] {
+        let a = send("POST", &url, &headers, req.to_string()).await;
+        assert_eq!(a.status, 401, "{headers:?}");
+        assert_eq!(a.json()["error"]["message"], "Invalid authentication.");
+        assert!(!a.text().contains("alpha") && !a.text().contains("beta"));
+    }
+    let a = send("GET", &format!("{}/v1/models", gate.url), &[], "").await;
+    assert_eq!(a.status, 401, "pass-through paths need a token too");
+    assert!(
+        mock.requests().is_empty(),
+        "nothing unauthenticated reaches the upstream"
+    );
+    let bearer = format!("Bearer {TOKEN}");
+    let a = send(
+        "POST",
+        &url,
+        &[("authorization", bearer.as_str())],
+        req.to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let seen = &mock.requests()[0];
+    assert_eq!(
+        seen.headers["authorization"],
+        format!("Bearer {UPSTREAM_KEY}"),
+        "the client token is replaced by the upstream key"
+    );
+    assert!(
+        !String::from_utf8_lossy(&seen.body).contains(TOKEN),
+        "a client token in a tool result is redacted"
+    );
+    assert!(String::from_utf8_lossy(&seen.body).contains("[REDACTED:client_token]"));
+    let audit = gate.audit_flushed().await;
+    let call = audit.iter().find(|r| r["tool"] == "t").unwrap();
+    assert_eq!(call["principal"], "alpha");
+    assert_eq!(call["signals"]["principal"]["value"], "alpha");
+    gate.stop().await;
+}
+
+#[test]
+fn listening_beyond_loopback_needs_clients_or_an_explicit_anonymous() {
+    let cfg = |s: &str| toolgate::Config::from_toml(s, "t.toml", Path::new("."));
+    let err = cfg("[listen]\naddr = \"0.0.0.0:8080\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("t.toml:2:") && err.contains("no [[client]]"),
+        "{err}"
+    );
+    assert!(cfg("[listen]\naddr = \"0.0.0.0:8080\"\nallow_anonymous = true\n").is_ok());
+    let with_client = "[listen]\naddr = \"0.0.0.0:8080\"\n[[client]]\nname = \"a\"\ntoken_sha256 = \"00000000000000000000000000000000000000000000000000000000000000ff\"\n";
+    assert!(cfg(with_client).is_ok());
+    let err = cfg(&format!(
+        "{with_client}[upstream]\nauth = \"passthrough\"\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("cannot be used with [[client]]"), "{err}");
+    let err = cfg("[[client]]\nname = \"a\"\ntoken_env = \"TG_IT_SURELY_UNSET_VAR\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("TG_IT_SURELY_UNSET_VAR is not set"), "{err}");
+    let err = cfg("[[client]]\nname = \"a\"\ntoken_sha256 = \"xyz\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("64 hex digits"), "{err}");
+}
