@@ -6,9 +6,11 @@
 //! - [`complete`]: the same gating over a non-streaming response.
 
 pub mod assemble;
+pub mod chunk;
 pub mod complete;
 pub mod sse;
 pub mod stream;
+mod sync_driver;
 
 use std::sync::LazyLock;
 

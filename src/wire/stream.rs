@@ -21,6 +21,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
 use super::assemble::Assembler;
+use super::chunk::{is_empty_chunk, set_finish};
 use super::sse::SseDecoder;
 use super::{has_finish, has_text, may_need_gate, write_event, write_raw_data, ToolCall, DONE};
 use crate::error::Error;
@@ -479,69 +480,6 @@ impl StreamRewriter {
         );
         Value::Object(obj)
     }
-
-    /// Drives the rewriter over `chunks` with a synchronous decision per call
-    /// (tests, benches and tools; the proxy drives it asynchronously).
-    pub fn run_sync(
-        &mut self,
-        chunks: &[&[u8]],
-        mut decide: impl FnMut(&ToolCall) -> bool,
-    ) -> BytesMut {
-        let mut out = BytesMut::new();
-        let mut gate = |rw: &mut StreamRewriter, out: &mut BytesMut| {
-            let allowed: Vec<bool> = rw.pending_calls().iter().map(&mut decide).collect();
-            rw.resolve(&allowed, out);
-        };
-        for c in chunks {
-            self.push(c);
-            loop {
-                match self.process(&mut out) {
-                    Ok(Step::NeedMore) => break,
-                    Ok(Step::Gate) => gate(self, &mut out),
-                    Err(e) => {
-                        self.fail(&e, false, &mut out);
-                        return out;
-                    }
-                }
-            }
-        }
-        loop {
-            match self.end(&mut out) {
-                Ok(Step::NeedMore) => return out,
-                Ok(Step::Gate) => gate(self, &mut out),
-                Err(e) => {
-                    self.fail(&e, false, &mut out);
-                    return out;
-                }
-            }
-        }
-    }
-}
-
-fn set_finish(c: &mut Map<String, Value>, sent: &str) {
-    c.insert("finish_reason".into(), json!(sent));
-    if c.get("native_finish_reason").is_some_and(|v| !v.is_null()) {
-        c.insert("native_finish_reason".into(), json!(sent));
-    }
-}
-
-/// True when a stripped chunk carries nothing worth sending.
-fn is_empty_chunk(obj: &Map<String, Value>) -> bool {
-    let usage = obj.get("usage").is_some_and(|u| !u.is_null());
-    let choices = match obj.get("choices") {
-        Some(Value::Array(a)) => a,
-        _ => return !usage,
-    };
-    !usage
-        && choices.iter().all(|c| {
-            c.get("finish_reason").is_none_or(Value::is_null)
-                && ["delta", "message"].iter().all(|k| {
-                    c.get(*k).is_none_or(|d| {
-                        d.as_object()
-                            .is_some_and(|m| m.values().all(Value::is_null))
-                    })
-                })
-        })
 }
 
 #[cfg(test)]

@@ -1,0 +1,229 @@
+//! The raw TOML mirror of `toolgate.toml`: every table with
+//! `deny_unknown_fields` and its defaults. [`super::Config::from_toml`] checks it.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{AuthMode, ErrorMode, PolicyMode};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawConfig {
+    pub(crate) listen: RawListen,
+    pub(crate) upstream: RawUpstream,
+    pub(crate) policy: RawPolicy,
+    pub(crate) audit: RawAudit,
+    pub(crate) rewrite: RawRewrite,
+    pub(crate) limits: RawLimits,
+    pub(crate) stream: RawStream,
+    pub(crate) fence: RawFence,
+    pub(crate) judge: Option<RawJudge>,
+    pub(crate) client: Vec<Spanned<RawClient>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClient {
+    pub(crate) name: String,
+    pub(crate) token_env: Option<String>,
+    pub(crate) token_sha256: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawJudge {
+    pub(crate) base_url: Option<Spanned<String>>,
+    pub(crate) model: String,
+    pub(crate) api_key_env: Option<OneOrMany>,
+    pub(crate) timeout_ms: u64,
+    pub(crate) max_tokens: u32,
+    pub(crate) confidence_threshold: f64,
+    pub(crate) cache_ttl_secs: u64,
+    pub(crate) cache_capacity: usize,
+}
+
+impl Default for RawJudge {
+    fn default() -> Self {
+        RawJudge {
+            base_url: None,
+            model: "openai/gpt-5-mini".into(),
+            api_key_env: None,
+            timeout_ms: 5000,
+            max_tokens: 150,
+            confidence_threshold: 0.8,
+            cache_ttl_secs: 3600,
+            cache_capacity: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawFence {
+    pub(crate) enabled: bool,
+    pub(crate) key_env: String,
+    pub(crate) max_tool_result_bytes: usize,
+}
+
+impl Default for RawFence {
+    fn default() -> Self {
+        RawFence {
+            enabled: true,
+            key_env: "TOOLGATE_FENCE_KEY".into(),
+            max_tool_result_bytes: 0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawListen {
+    pub(crate) addr: Spanned<String>,
+    pub(crate) admin: Spanned<String>,
+    pub(crate) drain_secs: u64,
+    pub(crate) allow_anonymous: bool,
+}
+
+impl Default for RawListen {
+    fn default() -> Self {
+        RawListen {
+            addr: Spanned::new(0..0, "127.0.0.1:8080".into()),
+            admin: Spanned::new(0..0, "127.0.0.1:9090".into()),
+            drain_secs: 30,
+            allow_anonymous: false,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(crate) fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawUpstream {
+    pub(crate) base_url: Spanned<String>,
+    pub(crate) api_key_env: OneOrMany,
+    pub(crate) auth: AuthMode,
+    pub(crate) timeout_secs: u64,
+    pub(crate) connect_timeout_secs: u64,
+    pub(crate) ca_file: Option<String>,
+}
+
+impl Default for RawUpstream {
+    fn default() -> Self {
+        RawUpstream {
+            base_url: Spanned::new(0..0, "https://openrouter.ai/api/v1".into()),
+            api_key_env: OneOrMany::Many(vec![
+                "OPENROUTER_API_KEY".into(),
+                "OPENAI_API_KEY".into(),
+            ]),
+            auth: AuthMode::Inject,
+            timeout_secs: 600,
+            connect_timeout_secs: 10,
+            ca_file: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawPolicy {
+    pub(crate) dir: Option<String>,
+    pub(crate) default_phase: Option<String>,
+    pub(crate) hide_denied_tools: bool,
+    pub(crate) mode: PolicyMode,
+    pub(crate) namespace_separators: Vec<String>,
+    pub(crate) reload_secs: u64,
+}
+
+impl Default for RawPolicy {
+    fn default() -> Self {
+        RawPolicy {
+            dir: None,
+            default_phase: None,
+            hide_denied_tools: true,
+            mode: PolicyMode::Enforce,
+            namespace_separators: vec![".".into(), "__".into(), "/".into(), "_".into()],
+            reload_secs: 2,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawAudit {
+    pub(crate) path: String,
+    pub(crate) include_judge_reason: bool,
+}
+
+impl Default for RawAudit {
+    fn default() -> Self {
+        RawAudit {
+            path: "-".into(),
+            include_judge_reason: false,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawRewrite {
+    pub(crate) neutral_message: Spanned<String>,
+    pub(crate) errors: ErrorMode,
+}
+
+impl Default for RawRewrite {
+    fn default() -> Self {
+        RawRewrite {
+            neutral_message: Spanned::new(0..0, "I wasn't able to complete that action.".into()),
+            errors: ErrorMode::Generic,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawLimits {
+    pub(crate) max_request_bytes: usize,
+    pub(crate) max_response_bytes: usize,
+    pub(crate) max_tool_args_bytes: usize,
+    pub(crate) max_held_args_bytes: usize,
+    pub(crate) max_event_bytes: usize,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits {
+            max_request_bytes: 16 << 20,
+            max_response_bytes: 64 << 20,
+            max_tool_args_bytes: 1 << 20,
+            max_held_args_bytes: 8 << 20,
+            max_event_bytes: 16 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawStream {
+    pub(crate) keepalive_ms: u64,
+}
+
+impl Default for RawStream {
+    fn default() -> Self {
+        RawStream { keepalive_ms: 5000 }
+    }
+}

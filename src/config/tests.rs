@@ -1,0 +1,61 @@
+//! Unit tests of config parsing and validation.
+use super::*;
+
+#[test]
+fn embedded_has_the_documented_defaults() {
+    let c = Config::embedded().unwrap();
+    assert_eq!(c.listen.addr.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.listen.admin.to_string(), "127.0.0.1:9090");
+    assert_eq!(c.upstream.origin.to_string(), "https://openrouter.ai/");
+    assert_eq!(c.upstream.path_prefix, "/api/v1");
+    assert_eq!(
+        c.upstream.api_key_env,
+        ["OPENROUTER_API_KEY", "OPENAI_API_KEY"]
+    );
+    assert_eq!(c.limits.max_request_bytes, 16 << 20);
+    assert_eq!(c.audit.path, AuditPath::Stdout);
+}
+
+#[test]
+fn unknown_key_is_an_error_with_its_line() {
+    let err = Config::from_toml(
+        "[listen]\naddr = \"127.0.0.1:1\"\nbogus = 1\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .unwrap_err();
+    let Error::Config(d) = err else {
+        panic!("not a config error")
+    };
+    assert_eq!(d[0].file, "t.toml");
+    assert_eq!(d[0].line, 3);
+    assert!(d[0].message.contains("bogus"), "{}", d[0].message);
+}
+
+#[test]
+fn bad_values_are_reported_with_lines() {
+    let src = "[listen]\naddr = \"nope\"\n[upstream]\nbase_url = \"ftp://x\"\n";
+    let Error::Config(d) = Config::from_toml(src, "t.toml", Path::new(".")).unwrap_err() else {
+        panic!("not a config error")
+    };
+    assert_eq!(d.len(), 2);
+    assert_eq!((d[0].line, d[1].line), (2, 4));
+}
+
+#[test]
+fn api_key_env_takes_one_name_or_a_list() {
+    let c = Config::from_toml("[upstream]\napi_key_env = \"K\"\n", "t", Path::new(".")).unwrap();
+    assert_eq!(c.upstream.api_key_env, ["K"]);
+}
+
+#[test]
+fn relative_paths_are_relative_to_the_config_file() {
+    let c = Config::from_toml(
+        "[policy]\ndir = \"p\"\n[audit]\npath = \"a.jsonl\"\n",
+        "t",
+        Path::new("/etc/tg"),
+    )
+    .unwrap();
+    assert_eq!(c.policy.dir.as_deref(), Some(Path::new("/etc/tg/p")));
+    assert_eq!(c.audit.path, AuditPath::File("/etc/tg/a.jsonl".into()));
+}
