@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
+use crate::gate::Gates;
 use crate::release;
 use crate::request::Context;
 use crate::state::State;
@@ -87,6 +88,8 @@ enum Stop {
 
 struct Driver {
     state: Arc<State>,
+    /// The pipeline the request started with (a reload does not change it mid-request).
+    gates: Arc<Gates>,
     ctx: Arc<Context>,
     rw: StreamRewriter,
     out: BytesMut,
@@ -96,6 +99,7 @@ struct Driver {
 /// Starts gating `body` and returns the agent's response body.
 pub fn gated_stream(
     state: Arc<State>,
+    gates: Arc<Gates>,
     ctx: Arc<Context>,
     body: Incoming,
     decoder: ContentDecoder,
@@ -105,6 +109,7 @@ pub fn gated_stream(
     let rw = StreamRewriter::new(&state.stream_options());
     let mut d = Driver {
         state,
+        gates,
         ctx,
         rw,
         out: BytesMut::with_capacity(16 * 1024),
@@ -128,7 +133,14 @@ impl Driver {
             let dropped = self
                 .rw
                 .fail(&err, self.state.passthrough_errors(), &mut self.out);
-            release::dropped(&self.state, &self.ctx, &dropped, "stream_fault").await;
+            release::dropped(
+                &self.state,
+                &self.gates,
+                &self.ctx,
+                &dropped,
+                "stream_fault",
+            )
+            .await;
             let _ = self.send(true).await;
         }
     }
@@ -211,6 +223,7 @@ impl Driver {
         let allowed = {
             let mut decide = std::pin::pin!(release::decide(
                 &self.state,
+                &self.gates,
                 &self.ctx,
                 self.rw.pending_calls()
             ));

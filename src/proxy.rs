@@ -228,7 +228,7 @@ async fn chat(
     head.headers.remove(header::CONTENT_LENGTH);
     head.headers.remove(header::CONTENT_ENCODING);
     if content_type.starts_with("text/event-stream") {
-        let b = body::gated_stream(state.clone(), ctx, body, decoder, deadline);
+        let b = body::gated_stream(state.clone(), gates, ctx, body, decoder, deadline);
         return Ok(Response::from_parts(
             head,
             b.map_err(|never| match never {}).boxed(),
@@ -250,7 +250,7 @@ async fn chat(
     if calls.is_empty() {
         return Ok(Response::from_parts(head, full(Bytes::from(raw))));
     }
-    let allowed = release::decide(state, &ctx, &calls).await;
+    let allowed = release::decide(state, &gates, &ctx, &calls).await;
     if allowed.iter().all(|&a| a) {
         return Ok(Response::from_parts(head, full(Bytes::from(raw))));
     }

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::audit::{now_rfc3339, sha256_hex};
-use crate::gate::Decision;
+use crate::gate::{Decision, Gates};
 use crate::policy::Verdict;
 use crate::request::Context;
 use crate::state::State;
@@ -90,8 +90,7 @@ fn record<'a>(
 
 /// Gates `calls` concurrently and audits each; `true` = release. In monitor
 /// mode every audited call is released, its verdict only recorded.
-pub async fn decide(state: &State, ctx: &Context, calls: &[ToolCall]) -> Vec<bool> {
-    let gates = state.gates();
+pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[ToolCall]) -> Vec<bool> {
     let decisions = gates.decide_all(calls, ctx).await;
     let version = &gates.policy().version;
     let monitor = state.monitor();
@@ -118,8 +117,13 @@ pub async fn decide(state: &State, ctx: &Context, calls: &[ToolCall]) -> Vec<boo
 }
 
 /// Audits calls that were held and dropped without a verdict (stream failure).
-pub async fn dropped(state: &State, ctx: &Context, calls: &[ToolCall], reason: &'static str) {
-    let gates = state.gates();
+pub async fn dropped(
+    state: &State,
+    gates: &Gates,
+    ctx: &Context,
+    calls: &[ToolCall],
+    reason: &'static str,
+) {
     let version = &gates.policy().version;
     for call in calls {
         let d = Decision {

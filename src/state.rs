@@ -90,7 +90,8 @@ impl State {
         })
     }
 
-    /// The current gate pipeline (a request keeps the one it started with).
+    /// The current gate pipeline. A request takes it once and keeps it, so a
+    /// reload never splits one request across two policy versions.
     pub fn gates(&self) -> Arc<Gates> {
         match self.gates.read() {
             Ok(g) => g.clone(),

@@ -38,12 +38,10 @@ pub enum Offer {
     LowConfidence,
 }
 
-/// Top-level names that exist even before their sensor runs, with defaults,
-/// so rules can read `sentinel.decision` without `has()`.
-const ASSISTED_DEFAULTS: [(&str, &str); 2] = [
-    ("sentinel", r#"{"decision": "none", "confidence": 0.0}"#),
-    ("output", r#"{"verdict": "none", "confidence": 0.0}"#),
-];
+/// Top-level names that exist even before their sensor runs, so rules can
+/// read `sentinel.decision` without `has()`: `(variable, key)` defaults to
+/// `key = "none"` and `confidence = 0.0`.
+const ASSISTED_DEFAULTS: [(&str, &str); 2] = [("sentinel", "decision"), ("output", "verdict")];
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Signals {
@@ -91,10 +89,15 @@ impl Signals {
         use crate::policy::expr::to_cel;
         let mut nested: BTreeMap<&str, HashMap<String, cel::Value>> = BTreeMap::new();
         let mut vars: HashMap<String, cel::Value> = HashMap::new();
-        for (top, default) in ASSISTED_DEFAULTS {
-            if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(default) {
-                nested.insert(top, m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect());
-            }
+        for (top, key) in ASSISTED_DEFAULTS {
+            let none = cel::Value::String(std::sync::Arc::new("none".to_string()));
+            nested.insert(
+                top,
+                HashMap::from([
+                    (key.to_string(), none),
+                    ("confidence".to_string(), cel::Value::Float(0.0)),
+                ]),
+            );
         }
         for (name, s) in &self.map {
             match name.split_once('.') {

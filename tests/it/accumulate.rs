@@ -94,19 +94,7 @@ impl Acc {
                 acc.error = true;
                 break;
             }
-            for (pos, ch) in v["choices"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .enumerate()
-            {
-                let idx = ch["index"].as_u64().unwrap_or(pos as u64);
-                acc.absorb(idx, &ch["delta"], false);
-                if let Some(f) = ch["finish_reason"].as_str() {
-                    acc.finish.insert(idx, f.to_string());
-                }
-            }
+            acc.choices_from(&v, "delta", false);
         }
         acc
     }
@@ -118,20 +106,19 @@ impl Acc {
             acc.error = true;
             return acc;
         }
-        for (pos, ch) in v["choices"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+        acc.choices_from(&v, "message", true);
+        acc
+    }
+
+    /// Reads every choice of one chunk (`delta`) or completion (`message`).
+    fn choices_from(&mut self, v: &Value, part: &str, whole: bool) {
+        for (pos, ch) in v["choices"].as_array().into_iter().flatten().enumerate() {
             let idx = ch["index"].as_u64().unwrap_or(pos as u64);
-            acc.absorb(idx, &ch["message"], true);
+            self.absorb(idx, &ch[part], whole);
             if let Some(f) = ch["finish_reason"].as_str() {
-                acc.finish.insert(idx, f.to_string());
+                self.finish.insert(idx, f.to_string());
             }
         }
-        acc
     }
 
     fn absorb(&mut self, idx: u64, d: &Value, whole: bool) {

@@ -421,20 +421,39 @@ pub async fn start_gate_with(
     extra: &str,
     gates: Vec<Arc<dyn toolgate::gate::Gate>>,
 ) -> Gate {
+    let files = [
+        (
+            "00-default.toml".to_string(),
+            toolgate::policy::DEFAULT_POLICY.to_string(),
+        ),
+        ("50-test.toml".to_string(), policy.to_string()),
+    ];
+    launch(upstream, &files, extra, gates).await
+}
+
+/// Writes the policy files and a config in a scratch dir, then starts toolgate on port 0.
+async fn launch(
+    upstream: &str,
+    files: &[(String, String)],
+    extra: &str,
+    gates: Vec<Arc<dyn toolgate::gate::Gate>>,
+) -> Gate {
     // The same value every time, so tests running in parallel agree.
     std::env::set_var(KEY_ENV, UPSTREAM_KEY);
     let dir = TempDir::new();
     std::fs::create_dir_all(dir.0.join("policies")).unwrap();
-    std::fs::write(
-        dir.0.join("policies/00-default.toml"),
-        toolgate::policy::DEFAULT_POLICY,
-    )
-    .unwrap();
-    std::fs::write(dir.0.join("policies/50-test.toml"), policy).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.0.join("policies").join(name), text).unwrap();
+    }
     let (upstream_extra, rest) = split_upstream(extra);
     let cfg = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\ndrain_secs = 5\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 20\n{upstream_extra}\n[policy]\ndir = \"policies\"\n\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\ndrain_secs = 5\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 20\n{upstream_extra}\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
     );
+    let cfg = if cfg.contains("[policy]") {
+        cfg.replacen("[policy]", "[policy]\ndir = \"policies\"", 1)
+    } else {
+        format!("{cfg}\n[policy]\ndir = \"policies\"\n")
+    };
     std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
     let config = toolgate::Config::load(&dir.0.join("toolgate.toml"))
         .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
@@ -606,31 +625,7 @@ pub fn shipped(files: &[&str]) -> Vec<(String, String)> {
 
 /// Starts toolgate with exactly these policy files (name, text) in its policy dir.
 pub async fn start_gate_files(upstream: &str, files: &[(String, String)], extra: &str) -> Gate {
-    std::env::set_var(KEY_ENV, UPSTREAM_KEY);
-    let dir = TempDir::new();
-    std::fs::create_dir_all(dir.0.join("policies")).unwrap();
-    for (name, text) in files {
-        std::fs::write(dir.0.join("policies").join(name), text).unwrap();
-    }
-    let (upstream_extra, rest) = split_upstream(extra);
-    let cfg = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\n{upstream_extra}\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
-    );
-    let cfg = if cfg.contains("[policy]") {
-        cfg.replacen("[policy]", "[policy]\ndir = \"policies\"", 1)
-    } else {
-        format!("{cfg}\n[policy]\ndir = \"policies\"\n")
-    };
-    std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
-    let config = toolgate::Config::load(&dir.0.join("toolgate.toml"))
-        .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
-    let running = toolgate::server::start(config).await.unwrap();
-    Gate {
-        url: format!("http://{}", running.addr),
-        admin: format!("http://{}", running.admin_addr),
-        running: Some(running),
-        dir,
-    }
+    launch(upstream, files, extra, Vec::new()).await
 }
 
 /// A stream whose only event is one complete call, then the finish.
