@@ -31,6 +31,7 @@ pub mod request;
 pub mod secrets;
 pub mod server;
 pub mod state;
+pub mod tls;
 pub mod upstream;
 pub mod wire;
 

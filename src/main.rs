@@ -26,6 +26,9 @@ usage:
                                    a starter tool catalog from a request's tools
   toolgate eval sentinel [--config FILE]
                                    seed 002's ten scenarios against the configured [judge]
+  toolgate certs dev --out DIR [--force]
+                                   a development CA, a server certificate for localhost and
+                                   127.0.0.1, and a client certificate for mutual TLS
   toolgate --version
 ";
 
@@ -35,6 +38,7 @@ enum Command {
     Explain(Option<PathBuf>, Question, bool),
     Scaffold(PathBuf),
     EvalSentinel(Option<PathBuf>),
+    CertsDev(PathBuf, bool),
 }
 
 /// `--flag value` pairs and bare `--json`.
@@ -109,6 +113,16 @@ fn parse(args: &[String]) -> Result<Command, String> {
             }
             _ => Err("eval needs a subcommand: sentinel".into()),
         },
+        "certs" => match rest.split_first() {
+            Some((sub, rest)) if sub == "dev" => {
+                let force = rest.iter().any(|a| a == "--force");
+                let rest: Vec<String> = rest.iter().filter(|a| *a != "--force").cloned().collect();
+                let (m, _) = flags(&rest, &["--out"])?;
+                let out = m.get("--out").ok_or("certs dev needs --out DIR")?;
+                Ok(Command::CertsDev(PathBuf::from(out), force))
+            }
+            _ => Err("certs needs a subcommand: dev".into()),
+        },
         other => Err(format!("unknown command `{other}`")),
     }
 }
@@ -169,6 +183,20 @@ fn main() -> ExitCode {
         )
         .init();
     match cmd {
+        Command::CertsDev(out, force) => match toolgate::cli::certs::dev(&out, force) {
+            Ok(paths) => {
+                let mut text = String::new();
+                for p in paths {
+                    text.push_str(&format!("wrote {}\n", p.display()));
+                }
+                text.push_str("use them with:\n  [listen.tls]\n  cert = \"server.pem\"\n  key = \"server-key.pem\"\n  # client_ca = \"ca.pem\"   # to require client certificates\n");
+                write_out(&text)
+            }
+            Err(e) => {
+                report(&e);
+                ExitCode::from(1)
+            }
+        },
         Command::Explain(path, q, json) => {
             let config = match load_or_report(path.as_ref()) {
                 Ok(c) => c,
@@ -242,8 +270,12 @@ fn main() -> ExitCode {
             }
         }
         Command::Check(path) => {
-            let checked = load(path.as_ref())
-                .and_then(|c| PolicySet::load(c.policy.dir.as_deref()).map(|p| (c, p)));
+            let checked = load(path.as_ref()).and_then(|c| {
+                if let Some(t) = &c.listen.tls {
+                    toolgate::tls::server_config(t)?;
+                }
+                PolicySet::load(c.policy.dir.as_deref()).map(|p| (c, p))
+            });
             match checked {
                 Ok((c, p)) => {
                     eprintln!(

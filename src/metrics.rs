@@ -60,6 +60,8 @@ pub struct Metrics {
     pub late_tool_deltas: AtomicU64,
     pub policy_reload_failures: AtomicU64,
     pub fenced_tool_results: AtomicU64,
+    pub tls_handshake_failures: AtomicU64,
+    pub tls_reload_failures: AtomicU64,
     redactions: std::sync::Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
@@ -74,6 +76,8 @@ impl Default for Metrics {
             late_tool_deltas: AtomicU64::new(0),
             policy_reload_failures: AtomicU64::new(0),
             fenced_tool_results: AtomicU64::new(0),
+            tls_handshake_failures: AtomicU64::new(0),
+            tls_reload_failures: AtomicU64::new(0),
             redactions: Default::default(),
         }
     }
@@ -165,6 +169,16 @@ impl Metrics {
                 "toolgate_policy_reload_failures_total",
                 "Policy reloads rejected because a file was invalid.",
                 &self.policy_reload_failures,
+            ),
+            (
+                "toolgate_tls_handshake_failures_total",
+                "TLS handshakes on the data port that failed (e.g. no or untrusted client certificate).",
+                &self.tls_handshake_failures,
+            ),
+            (
+                "toolgate_tls_reload_failures_total",
+                "Certificate reloads rejected because a file was invalid; the last good certificate stays.",
+                &self.tls_reload_failures,
             ),
         ] {
             let _ = writeln!(

@@ -12,8 +12,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::CertificateDer;
 
 use crate::config::{self, AuthMode};
 use crate::error::Error;
@@ -64,23 +62,7 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = ca_file {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .and_then(|it| it.collect::<Result<_, _>>())
-            .map_err(|e| {
-                Error::config(
-                    path.display().to_string(),
-                    1,
-                    format!("cannot read CA file: {e}"),
-                )
-            })?;
-        if certs.is_empty() {
-            return Err(Error::config(
-                path.display().to_string(),
-                1,
-                "no certificate in CA file",
-            ));
-        }
-        for c in certs {
+        for c in crate::tls::read_certs(path, "CA file")? {
             roots.add(c).map_err(|e| {
                 Error::config(
                     path.display().to_string(),

@@ -39,6 +39,17 @@ pub struct Listen {
     pub drain: Duration,
     /// Serve without client authentication on a non-loopback address.
     pub allow_anonymous: bool,
+    /// Serve TLS on the data port (`[listen.tls]`).
+    pub tls: Option<Tls>,
+}
+
+/// `[listen.tls]`: PEM files, resolved against the config file's directory.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Require a client certificate signed by one of these CAs (mutual TLS).
+    pub client_ca: Option<PathBuf>,
 }
 
 /// One `[[client]]`: a principal and the SHA-256 of its token.
@@ -360,6 +371,11 @@ impl Config {
                 admin,
                 drain: Duration::from_secs(raw.listen.drain_secs),
                 allow_anonymous: raw.listen.allow_anonymous,
+                tls: raw.listen.tls.as_ref().map(|t| Tls {
+                    cert: resolve(&t.cert),
+                    key: resolve(&t.key),
+                    client_ca: t.client_ca.as_deref().map(resolve),
+                }),
             },
             clients,
             judge: raw.judge.map(|j| {

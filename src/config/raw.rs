@@ -82,6 +82,15 @@ pub(crate) struct RawListen {
     pub(crate) admin: Spanned<String>,
     pub(crate) drain_secs: u64,
     pub(crate) allow_anonymous: bool,
+    pub(crate) tls: Option<RawTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub(crate) cert: String,
+    pub(crate) key: String,
+    pub(crate) client_ca: Option<String>,
 }
 
 impl Default for RawListen {
@@ -91,6 +100,7 @@ impl Default for RawListen {
             admin: Spanned::new(0..0, "127.0.0.1:9090".into()),
             drain_secs: 30,
             allow_anonymous: false,
+            tls: None,
         }
     }
 }

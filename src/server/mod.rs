@@ -1,4 +1,4 @@
-//! Listeners: the data port (HTTP/1.1 and h2c), the admin port, and shutdown.
+//! Listeners: the data port (HTTP/1.1 and h2c, or TLS), the admin port, and shutdown.
 
 mod admin;
 mod listener;
@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use crate::error::Error;
 use crate::state::State;
+use crate::tls::Certs;
 
 /// A started toolgate: its bound addresses and a way to stop it.
 pub struct Running {
@@ -37,6 +38,10 @@ pub async fn start(config: Config) -> Result<Running, Error> {
 pub async fn start_with(state: State) -> Result<Running, Error> {
     let state = Arc::new(state);
     let l = &state.config.listen;
+    let certs = match &l.tls {
+        Some(t) => Some(Arc::new(Certs::load(t)?)),
+        None => None,
+    };
     let data_l = TcpListener::bind(l.addr)
         .await
         .map_err(|e| Error::io(format!("cannot listen on {}", l.addr), e))?;
@@ -57,8 +62,13 @@ pub async fn start_with(state: State) -> Result<Running, Error> {
         ready.clone(),
         rx.clone(),
     ));
-    let data = tokio::spawn(listener::serve(data_l, state.clone(), rx.clone()));
-    tokio::spawn(reload::watch(state.clone(), rx));
+    let data = tokio::spawn(listener::serve(
+        data_l,
+        state.clone(),
+        certs.clone(),
+        rx.clone(),
+    ));
+    tokio::spawn(reload::watch(state.clone(), certs, rx));
     ready.store(true, Ordering::Release);
     Ok(Running {
         addr,

@@ -1,7 +1,8 @@
 //! Policy hot reload: the policy files (and schema files) are checked every
 //! `[policy] reload_secs` and on SIGHUP; a change is loaded, compiled and
 //! swapped in atomically. A bad file keeps the last good set, is logged with
-//! `file:line` and counted. The same loop prunes idle rate-limiter keys.
+//! `file:line` and counted. The same loop prunes idle rate-limiter keys and
+//! reloads changed TLS certificate files.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
@@ -13,6 +14,7 @@ use tokio::sync::watch;
 use crate::error::Error;
 use crate::policy::PolicySet;
 use crate::state::State;
+use crate::tls::Certs;
 
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -68,7 +70,23 @@ pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
     }
 }
 
-pub async fn watch(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
+/// Swaps in changed certificate files; a bad file keeps the last good certificate.
+fn reload_certs(state: &State, certs: &Certs) {
+    match certs.reload_if_changed() {
+        Ok(true) => tracing::info!("TLS certificate reloaded"),
+        Ok(false) => {}
+        Err(e) => {
+            state.metrics.tls_reload_failures.fetch_add(1, Relaxed);
+            tracing::error!(error = %e, "TLS certificate reload rejected, keeping the last good certificate");
+        }
+    }
+}
+
+pub async fn watch(
+    state: Arc<State>,
+    certs: Option<Arc<Certs>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let dir = state.config.policy.dir.clone();
     let every = state.config.policy.reload;
     #[cfg(unix)]
@@ -99,6 +117,9 @@ pub async fn watch(state: Arc<State>, mut shutdown: watch::Receiver<bool>) {
                 l.retain_recent();
             }
             pruned = Instant::now();
+        }
+        if let Some(c) = &certs {
+            reload_certs(&state, c);
         }
         let Some(dir) = dir.as_deref() else { continue };
         let now = fingerprint(dir, &state.gates().policy().files);

@@ -37,3 +37,5 @@ mod fence;
 mod sentinel;
 // Client authentication and the non-loopback refusal.
 mod auth;
+// The TLS listener, mutual TLS and certificate reload.
+mod tls;
