@@ -214,3 +214,97 @@ fn check_accepts_every_shipped_policy_combination_and_reports_bad_cel_and_schema
         assert!(err.contains(needle), "missing {needle:?} in\n{err}");
     }
 }
+
+/// A port that was free a moment ago (the binary binds it itself).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0() {
+    use crate::accumulate::Acc;
+    use crate::support::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    let mut body = String::new();
+    for i in 0..20 {
+        body.push_str(&chunk(0, json!({"content": format!("{i} ")}), None));
+    }
+    body.push_str(&chunk(0, call_delta(0, "c", "t", "{}"), None));
+    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    body.push_str("data: [DONE]\n\n");
+    let mock = Mock::start(vec![Reply::Sse {
+        body: body.into(),
+        chunk: 200,
+        delay: Duration::from_millis(40),
+        reset: false,
+        gzip: false,
+    }])
+    .await;
+    let dir = TempDir::new();
+    let (port, admin) = (free_port(), free_port());
+    std::fs::create_dir_all(dir.0.join("policies")).unwrap();
+    std::fs::write(
+        dir.0.join("policies/p.toml"),
+        "[defaults]\nverdict = \"allow\"\n",
+    )
+    .unwrap();
+    let cfg = format!(
+        "[listen]\naddr = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\ndrain_secs = 10\n\n[upstream]\nbase_url = \"{}\"\napi_key_env = \"TG_IT_SIGTERM_KEY\"\n\n[audit]\npath = \"audit.jsonl\"\n\n[policy]\ndir = \"policies\"\n",
+        mock.base_url()
+    );
+    std::fs::write(dir.0.join("toolgate.toml"), cfg).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--config"])
+        .arg(dir.0.join("toolgate.toml"))
+        .env("TG_IT_SIGTERM_KEY", "sk-test-sigterm")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = format!("http://127.0.0.1:{admin}/readyz");
+    let mut up = false;
+    for _ in 0..100 {
+        let probe = hyper_util::client::legacy::Client::builder(
+            hyper_util::rt::TokioExecutor::new(),
+        )
+        .build_http::<http_body_util::Full<bytes::Bytes>>()
+        .get(ready.parse().unwrap())
+        .await;
+        if probe.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "toolgate did not become ready");
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let req = tokio::spawn(async move {
+        send("POST", &url, &[], chat_request(true, &["t"]).to_string()).await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let a = req.await.unwrap();
+    let acc = Acc::from_sse(&a.body);
+    assert!(acc.done && !acc.error, "{}", a.text());
+    assert!(acc.content[&0].starts_with("0 1 2"));
+    assert_eq!(acc.all_calls().len(), 1, "the held call was released");
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let audit = std::fs::read_to_string(dir.0.join("audit.jsonl")).unwrap();
+    assert_eq!(audit.lines().count(), 1, "the audit trail was flushed");
+    // After exit nothing listens any more.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
