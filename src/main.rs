@@ -29,6 +29,8 @@ usage:
   toolgate certs dev --out DIR [--force]
                                    a development CA, a server certificate for localhost and
                                    127.0.0.1, and a client certificate for mutual TLS
+  toolgate demo                    toolgate between a scripted agent and a scripted model
+                                   (loopback only, no API key): four decisions, explained
   toolgate --version
 ";
 
@@ -39,6 +41,7 @@ enum Command {
     Scaffold(PathBuf),
     EvalSentinel(Option<PathBuf>),
     CertsDev(PathBuf, bool),
+    Demo,
 }
 
 /// `--flag value` pairs and bare `--json`.
@@ -113,6 +116,7 @@ fn parse(args: &[String]) -> Result<Command, String> {
             }
             _ => Err("eval needs a subcommand: sentinel".into()),
         },
+        "demo" if rest.is_empty() => Ok(Command::Demo),
         "certs" => match rest.split_first() {
             Some((sub, rest)) if sub == "dev" => {
                 let force = rest.iter().any(|a| a == "--force");
@@ -178,11 +182,39 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| {
+                // The demo's output is its story; only problems go to the log.
+                tracing_subscriber::EnvFilter::new(if matches!(cmd, Command::Demo) {
+                    "error"
+                } else {
+                    "info"
+                })
+            }),
         )
         .init();
     match cmd {
+        Command::Demo => {
+            let result = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Error::io("runtime", e))
+                .and_then(|rt| rt.block_on(toolgate::cli::demo::run()));
+            match result {
+                Ok((text, all_right)) => {
+                    let code = write_out(&text);
+                    if all_right {
+                        code
+                    } else {
+                        ExitCode::from(1)
+                    }
+                }
+                Err(e) => {
+                    report(&e);
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::CertsDev(out, force) => match toolgate::cli::certs::dev(&out, force) {
             Ok(paths) => {
                 let mut text = String::new();

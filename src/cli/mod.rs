@@ -1,7 +1,9 @@
 //! The commands behind the CLI besides `serve` and `check`: `explain`,
-//! `policy scaffold`, `eval sentinel` and `certs dev`.
+//! `policy scaffold`, `eval sentinel`, `certs dev`
+//! and `demo`.
 
 pub mod certs;
+pub mod demo;
 pub mod eval;
 pub mod explain;
 pub mod scaffold;

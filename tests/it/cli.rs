@@ -269,12 +269,11 @@ async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0()
     let ready = format!("http://127.0.0.1:{admin}/readyz");
     let mut up = false;
     for _ in 0..100 {
-        let probe = hyper_util::client::legacy::Client::builder(
-            hyper_util::rt::TokioExecutor::new(),
-        )
-        .build_http::<http_body_util::Full<bytes::Bytes>>()
-        .get(ready.parse().unwrap())
-        .await;
+        let probe =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Full<bytes::Bytes>>()
+                .get(ready.parse().unwrap())
+                .await;
         if probe.is_ok_and(|r| r.status() == 200) {
             up = true;
             break;
@@ -307,4 +306,22 @@ async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0()
     assert_eq!(audit.lines().count(), 1, "the audit trail was flushed");
     // After exit nothing listens any more.
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn demo_exits_0_and_tells_the_four_decisions() {
+    let (code, out, err) = stdout(&["demo"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    for want in [
+        "toolgate: DENY comm.email (rule phase-gate-comm",
+        "<<END_⁅!UNTRUSTED_EXTERNAL_CONTENT>>",
+        "api_key=[REDACTED:openai_key]",
+        "toolgate: REJECT web.search (rule limit 2/minute",
+        "toolgate: ALLOW comm.email",
+        "All four decisions came out as expected.",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in:\n{out}");
+    }
+    assert_eq!(out.matches("[ok]").count(), 4, "{out}");
+    assert!(!out.contains("UNEXPECTED"), "{out}");
 }
