@@ -31,6 +31,8 @@ usage:
                                    127.0.0.1, and a client certificate for mutual TLS
   toolgate demo                    toolgate between a scripted agent and a scripted model
                                    (loopback only, no API key): four decisions, explained
+  toolgate health [--addr HOST:PORT]
+                                   exit 0 if the admin port (default 127.0.0.1:9090) is ready
   toolgate --version
 ";
 
@@ -42,6 +44,7 @@ enum Command {
     EvalSentinel(Option<PathBuf>),
     CertsDev(PathBuf, bool),
     Demo,
+    Health(String),
 }
 
 /// `--flag value` pairs and bare `--json`.
@@ -117,6 +120,14 @@ fn parse(args: &[String]) -> Result<Command, String> {
             _ => Err("eval needs a subcommand: sentinel".into()),
         },
         "demo" if rest.is_empty() => Ok(Command::Demo),
+        "health" => {
+            let (m, _) = flags(rest, &["--addr"])?;
+            Ok(Command::Health(
+                m.get("--addr")
+                    .cloned()
+                    .unwrap_or_else(|| "127.0.0.1:9090".into()),
+            ))
+        }
         "certs" => match rest.split_first() {
             Some((sub, rest)) if sub == "dev" => {
                 let force = rest.iter().any(|a| a == "--force");
@@ -193,6 +204,20 @@ fn main() -> ExitCode {
         )
         .init();
     match cmd {
+        Command::Health(addr) => {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::io("runtime", e))
+                .and_then(|rt| rt.block_on(toolgate::cli::health::check(&addr)));
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    report(&e);
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Demo => {
             let result = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

@@ -325,3 +325,22 @@ fn demo_exits_0_and_tells_the_four_decisions() {
     assert_eq!(out.matches("[ok]").count(), 4, "{out}");
     assert!(!out.contains("UNEXPECTED"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_exits_0_for_a_ready_toolgate_and_1_when_none_answers() {
+    let mock = crate::support::Mock::start(vec![]).await;
+    let gate = crate::support::start_gate(&mock.base_url(), crate::support::ALLOW_ALL, "").await;
+    let admin = gate.admin.trim_start_matches("http://").to_string();
+    let run = |addr: String| async move {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["health", "--addr", &addr])
+            .output()
+            .await
+            .unwrap()
+    };
+    assert_eq!(run(admin.clone()).await.status.code(), Some(0));
+    gate.stop().await;
+    let down = run(admin).await;
+    assert_eq!(down.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&down.stderr).contains("is not ready"));
+}

@@ -39,3 +39,5 @@ mod sentinel;
 mod auth;
 // The TLS listener, mutual TLS and certificate reload.
 mod tls;
+// Docker, compose and Kubernetes files, validated offline; the compose agent for real.
+mod deploy;

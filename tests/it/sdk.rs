@@ -9,15 +9,6 @@ use serde_json::Value;
 use crate::accumulate::Acc;
 use crate::support::*;
 
-/// The Python with `openai` installed: `TOOLGATE_PYTHON`, else `.venv/bin/python`.
-fn python() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    venv.exists().then_some(venv)
-}
-
 fn expected_calls(fixture: &str, denied: &[&str]) -> Vec<Value> {
     let bytes = std::fs::read(fixtures_dir().unwrap().join(fixture)).unwrap();
     Acc::from_sse(&bytes)

@@ -637,3 +637,13 @@ pub fn one_call_stream(name: &str, args: &str) -> String {
     ]
     .concat()
 }
+
+/// The Python with `openai` (and `kubernetes-validate`) installed:
+/// `TOOLGATE_PYTHON`, else `.venv/bin/python`.
+pub fn python() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TOOLGATE_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    venv.exists().then_some(venv)
+}
