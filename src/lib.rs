@@ -21,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod encoding;
 pub mod error;
+pub mod facts;
 pub mod gate;
 pub mod judge;
 pub mod metrics;

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::audit::AuditLog;
 use crate::config::{Config, ErrorMode, PolicyMode};
 use crate::error::Error;
+use crate::gate::fact_check::FactChecker;
 use crate::gate::sentinel::Sentinel;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
@@ -35,6 +36,10 @@ impl State {
     /// Loads policies, builds the upstream client and opens the audit sink.
     /// Any failure here happens before a port is bound.
     pub async fn new(config: Config) -> Result<State, Error> {
+        // Before the policies load, so a `[[facts]] file` naming the bridge's output exists.
+        if let Some(b) = &config.bridge {
+            crate::facts::bridge::import_logged(b);
+        }
         let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
         let upstream = Upstream::new(&config.upstream)?;
         let audit = AuditLog::start(&config.audit.path).await?;
@@ -60,6 +65,12 @@ impl State {
                 config.audit.include_judge_reason,
             );
             parts.sensors.push(Arc::new(sentinel));
+            let checker = FactChecker::new(
+                crate::judge::Judge::new(&j.for_output_check())?,
+                j.confidence_threshold,
+                config.audit.include_judge_reason,
+            );
+            parts.sensors.push(Arc::new(checker));
         }
         let fence_secret = fence_secret(&config.fence.key_env);
         let key = upstream

@@ -30,6 +30,8 @@ pub struct Config {
     pub fence: Fence,
     pub judge: Option<Judge>,
     pub clients: Vec<Client>,
+    /// `[facts.bridge]`: trace findings → a fact file.
+    pub bridge: Option<crate::facts::bridge::Bridge>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +158,26 @@ pub struct Judge {
     pub confidence_threshold: f64,
     pub cache_ttl: Duration,
     pub cache_capacity: usize,
+    /// The output fact-checker's model, answer size and timeout (`[judge.output]`).
+    pub output: OutputCheck,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputCheck {
+    pub model: String,
+    pub max_tokens: u32,
+    pub timeout: Duration,
+}
+
+impl Judge {
+    /// The same judge with the output fact-checker's model, answer size and timeout.
+    pub fn for_output_check(&self) -> Judge {
+        let mut j = self.clone();
+        j.model = self.output.model.clone();
+        j.max_tokens = self.output.max_tokens;
+        j.upstream.timeout = self.output.timeout;
+        j
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -378,6 +400,15 @@ impl Config {
                 }),
             },
             clients,
+            bridge: raw
+                .facts
+                .bridge
+                .as_ref()
+                .map(|b| crate::facts::bridge::Bridge {
+                    dir: resolve(&b.dir),
+                    out: resolve(&b.out),
+                    interval: Duration::from_secs(b.interval_secs.max(1)),
+                }),
             judge: raw.judge.map(|j| {
                 let mut u = upstream.clone();
                 if let Some((origin, prefix)) = judge_base {
@@ -391,11 +422,16 @@ impl Config {
                 u.timeout = Duration::from_millis(j.timeout_ms);
                 Judge {
                     upstream: u,
-                    model: j.model,
+                    model: j.model.clone(),
                     max_tokens: j.max_tokens,
                     confidence_threshold: j.confidence_threshold,
                     cache_ttl: Duration::from_secs(j.cache_ttl_secs),
                     cache_capacity: j.cache_capacity.max(1),
+                    output: OutputCheck {
+                        model: j.output.model.unwrap_or_else(|| j.model.clone()),
+                        max_tokens: j.output.max_tokens,
+                        timeout: Duration::from_millis(j.output.timeout_ms),
+                    },
                 }
             }),
             upstream,

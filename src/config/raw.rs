@@ -19,6 +19,46 @@ pub(crate) struct RawConfig {
     pub(crate) fence: RawFence,
     pub(crate) judge: Option<RawJudge>,
     pub(crate) client: Vec<Spanned<RawClient>>,
+    pub(crate) facts: RawFactsConfig,
+}
+
+/// `[facts]` in the config: the trace-to-facts bridge (facts themselves live in policy files).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawFactsConfig {
+    pub(crate) bridge: Option<RawBridge>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBridge {
+    pub(crate) dir: String,
+    pub(crate) out: String,
+    #[serde(default = "default_bridge_interval")]
+    pub(crate) interval_secs: u64,
+}
+
+fn default_bridge_interval() -> u64 {
+    300
+}
+
+/// `[judge.output]`: the output fact-checker's own limits (seed 004 section 8.1).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawOutputCheck {
+    pub(crate) model: Option<String>,
+    pub(crate) max_tokens: u32,
+    pub(crate) timeout_ms: u64,
+}
+
+impl Default for RawOutputCheck {
+    fn default() -> Self {
+        RawOutputCheck {
+            model: None,
+            max_tokens: 500,
+            timeout_ms: 5000,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -40,6 +80,7 @@ pub(crate) struct RawJudge {
     pub(crate) confidence_threshold: f64,
     pub(crate) cache_ttl_secs: u64,
     pub(crate) cache_capacity: usize,
+    pub(crate) output: RawOutputCheck,
 }
 
 impl Default for RawJudge {
@@ -53,6 +94,7 @@ impl Default for RawJudge {
             confidence_threshold: 0.8,
             cache_ttl_secs: 3600,
             cache_capacity: 10_000,
+            output: RawOutputCheck::default(),
         }
     }
 }

@@ -7,7 +7,9 @@
 //! gate gives is audited and never shown to the agent.
 
 pub mod detect;
+pub mod fact_check;
 mod integrity;
+pub mod outgoing;
 pub mod policy;
 pub mod schema;
 pub mod sensor;

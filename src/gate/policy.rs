@@ -165,12 +165,17 @@ impl PolicyGate {
         let needs = if self.explain {
             Needs::ALL
         } else {
-            Needs::of(
+            let mut n = Needs::of(
                 rules
                     .iter()
                     .filter_map(|r| r.when.as_ref())
                     .flat_map(|c| c.variables.iter().map(String::as_str)),
-            )
+            );
+            // The output fact-checker reads the outgoing text from `output.*`.
+            n.output |= rules
+                .iter()
+                .any(|r| r.require.iter().any(|s| s == "output"));
+            n
         };
         let mut sig = signals::deterministic(
             call,

@@ -43,6 +43,9 @@ pub enum Offer {
 /// `key = "none"` and `confidence = 0.0`.
 const ASSISTED_DEFAULTS: [(&str, &str); 2] = [("sentinel", "decision"), ("output", "verdict")];
 
+/// Signals that carry argument text (or bulk registry data): never audited.
+const NOT_AUDITED: [&str; 4] = ["args", "schema.errors", "output.text", "output.facts"];
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Signals {
     map: BTreeMap<String, Signal>,
@@ -135,14 +138,16 @@ impl Signals {
     }
 
     /// The same without anything taken from the arguments' values (for the audit
-    /// trail): `args` and `schema.errors` are left out, detector lists become counts.
+    /// trail): `args`, `schema.errors` and the outgoing text are left out,
+    /// detector and claim lists become counts.
     pub fn to_audit_json(&self) -> Value {
         let m: Map<String, Value> = self
             .map
             .iter()
-            .filter(|(k, _)| k.as_str() != "args" && k.as_str() != "schema.errors")
+            .filter(|(k, _)| !NOT_AUDITED.contains(&k.as_str()))
             .map(|(k, s)| {
-                let value = match (&s.value, k.starts_with("detect.")) {
+                let counted = k.starts_with("detect.") || k == "output.claims";
+                let value = match (&s.value, counted) {
                     (Value::Array(a), true) => json!(a.len()),
                     (v, _) => v.clone(),
                 };
@@ -199,6 +204,7 @@ pub struct Needs {
     pub schema: bool,
     pub detect: bool,
     pub provenance: bool,
+    pub output: bool,
 }
 
 impl Needs {
@@ -206,6 +212,7 @@ impl Needs {
         schema: true,
         detect: true,
         provenance: true,
+        output: true,
     };
 
     /// The groups the given rule variables read.
@@ -214,12 +221,14 @@ impl Needs {
             schema: false,
             detect: false,
             provenance: false,
+            output: false,
         };
         for v in variables {
             match v {
                 "schema" => n.schema = true,
                 "detect" => n.detect = true,
                 "provenance" => n.provenance = true,
+                "output" => n.output = true,
                 _ => {}
             }
         }
@@ -261,6 +270,13 @@ pub fn deterministic(
         }
     }
     s.set("args", args);
+    if needs.output {
+        let args = s
+            .get("args")
+            .map(|a| a.value.clone())
+            .unwrap_or(Value::Null);
+        super::outgoing::signals(&mut s, policy, &call.name, &args);
+    }
     s
 }
 

@@ -41,7 +41,19 @@ pub struct ToolEntry {
     pub class: ToolClass,
     /// A schema the arguments must also satisfy, compiled at load.
     pub schema: Option<Arc<jsonschema::Validator>>,
+    /// Calls that send text outside (seed 004): checked against the facts.
+    pub external: Option<ExternalComm>,
     pub origin: String,
+}
+
+/// `external_comm = { when, text }`: when a call is an external communication,
+/// and where its outgoing text is.
+#[derive(Debug, Clone)]
+pub struct ExternalComm {
+    /// CEL over the call's signals (`args`, `tool`, …); `None` = always.
+    pub when: Option<super::expr::Condition>,
+    /// JSON pointers to the outgoing text; empty = every string leaf of the arguments.
+    pub text: Vec<String>,
 }
 
 impl ToolEntry {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::catalog::{ToolClass, ToolEntry};
+use super::catalog::{ExternalComm, ToolClass, ToolEntry};
 use super::expr::Condition;
 use super::limits::{Limit, LimitKey};
 use super::{FailMode, FenceMode, FenceRule, Glob, Rule, Verdict};
@@ -26,6 +26,25 @@ struct RawFile {
     limit: Vec<Spanned<RawLimit>>,
     #[serde(default)]
     fence: Vec<Spanned<RawFence>>,
+    #[serde(default)]
+    fact: Vec<Spanned<crate::facts::Fact>>,
+    #[serde(default)]
+    facts: Vec<Spanned<RawFacts>>,
+}
+
+/// `[[facts]] file = "…"`: a fact file in seed 004's section 8.3 format.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFacts {
+    file: Spanned<String>,
+}
+
+/// `external_comm = { when, text }` on a `[[tool]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExternal {
+    when: Option<Spanned<String>>,
+    text: Option<Spanned<OneOrMany>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,6 +82,7 @@ struct RawTool {
     class: ToolClass,
     schema: Option<Spanned<toml::Value>>,
     schema_file: Option<Spanned<String>>,
+    external_comm: Option<Spanned<RawExternal>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -82,8 +102,9 @@ pub(super) struct Compiled {
     pub tools: Vec<ToolEntry>,
     pub limits: Vec<Limit>,
     pub fences: Vec<FenceRule>,
-    /// Schema files read (watched for changes).
+    /// Schema and fact files read (watched for changes).
     pub schema_files: Vec<std::path::PathBuf>,
+    pub facts: Vec<crate::facts::Fact>,
 }
 
 /// Sensors a rule may require.
@@ -243,12 +264,52 @@ pub(super) fn compile(
                 }
             },
         };
+        let external = match t.external_comm {
+            None => None,
+            Some(x) => match external(&mut cx, x) {
+                Some(x) => Some(x),
+                None => continue,
+            },
+        };
         out.tools.push(ToolEntry {
             globs,
             class: t.class,
             schema,
+            external,
             origin: format!("{file}:{}", line_of(src, at)),
         });
+    }
+    for f in raw.fact {
+        let at = f.span().start;
+        let mut f = f.into_inner();
+        if f.source.is_empty() {
+            f.source = format!("{file}:{}", line_of(src, at));
+        }
+        if f.subject.trim().is_empty() || f.value.trim().is_empty() {
+            cx.err(at, "[[fact]] needs a non-empty subject and value".into());
+            continue;
+        }
+        out.facts.push(f);
+    }
+    for f in raw.facts {
+        let at = f.span().start;
+        let path = dir.join(f.into_inner().file.get_ref());
+        out.schema_files.push(path.clone());
+        let read = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read fact file {}: {e}", path.display()))
+            .and_then(|t| {
+                serde_json::from_str::<crate::facts::FactFile>(&t).map_err(|e| {
+                    format!(
+                        "fact file {} is not a fact file (section 8.3 format): line {}: {e}",
+                        path.display(),
+                        e.line()
+                    )
+                })
+            });
+        match read {
+            Ok(ff) => out.facts.extend(ff.facts),
+            Err(m) => cx.err(at, m),
+        }
     }
     for f in raw.fence {
         let f = f.into_inner();
@@ -276,4 +337,35 @@ pub(super) fn compile(
             Err(m) => cx.err(l.rate.span().start, m),
         }
     }
+}
+
+/// Compiles `external_comm`: its CEL condition and its text pointers.
+fn external(cx: &mut Ctx<'_>, x: Spanned<RawExternal>) -> Option<ExternalComm> {
+    let at = x.span().start;
+    let x = x.into_inner();
+    let when = match x.when {
+        None => None,
+        Some(w) => match Condition::compile(w.get_ref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                cx.err(
+                    w.span().start,
+                    format!("bad CEL in `external_comm.when`: {e}"),
+                );
+                return None;
+            }
+        },
+    };
+    let text = x
+        .text
+        .map(|t| t.into_inner().into_vec())
+        .unwrap_or_default();
+    if let Some(bad) = text.iter().find(|p| !p.is_empty() && !p.starts_with('/')) {
+        cx.err(
+            at,
+            format!("`external_comm.text` entries are JSON pointers (\"/body\"), not `{bad}`"),
+        );
+        return None;
+    }
+    Some(ExternalComm { when, text })
 }

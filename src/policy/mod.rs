@@ -17,7 +17,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Diagnostic, Error};
-pub use catalog::{ToolClass, ToolEntry};
+pub use catalog::{ExternalComm, ToolClass, ToolEntry};
 use expr::Condition;
 pub use glob::Glob;
 use limits::Limit;
@@ -114,8 +114,12 @@ pub struct PolicySet {
     pub default_verdict: Verdict,
     /// Short hash of every loaded file's name and bytes; audited with each decision.
     pub version: String,
-    /// Every file read (policies and schema files), for change detection.
+    /// Every file read (policies, schema and fact files), for change detection.
     pub files: Vec<PathBuf>,
+    /// `[[fact]]` and `[[facts]] file` of every policy file.
+    pub facts: std::sync::Arc<crate::facts::Registry>,
+    /// Short hash of the facts (the output fact-checker's cache key).
+    pub facts_version: String,
 }
 
 /// Rules indexed by their `tools` globs, so a call only looks at rules that
@@ -254,6 +258,17 @@ impl PolicySet {
             return Err(Error::Config(diags));
         }
         let digest = hasher.finalize();
+        let facts_version = {
+            let mut h = Sha256::new();
+            for f in &out.facts {
+                for part in [&f.subject, &f.predicate, &f.value, &f.source] {
+                    h.update(part.as_bytes());
+                    h.update([0]);
+                }
+            }
+            crate::audit::hex(&h.finalize()[..6])
+        };
+        let facts = std::sync::Arc::new(crate::facts::Registry::new(out.facts));
         let mut files: Vec<PathBuf> = sources.iter().map(|(n, _)| PathBuf::from(n)).collect();
         files.extend(out.schema_files);
         Ok(PolicySet {
@@ -265,6 +280,8 @@ impl PolicySet {
             default_verdict: default.map(|d| d.0).unwrap_or(Verdict::Deny),
             version: crate::audit::hex(&digest[..6]),
             files,
+            facts,
+            facts_version,
         })
     }
 }

@@ -68,6 +68,9 @@ pub async fn start_with(state: State) -> Result<Running, Error> {
         certs.clone(),
         rx.clone(),
     ));
+    if let Some(b) = state.config.bridge.clone() {
+        tokio::spawn(crate::facts::bridge::watch(b, rx.clone()));
+    }
     tokio::spawn(reload::watch(state.clone(), certs, rx));
     ready.store(true, Ordering::Release);
     Ok(Running {

@@ -18,13 +18,17 @@ use crate::tls::Certs;
 
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// Names, sizes and modification times of the policy dir's files and of the
-/// files the current policy read.
-fn fingerprint(dir: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+/// Names, sizes and modification times of a dir's `*.ext` files and of `extra`
+/// files (e.g. those the current policy read).
+pub fn fingerprint(
+    dir: &Path,
+    ext: &str,
+    extra: &[PathBuf],
+) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .filter(|p| p.extension().is_some_and(|x| x == ext))
                 .collect()
         })
         .unwrap_or_default();
@@ -93,7 +97,7 @@ pub async fn watch(
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let mut last = dir
         .as_deref()
-        .map(|d| fingerprint(d, &state.gates().policy().files));
+        .map(|d| fingerprint(d, "toml", &state.gates().policy().files));
     let mut pruned = Instant::now();
     loop {
         #[cfg(unix)]
@@ -122,7 +126,7 @@ pub async fn watch(
             reload_certs(&state, c);
         }
         let Some(dir) = dir.as_deref() else { continue };
-        let now = fingerprint(dir, &state.gates().policy().files);
+        let now = fingerprint(dir, "toml", &state.gates().policy().files);
         if forced || last.as_ref() != Some(&now) {
             last = Some(now);
             let _ = reload(&state, dir);
