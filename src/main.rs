@@ -31,6 +31,8 @@ usage:
                                    127.0.0.1, and a client certificate for mutual TLS
   toolgate demo                    toolgate between a scripted agent and a scripted model
                                    (loopback only, no API key): four decisions, explained
+  toolgate facts import DIR --out FILE
+                                   TraceFinding JSON files in DIR → facts merged into FILE
   toolgate health [--addr HOST:PORT]
                                    exit 0 if the admin port (default 127.0.0.1:9090) is ready
   toolgate --version
@@ -45,6 +47,7 @@ enum Command {
     CertsDev(PathBuf, bool),
     Demo,
     Health(String),
+    FactsImport(PathBuf, PathBuf),
 }
 
 /// `--flag value` pairs and bare `--json`.
@@ -120,6 +123,15 @@ fn parse(args: &[String]) -> Result<Command, String> {
             _ => Err("eval needs a subcommand: sentinel".into()),
         },
         "demo" if rest.is_empty() => Ok(Command::Demo),
+        "facts" => match rest.split_first() {
+            Some((sub, rest)) if sub == "import" => {
+                let (dir, rest) = rest.split_first().ok_or("facts import needs DIR")?;
+                let (m, _) = flags(rest, &["--out"])?;
+                let out = m.get("--out").ok_or("facts import needs --out FILE")?;
+                Ok(Command::FactsImport(PathBuf::from(dir), PathBuf::from(out)))
+            }
+            _ => Err("facts needs a subcommand: import".into()),
+        },
         "health" => {
             let (m, _) = flags(rest, &["--addr"])?;
             Ok(Command::Health(
@@ -204,6 +216,13 @@ fn main() -> ExitCode {
         )
         .init();
     match cmd {
+        Command::FactsImport(dir, out) => match toolgate::facts::bridge::import(&dir, &out) {
+            Ok(r) => write_out(&r.render(&out)),
+            Err(e) => {
+                report(&e);
+                ExitCode::from(1)
+            }
+        },
         Command::Health(addr) => {
             let result = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -25,24 +25,27 @@ guaranteed|100 ?% (?:secure|safe|accurate|reliable|uptime|guaranteed)|never (?:f
 zero (?:bugs|downtime|errors|risk)|no bugs|bug[- ]free|always works|fully autonomous|completely (?:secure|safe|autonomous)|\
 the only (?:tool|product|solution|platform|company)|first[- ]ever|infinitely|instantly|bullet[- ]?proof|\
 military[- ]grade|unbreakable|unhackable|flawless|perfect(?:ly)? (?:accuracy|accurate|secure|safe)|limitless|\
-no (?:one|other \\w+) (?:can|comes close)|10x|100x|1000x";
+no (?:one|other [a-z]+) (?:can|comes close)|10x|100x|1000x";
 
 #[allow(clippy::expect_used)] // the patterns are constants, checked by the tests below
 static P: LazyLock<Patterns> = LazyLock::new(|| {
+    // ASCII classes and word boundaries (`(?-u)`) keep the automata small and fast;
+    // the claims they look for are written in ASCII digits and words.
     let r = |s: &str| Regex::new(s).expect("claim pattern");
-    let num = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?";
+    let num = r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?";
+    let sp = r"[ \t]";
     Patterns {
-        percentage: r(&format!(r"(?i)(?:{num})\s?(?:%|percent\b|per cent\b)")),
+        percentage: r(&format!(r"(?i-u)(?:{num}){sp}?(?:%|percent\b|per cent\b)")),
         currency: r(&format!(
-            r"(?i)(?:[$€£¥]\s?(?:{num})(?:\s?(?:k|m|bn|million|billion|thousand)\b)?|(?:{num})\s?(?:usd|eur|gbp|dollars?|euros?|pounds?)\b)"
+            r"(?i)(?:[$€£¥]{sp}?(?:{num})(?:{sp}?(?:k|m|bn|million|billion|thousand)(?-u:\b))?|(?:{num}){sp}?(?:usd|eur|gbp|dollars?|euros?|pounds?)(?-u:\b))"
         )),
-        quantity: r(&format!(r"(?i)\b(?:{num})\s?(?:{UNITS})(?:\b|$)")),
+        quantity: r(&format!(r"(?i-u)\b(?:{num}){sp}?(?:{UNITS})(?:\b|$)")),
         count: r(&format!(
-            r"(?i)\b(?:{num})(?:\s?(?:k|m|million|billion|thousand))?\+?\s+(?:[a-z][a-z\-]*s)\b"
+            r"(?i-u)\b(?:{num})(?:{sp}?(?:k|m|million|billion|thousand))?\+?{sp}+(?:[a-z][a-z\-]*s)\b"
         )),
-        exaggeration: r(&format!(r"(?i)\b(?:{EXAGGERATIONS})")),
+        exaggeration: r(&format!(r"(?i-u)\b(?:{EXAGGERATIONS})")),
         number: r(&format!(
-            r"(?i)(?:{num})(?:\s?(k|m|bn|b|thousand|million|billion)\b)?"
+            r"(?i-u)(?:{num})(?:{sp}?(?:k|m|bn|b|thousand|million|billion)\b)?"
         )),
     }
 });
@@ -57,31 +60,40 @@ pub fn number(value: &str) -> Option<f64> {
     // Only a value that is one number, with at most a currency sign or `%`, is numeric.
     let rest = format!("{}{}", &v[..m.start()], &v[m.end()..]);
     if rest.chars().all(|c| "$€£¥%+~ ".contains(c)) {
-        numbers(m.as_str()).first().copied()
+        numbers(m.as_str()).first().map(|n| n.0)
     } else {
         None
     }
 }
 
-/// Every number in a text, with `k`/`M`/`million` and the like applied.
-pub fn numbers(text: &str) -> Vec<f64> {
+/// Every number in a text with its precision (the value of one step in its
+/// last written digit), `k`/`M`/`million` and the like applied: `255.9k` is
+/// `(255900, 100)`, `1,680` is `(1680, 1)`.
+pub fn numbers(text: &str) -> Vec<(f64, f64)> {
     P.number
-        .captures_iter(text)
-        .filter_map(|c| {
-            let whole = c.get(0)?.as_str();
+        .find_iter(text)
+        .filter_map(|m| {
+            let whole = m.as_str();
             let digits: String = whole
                 .chars()
                 .take_while(|ch| ch.is_ascii_digit() || *ch == ',' || *ch == '.')
                 .filter(|ch| *ch != ',')
                 .collect();
-            let n: f64 = digits.trim_end_matches('.').parse().ok()?;
-            let scale = match c.get(1).map(|m| m.as_str().to_ascii_lowercase()).as_deref() {
-                Some("k" | "thousand") => 1e3,
-                Some("m" | "million") => 1e6,
-                Some("b" | "bn" | "billion") => 1e9,
+            let digits = digits.trim_end_matches('.');
+            let n: f64 = digits.parse().ok()?;
+            let decimals = digits.split_once('.').map(|(_, d)| d.len()).unwrap_or(0);
+            // What follows the digits is the scale word, if the pattern took one.
+            let suffix = whole
+                .trim_start_matches(|c: char| c.is_ascii_digit() || c == ',' || c == '.')
+                .trim()
+                .to_ascii_lowercase();
+            let scale = match suffix.as_str() {
+                "k" | "thousand" => 1e3,
+                "m" | "million" => 1e6,
+                "b" | "bn" | "billion" => 1e9,
                 _ => 1.0,
             };
-            Some(n * scale)
+            Some((n * scale, scale / 10f64.powi(decimals as i32)))
         })
         .collect()
 }
@@ -161,8 +173,8 @@ mod tests {
     #[test]
     fn reads_numbers_with_separators_and_scales() {
         assert_eq!(
-            numbers("255,908 and 255.9k and 3 million"),
-            vec![255908.0, 255900.0, 3e6]
+            numbers("255,908 and 255.9k and 3 million and 99.5"),
+            vec![(255908.0, 1.0), (255900.0, 100.0), (3e6, 1e6), (99.5, 0.1)]
         );
         assert_eq!(number("99.5%"), Some(99.5));
         assert_eq!(number("$1.2M"), Some(1.2e6));

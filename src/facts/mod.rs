@@ -168,6 +168,7 @@ impl Registry {
                 continue;
             }
             let sentence = sentence_around(&norm, s, e);
+            let mut numbers: Option<Vec<(f64, f64)>> = None;
             for &fi in &self.by_subject[m.pattern().as_usize()] {
                 if !seen_relevant.contains(&fi) {
                     seen_relevant.push(fi);
@@ -177,7 +178,8 @@ impl Registry {
                 if !p.words.is_empty() && !p.words.iter().any(|w| names_word(sentence, w)) {
                     continue;
                 }
-                if disagrees(p, sentence) && !seen_contra.contains(&fi) {
+                let found = numbers.get_or_insert_with(|| claims::numbers(sentence));
+                if disagrees(p, sentence, found) && !seen_contra.contains(&fi) {
                     seen_contra.push(fi);
                     out.contradictions.push(Contradiction {
                         subject: p.fact.subject.clone(),
@@ -208,20 +210,17 @@ fn names_word(hay: &str, w: &str) -> bool {
 }
 
 /// Whether the sentence states a value for the fact other than the registered one.
-fn disagrees(p: &Prepared, sentence: &str) -> bool {
+fn disagrees(p: &Prepared, sentence: &str, found: &[(f64, f64)]) -> bool {
     match p.number {
-        Some(want) => {
-            let found = claims::numbers(sentence);
-            !found.is_empty() && !found.iter().any(|n| same_number(*n, want))
-        }
+        Some(want) => !found.is_empty() && !found.iter().any(|&(n, step)| agrees(n, step, want)),
         None => !sentence.contains(p.value.as_str()),
     }
 }
 
-fn same_number(a: f64, b: f64) -> bool {
-    let scale = a.abs().max(b.abs()).max(1.0);
-    // `255.9k` for 255,908: within the precision the text used (0.1 %).
-    (a - b).abs() <= scale * 1e-3
+/// A number written to `step` precision agrees with the fact when the fact
+/// rounds to it: `255.9k` agrees with 255,908, `1,680` does not with 1,679.
+fn agrees(n: f64, step: f64, want: f64) -> bool {
+    (n - want).abs() <= step / 2.0 + want.abs() * 1e-12
 }
 
 /// The sentence containing `[s, e)`: from the previous sentence end to the next.

@@ -344,3 +344,76 @@ async fn health_exits_0_for_a_ready_toolgate_and_1_when_none_answers() {
     assert_eq!(down.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&down.stderr).contains("is not ready"));
 }
+
+#[test]
+fn facts_import_merges_findings_and_reports_skipped_files() {
+    let dir = TempDir::new();
+    let traces = dir.0.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    std::fs::write(
+        traces.join("daily.json"),
+        r#"[{"id": "F1", "agent": "a", "signal": {"signal": "SIG-HALLUCINATION", "severity": "high", "summary": "s"},
+             "factCorrection": {"subject": "uptime", "claimed": "100%", "actual": "99.5%"}}]"#,
+    )
+    .unwrap();
+    std::fs::write(traces.join("bad.json"), "[{").unwrap();
+    let out = dir.0.join("facts.json");
+    let (code, stdout, err) = stdout(&[
+        "facts",
+        "import",
+        traces.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        stdout.contains("1 with a fact correction; 1 fact(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("skipped") && stdout.contains("bad.json"),
+        "{stdout}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["facts"][0]["predicate"], "value");
+    assert_eq!(v["facts"][0]["source"], "trace:F1");
+    assert_eq!(toolgate(&["facts", "import"]).0, 2, "usage error");
+}
+
+#[test]
+fn check_reports_missing_and_invalid_fact_files_and_bad_external_comm() {
+    let dir = TempDir::new();
+    let pol = dir.0.join("policies");
+    std::fs::create_dir_all(&pol).unwrap();
+    let cfg = dir.0.join("t.toml");
+    std::fs::write(&cfg, "[policy]\ndir = \"policies\"\n").unwrap();
+    let check = |policy: &str| {
+        std::fs::write(pol.join("p.toml"), policy).unwrap();
+        toolgate(&["check", "--config", cfg.to_str().unwrap()])
+    };
+    let (code, err) = check("[defaults]\nverdict = \"allow\"\n\n[[facts]]\nfile = \"nope.json\"\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("p.toml:4:") && err.contains("cannot read fact file"),
+        "{err}"
+    );
+    std::fs::write(pol.join("bad.json"), "{\"facts\": [{\"subject\": 1}]}").unwrap();
+    let (code, err) = check("[[facts]]\nfile = \"bad.json\"\n");
+    assert_eq!(code, 1);
+    assert!(err.contains("is not a fact file"), "{err}");
+    let (code, err) = check("[[tool]]\nmatch = \"m\"\nclass = \"external_io\"\nexternal_comm = { when = \"args.x ==\" }\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("p.toml:4:") && err.contains("external_comm.when"),
+        "{err}"
+    );
+    let (code, err) = check(
+        "[[tool]]\nmatch = \"m\"\nclass = \"external_io\"\nexternal_comm = { text = [\"body\"] }\n",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("JSON pointers"), "{err}");
+    std::fs::write(pol.join("good.json"), "{\"id\": \"x\", \"facts\": [{\"subject\": \"s\", \"predicate\": \"p\", \"value\": \"1\", \"source\": \"t\"}]}").unwrap();
+    let (code, err) = check("[defaults]\nverdict = \"allow\"\n\n[[facts]]\nfile = \"good.json\"\n\n[[fact]]\nsubject = \"a\"\nvalue = \"b\"\n");
+    assert_eq!(code, 0, "{err}");
+}

@@ -41,3 +41,5 @@ mod auth;
 mod tls;
 // Docker, compose and Kubernetes files, validated offline; the compose agent for real.
 mod deploy;
+// Output validation: facts, the LLM fact-checker, the trace-to-facts bridge.
+mod output;
