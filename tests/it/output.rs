@@ -139,7 +139,7 @@ fn judge(fail_status: Option<u16>) -> (Judge, Reply) {
 }
 
 /// An upstream proposing `message` with the channel and text named by the user
-/// message `CHANNEL: TEXT` (non-streaming).
+/// message `CHANNEL: TEXT`, or `exec` of TEXT for `exec: TEXT` (non-streaming).
 fn messaging_upstream() -> Reply {
     Reply::Func(
         Arc::new(|req: &Value| {
@@ -149,8 +149,12 @@ fn messaging_upstream() -> Reply {
                 .and_then(|m| m["content"].as_str())
                 .unwrap_or("");
             let (channel, text) = user.split_once(": ").unwrap_or(("slack", user));
-            let args = json!({"channel": channel, "text": text}).to_string();
-            let call = json!({"id": "call_m", "type": "function", "function": {"name": "message", "arguments": args}});
+            let (name, args) = if channel == "exec" {
+                ("exec", json!({"command": text}))
+            } else {
+                ("message", json!({"channel": channel, "text": text}))
+            };
+            let call = json!({"id": "call_m", "type": "function", "function": {"name": name, "arguments": args.to_string()}});
             (200, json!({"id": "u", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls",
                 "message": {"role": "assistant", "content": null, "tool_calls": [call]}}]}).to_string())
         }),
@@ -160,7 +164,8 @@ fn messaging_upstream() -> Reply {
 
 async fn say(gate: &Gate, line: &str) -> usize {
     let body = json!({"model": "m", "messages": [{"role": "user", "content": line}],
-        "tools": [{"type": "function", "function": {"name": "message", "parameters": {"type": "object"}}}]});
+        "tools": [{"type": "function", "function": {"name": "message", "parameters": {"type": "object"}}},
+                  {"type": "function", "function": {"name": "exec", "parameters": {"type": "object"}}}]});
     let a = post_chat_at(gate, "/v1/chat/completions", &body, &[]).await;
     assert_eq!(a.status, 200, "{}", a.text());
     Acc::from_json(&a.body).all_calls().len()
@@ -215,6 +220,19 @@ async fn the_fact_checker_judges_only_external_messages_and_its_block_rejects() 
         "the same text and facts are answered from the cache"
     );
 
+    // Seed 004's integration case: `exec` running `bird tweet` is an external communication.
+    assert_eq!(
+        say(&gate, "exec: grep fastest notes.txt").await,
+        1,
+        "not a tweet"
+    );
+    assert_eq!(j.checks.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        say(&gate, "exec: bird tweet 'we ship the fastest agents'").await,
+        0
+    );
+    assert_eq!(j.checks.load(Ordering::SeqCst), 3);
+
     let audit = gate.audit_flushed().await;
     let blocked = audit.iter().find(|r| r["verdict"] == "reject").unwrap();
     assert_eq!(blocked["rule"], "output-fact-check-blocks");
@@ -224,8 +242,18 @@ async fn the_fact_checker_judges_only_external_messages_and_its_block_rejects() 
         blocked["signals"].get("output.reasons").is_none(),
         "reasons only with include_judge_reason"
     );
-    let last = audit.last().unwrap();
-    assert_eq!(last["signals"]["output.cache_hit"]["value"], true);
+    let cached = audit
+        .iter()
+        .filter(|r| r["tool"] == "message")
+        .last()
+        .unwrap();
+    assert_eq!(cached["verdict"], "allow");
+    assert_eq!(cached["signals"]["output.cache_hit"]["value"], true);
+    let tweet = audit.last().unwrap();
+    assert_eq!(
+        (tweet["tool"].as_str(), tweet["rule"].as_str()),
+        (Some("exec"), Some("output-fact-check-blocks"))
+    );
     gate.stop().await;
 }
 
