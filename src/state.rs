@@ -111,7 +111,11 @@ impl State {
     }
 
     /// Installs a newly loaded policy set.
-    pub fn swap_policy(&self, policy: PolicySet) {
+    pub fn swap_policy(&self, mut policy: PolicySet) {
+        let old = self.gates().policy().clone();
+        for l in &mut policy.limits {
+            l.keep_buckets_of(&old.limits);
+        }
         let g = Arc::new(Gates::new(Arc::new(policy), &self.parts));
         match self.gates.write() {
             Ok(mut w) => *w = g,

@@ -24,6 +24,8 @@ pub struct Limit {
     pub key: LimitKey,
     pub rate: String,
     pub origin: String,
+    /// What makes two limits the same across a reload: globs, key, rate, burst.
+    spec: String,
     limiter: Arc<DefaultKeyedRateLimiter<String>>,
 }
 
@@ -66,7 +68,9 @@ impl Limit {
         let quota = Quota::with_period(period / n.get())
             .ok_or("rate too high")?
             .allow_burst(burst);
+        let names: Vec<&str> = globs.iter().map(Glob::as_str).collect();
         Ok(Limit {
+            spec: format!("{names:?}|{key:?}|{n}/{period:?}|{burst}"),
             globs,
             key,
             rate: rate.to_string(),
@@ -82,6 +86,14 @@ impl Limit {
     /// Takes one call from the bucket of `key`; false when over the limit.
     pub fn take(&self, key: &str) -> bool {
         self.limiter.check_key(&key.to_string()).is_ok()
+    }
+
+    /// Keeps the buckets of the same limit in the policy being replaced, so a
+    /// reload (a policy edit elsewhere, a new fact) does not reset the counts.
+    pub fn keep_buckets_of(&mut self, old: &[Limit]) {
+        if let Some(o) = old.iter().find(|o| o.spec == self.spec) {
+            self.limiter = o.limiter.clone();
+        }
     }
 
     /// Forgets keys whose buckets are full again (call periodically).
@@ -110,6 +122,28 @@ mod tests {
         assert!(!l.take("s1"));
         assert!(l.take("s2"), "another key has its own bucket");
         assert!(l.applies_to("comm.email") && !l.applies_to("read"));
+    }
+
+    #[test]
+    fn a_reloaded_identical_limit_keeps_its_buckets_and_a_changed_one_starts_afresh() {
+        let mk = |rate: &str| {
+            Limit::new(
+                vec![Glob::new("t")],
+                LimitKey::Session,
+                rate,
+                None,
+                "t".into(),
+            )
+            .unwrap()
+        };
+        let old = mk("2/minute");
+        assert!(old.take("s") && old.take("s") && !old.take("s"));
+        let mut same = mk("2/minute");
+        same.keep_buckets_of(std::slice::from_ref(&old));
+        assert!(!same.take("s"), "the count survived the reload");
+        let mut changed = mk("3/minute");
+        changed.keep_buckets_of(std::slice::from_ref(&old));
+        assert!(changed.take("s"), "a changed limit is a new limit");
     }
 
     #[test]

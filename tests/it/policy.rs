@@ -320,3 +320,43 @@ async fn hot_reload_keeps_the_last_good_policy_and_takes_a_fixed_one() {
     assert_eq!(versions.len(), 2, "each record carries its policy version");
     gate.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_rate_limit_counts_of_unchanged_limits() {
+    let replies = (0..3)
+        .map(|_| Reply::sse(one_call_stream("read_notes", "{}")))
+        .collect();
+    let mock = Mock::start(replies).await;
+    let mut files = shipped(&["default.toml"]);
+    files.push((
+        "50-limit.toml".into(),
+        "[[limit]]\nmatch = \"read_notes\"\nkey = \"global\"\nrate = \"2/minute\"\n".into(),
+    ));
+    let gate = start_gate_files(&mock.base_url(), &files, "[policy]\nreload_secs = 1\n").await;
+    let req = comm_tools();
+    let call = || post_chat_at(&gate, "/v1/chat/completions", &req, &[]);
+    assert_eq!(released(&call().await), ["read_notes"]);
+    assert_eq!(released(&call().await), ["read_notes"]);
+    let state = &gate.running.as_ref().unwrap().state;
+    let before = state.gates().policy().version.clone();
+    // An unrelated edit (as a fact-file update from the bridge would be).
+    std::fs::write(
+        gate.dir.0.join("policies/60-edit.toml"),
+        "[[fact]]\nsubject = \"x\"\nvalue = \"1\"\n",
+    )
+    .unwrap();
+    let mut reloaded = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if state.gates().policy().version != before {
+            reloaded = true;
+            break;
+        }
+    }
+    assert!(reloaded, "the edit was not picked up");
+    assert!(
+        released(&call().await).is_empty(),
+        "the third call in the minute is still over the limit after the reload"
+    );
+    gate.stop().await;
+}
