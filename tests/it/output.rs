@@ -242,11 +242,7 @@ async fn the_fact_checker_judges_only_external_messages_and_its_block_rejects() 
         blocked["signals"].get("output.reasons").is_none(),
         "reasons only with include_judge_reason"
     );
-    let cached = audit
-        .iter()
-        .filter(|r| r["tool"] == "message")
-        .last()
-        .unwrap();
+    let cached = audit.iter().rfind(|r| r["tool"] == "message").unwrap();
     assert_eq!(cached["verdict"], "allow");
     assert_eq!(cached["signals"]["output.cache_hit"]["value"], true);
     let tweet = audit.last().unwrap();
