@@ -10,6 +10,11 @@ use toolgate::config::Config;
 use toolgate::error::Error;
 use toolgate::policy::PolicySet;
 
+/// mimalloc: the proxy allocates many short-lived buffers per request; glibc's
+/// malloc spent ~15 % of a loaded stream path's CPU (bench/README.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Exit code for bad configuration (EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
 

@@ -39,7 +39,11 @@ pub fn signals(s: &mut Signals, policy: &PolicySet, tool: &str, args: &Value) {
         None => false,
         Some(x) => match &x.when {
             None => true,
-            Some(c) => c.eval(&Bindings::new(s.vars())).unwrap_or_else(|e| {
+            Some(c) => {
+                let only: Vec<&str> = c.variables.iter().map(String::as_str).collect();
+                c.eval(&Bindings::new(s.vars_only(Some(&only))))
+            }
+            .unwrap_or_else(|e| {
                 // Unsure whether it leaves: treat it as leaving, so it is checked.
                 tracing::warn!(tool = %tool, error = %e, "external_comm.when failed; treated as external");
                 true

@@ -33,6 +33,13 @@ pub struct PolicyGate {
     hidden_memo: std::sync::Mutex<HashMap<u64, bool>>,
 }
 
+/// The rules that apply to a call and the variables they read (`None` = all).
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    rules: &'a [&'a Rule],
+    only: Option<&'a [&'a str]>,
+}
+
 /// The result of one pass over the rules.
 struct Pass<'a> {
     verdict: Verdict,
@@ -162,15 +169,19 @@ impl PolicyGate {
     async fn judge(&self, call: &ToolCall, ctx: &Context) -> Outcome {
         let rules = self.policy.rules_for(&call.name);
         // Compute what the rules read (everything for `explain`).
+        // The top-level variables the applicable rules read (all for `explain`).
+        let mut used: Vec<&str> = rules
+            .iter()
+            .filter_map(|r| r.when.as_ref())
+            .flat_map(|c| c.variables.iter().map(String::as_str))
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let only = (!self.explain).then_some(used.as_slice());
         let needs = if self.explain {
             Needs::ALL
         } else {
-            let mut n = Needs::of(
-                rules
-                    .iter()
-                    .filter_map(|r| r.when.as_ref())
-                    .flat_map(|c| c.variables.iter().map(String::as_str)),
-            );
+            let mut n = Needs::of(used.iter().copied());
             // The output fact-checker reads the outgoing text from `output.*`.
             n.output |= rules
                 .iter()
@@ -189,7 +200,7 @@ impl PolicyGate {
         sig.set("rate.exceeded", json!(over.is_some()));
         let first = evaluate(
             &rules,
-            &Bindings::new(sig.vars()),
+            &Bindings::new(sig.vars_only(only)),
             self.policy.default_verdict,
             &call.name,
         );
@@ -214,7 +225,11 @@ impl PolicyGate {
             }
         }
         if out.verdict == Verdict::Allow {
-            self.assisted(call, ctx, &rules, &first.matched, &mut sig, &mut out)
+            let scope = Scope {
+                rules: &rules,
+                only,
+            };
+            self.assisted(call, ctx, scope, &first.matched, &mut sig, &mut out)
                 .await;
         }
         out.signals = Some(sig);
@@ -226,7 +241,7 @@ impl PolicyGate {
         &self,
         call: &ToolCall,
         ctx: &Context,
-        rules: &[&Rule],
+        scope: Scope<'_>,
         matched: &[&Rule],
         sig: &mut Signals,
         out: &mut Outcome,
@@ -274,8 +289,8 @@ impl PolicyGate {
             }
         }
         let second = evaluate(
-            rules,
-            &Bindings::new(sig.vars()),
+            scope.rules,
+            &Bindings::new(sig.vars_only(scope.only)),
             self.policy.default_verdict,
             &call.name,
         );

@@ -89,10 +89,18 @@ impl Signals {
 
     /// The CEL variables: `a.b` becomes key `b` of variable `a`.
     pub fn vars(&self) -> HashMap<String, cel::Value> {
+        self.vars_only(None)
+    }
+
+    /// The CEL variables the given top-level names need (`None` = all). Binding
+    /// converts values deeply, so variables no rule reads (often the
+    /// arguments) are left out.
+    pub fn vars_only(&self, only: Option<&[&str]>) -> HashMap<String, cel::Value> {
         use crate::policy::expr::to_cel;
+        let wanted = |top: &str| only.is_none_or(|o| o.contains(&top));
         let mut nested: BTreeMap<&str, HashMap<String, cel::Value>> = BTreeMap::new();
         let mut vars: HashMap<String, cel::Value> = HashMap::new();
-        for (top, key) in ASSISTED_DEFAULTS {
+        for (top, key) in ASSISTED_DEFAULTS.into_iter().filter(|(t, _)| wanted(t)) {
             let none = cel::Value::String(std::sync::Arc::new("none".to_string()));
             nested.insert(
                 top,
@@ -103,6 +111,10 @@ impl Signals {
             );
         }
         for (name, s) in &self.map {
+            let top = name.split_once('.').map(|(t, _)| t).unwrap_or(name);
+            if !wanted(top) {
+                continue;
+            }
             match name.split_once('.') {
                 Some((top, rest)) => {
                     nested
