@@ -11,7 +11,7 @@ use toolgate::error::Error;
 use toolgate::policy::PolicySet;
 
 /// mimalloc: the proxy allocates many short-lived buffers per request; glibc's
-/// malloc spent ~15 % of a loaded stream path's CPU (bench/README.md).
+/// malloc spent ~15 % of a loaded stream path's CPU (perf, `bench/load.sh`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
