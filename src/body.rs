@@ -7,6 +7,7 @@
 //! body is dropped, which cancels the upstream request.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -27,6 +28,57 @@ use crate::request::Context;
 use crate::state::State;
 use crate::wire::stream::{Step, StreamRewriter};
 use crate::wire::KEEPALIVE;
+
+/// The error a response body may end with: the agent sees a cut-off response.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A pass-through body bounded by the upstream's total deadline. Past it the
+/// body ends with an error, so the agent sees a cut-off response (a reset, or
+/// no final chunk), never a short body that looks whole.
+pub struct Deadline<B> {
+    inner: B,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> Deadline<B> {
+    pub fn new(inner: B, deadline: Instant) -> Deadline<B> {
+        Deadline {
+            inner,
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+        }
+    }
+}
+
+impl<B> Body for Deadline<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BodyError>,
+{
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(f) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(f.map(|r| r.map_err(Into::into)));
+        }
+        match this.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err("upstream response body timed out".into()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// One piece of output; `last` marks the end of the body.
 struct Piece {

@@ -25,7 +25,7 @@ use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 use crate::wire::complete;
 
-pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = BoxBody<Bytes, body::BodyError>;
 
 /// How much of an upstream error body is kept for `errors = "passthrough"`.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -127,7 +127,8 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
     })
 }
 
-fn full(b: Bytes) -> ProxyBody {
+/// A whole body, as a response body or an upstream request body.
+fn full<E: 'static>(b: Bytes) -> BoxBody<Bytes, E> {
     Full::new(b).map_err(|never| match never {}).boxed()
 }
 
@@ -287,7 +288,10 @@ async fn pass(
         return Err(upstream_status(head.status, &head.headers, body, deadline).await);
     }
     strip_hop_by_hop(&mut head.headers);
-    Ok(Response::from_parts(head, body.boxed()))
+    Ok(Response::from_parts(
+        head,
+        body::Deadline::new(body, deadline).boxed(),
+    ))
 }
 
 /// Redacts and fences the request's tool results; true when the body changed.

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::BodyExt;
+
 use serde_json::json;
 
 use crate::accumulate::Acc;
@@ -218,4 +221,33 @@ async fn shutdown_lets_an_in_flight_stream_finish() {
         1,
         "the audit trail is flushed at shutdown"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_pass_through_body_is_cut_off_at_the_upstream_deadline() {
+    // The head and a first piece arrive at once, then the upstream stalls.
+    let mock = Mock::start(vec![Reply::Sse {
+        body: Bytes::from(vec![b'x'; 64 * 1024]),
+        chunk: 1024,
+        delay: Duration::from_secs(30),
+        reset: false,
+        gzip: false,
+    }])
+    .await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "upstream.timeout_secs = 1\n").await;
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Empty<Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let started = std::time::Instant::now();
+    let resp = client
+        .get(format!("{}/v1/models", gate.url).parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(10), resp.into_body().collect())
+        .await
+        .expect("the body hung past the deadline");
+    assert!(body.is_err(), "a cut-off body must not look complete");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    gate.stop().await;
 }

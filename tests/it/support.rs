@@ -445,9 +445,15 @@ async fn launch(
     for (name, text) in files {
         std::fs::write(dir.0.join("policies").join(name), text).unwrap();
     }
-    let (upstream_extra, rest) = split_upstream(extra);
+    let (mut upstream_extra, rest) = split_upstream(extra);
+    if !upstream_extra
+        .lines()
+        .any(|l| l.trim_start().starts_with("timeout_secs"))
+    {
+        upstream_extra.push_str("timeout_secs = 20\n");
+    }
     let cfg = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\ndrain_secs = 5\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 20\n{upstream_extra}\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\ndrain_secs = 5\n\n[upstream]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\n{upstream_extra}\n[audit]\npath = \"audit.jsonl\"\n\n{rest}\n"
     );
     let cfg = if cfg.contains("[policy]") {
         cfg.replacen("[policy]", "[policy]\ndir = \"policies\"", 1)
