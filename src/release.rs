@@ -43,7 +43,7 @@ struct Record<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    signals: Option<serde_json::Value>,
+    signals: Option<crate::gate::signals::AuditView<'a>>,
 }
 
 #[derive(Serialize)]
@@ -84,7 +84,7 @@ fn record<'a>(
         args_oversized: call.oversized,
         policy,
         mode: None,
-        signals: d.signals.as_ref().map(|s| s.to_audit_json()),
+        signals: d.signals.as_ref().map(|s| s.audit_view()),
     }
 }
 

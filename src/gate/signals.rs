@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::detect;
@@ -153,24 +154,58 @@ impl Signals {
     /// trail): `args`, `schema.errors` and the outgoing text are left out,
     /// detector and claim lists become counts.
     pub fn to_audit_json(&self) -> Value {
-        let m: Map<String, Value> = self
+        serde_json::to_value(self.audit_view()).unwrap_or(Value::Null)
+    }
+
+    /// The audit form, serialised directly (no intermediate JSON tree).
+    pub fn audit_view(&self) -> AuditView<'_> {
+        AuditView(self)
+    }
+}
+
+/// The audit form of [`Signals`]; see [`Signals::to_audit_json`].
+pub struct AuditView<'a>(&'a Signals);
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AuditValue<'a> {
+    Count(usize),
+    Value(&'a Value),
+}
+
+#[derive(Serialize)]
+struct AuditEntry<'a> {
+    value: AuditValue<'a>,
+    method: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confidence: Option<f64>,
+}
+
+impl Serialize for AuditView<'_> {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = ser.serialize_map(None)?;
+        for (k, s) in self
+            .0
             .map
             .iter()
             .filter(|(k, _)| !NOT_AUDITED.contains(&k.as_str()))
-            .map(|(k, s)| {
-                let counted = k.starts_with("detect.") || k == "output.claims";
-                let value = match (&s.value, counted) {
-                    (Value::Array(a), true) => json!(a.len()),
-                    (v, _) => v.clone(),
-                };
-                let mut o = json!({"value": value, "method": method(s.method)});
-                if let Some(c) = s.confidence {
-                    o["confidence"] = json!(c);
-                }
-                (k.clone(), o)
-            })
-            .collect();
-        Value::Object(m)
+        {
+            let counted = k.starts_with("detect.") || k == "output.claims";
+            let value = match (&s.value, counted) {
+                (Value::Array(a), true) => AuditValue::Count(a.len()),
+                (v, _) => AuditValue::Value(v),
+            };
+            m.serialize_entry(
+                k,
+                &AuditEntry {
+                    value,
+                    method: method(s.method),
+                    confidence: s.confidence,
+                },
+            )?;
+        }
+        m.end()
     }
 }
 
