@@ -352,3 +352,47 @@ async fn decide_all_keeps_order() {
         .collect();
     assert_eq!(v, [Verdict::Allow, Verdict::Deny, Verdict::Reject]);
 }
+
+#[tokio::test]
+async fn rule_results_follow_the_phase_the_declaration_and_the_caller_call_after_call() {
+    let g = gates("[[rule]]\nname = \"no-shell-for-p2\"\ntools = \"shell\"\nwhen = \"principal == 'p2'\"\nverdict = \"deny\"\n\n[[rule]]\nname = \"no-x\"\ntools = \"comm.send\"\nwhen = \"has(args.x)\"\nverdict = \"reject\"\n");
+    let send = call("comm.send", "{}");
+    // The same call, alternately in and out of the execution phase (the
+    // hidden-tool answers are memoised; verdicts must still follow the phase).
+    for _ in 0..3 {
+        assert_eq!(
+            g.decide(&send, &ctx("planning")).await.verdict,
+            Verdict::Deny
+        );
+        assert_eq!(
+            g.decide(&send, &ctx("execution")).await.verdict,
+            Verdict::Allow
+        );
+    }
+    let mut undeclared = ctx("execution");
+    undeclared.declared.remove("comm.send");
+    assert_eq!(g.decide(&send, &undeclared).await.verdict, Verdict::Reject);
+    assert_eq!(
+        g.decide(&send, &ctx("execution")).await.verdict,
+        Verdict::Allow
+    );
+    let shell = call("shell", "{}");
+    let mut p2 = ctx("execution");
+    p2.principal = "p2".into();
+    assert_eq!(
+        g.decide(&shell, &ctx("execution")).await.verdict,
+        Verdict::Allow
+    );
+    assert_eq!(g.decide(&shell, &p2).await.verdict, Verdict::Deny);
+    // Dynamic rules still see each call's arguments.
+    let x = call("comm.send", r#"{"x": 1}"#);
+    let d = g.decide(&x, &ctx("execution")).await;
+    assert_eq!(
+        (d.verdict, d.outcome.rule.as_deref()),
+        (Verdict::Reject, Some("no-x"))
+    );
+    assert_eq!(
+        g.decide(&send, &ctx("execution")).await.verdict,
+        Verdict::Allow
+    );
+}
