@@ -22,6 +22,7 @@ fn registry(n: usize) -> Registry {
             })
             .collect(),
     )
+    .unwrap()
 }
 
 /// About 2 KB of announcement prose naming a few registered subjects, with numbers.

@@ -17,6 +17,27 @@ use serde_json::{json, Value};
 use crate::config;
 use crate::upstream::Upstream;
 
+/// `data` as a JSON block after `intro`, which nothing in the data can close:
+/// `<` and `>` only occur inside JSON strings, where `\u` escapes mean the same.
+pub fn data_block(intro: &str, data: &Value) -> String {
+    let block = serde_json::to_string_pretty(data)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e");
+    format!("{intro}\n\n<data>\n{block}\n</data>")
+}
+
+/// A cache key over `parts` (each one delimited, so no two lists collide).
+pub fn key(parts: &[&str]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update(part.as_bytes());
+        h.update([0xff]);
+    }
+    h.finalize().into()
+}
+
 /// What a judge is asked: a strict schema and two messages.
 #[derive(Debug, Clone)]
 pub struct Question {

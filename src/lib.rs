@@ -31,6 +31,7 @@ pub mod release;
 pub mod request;
 pub mod secrets;
 pub mod server;
+pub mod stamp;
 pub mod state;
 pub mod tls;
 pub mod upstream;

@@ -1,6 +1,7 @@
 //! The `toolgate` command line: parse arguments, load config, run.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -178,6 +179,29 @@ fn report(e: &Error) {
     eprintln!("{e}");
 }
 
+/// Runs `fut` on a fresh runtime (multi-threaded when `multi`).
+fn block_on<T>(multi: bool, fut: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    let mut b = if multi {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    b.enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the runtime", e))
+        .and_then(|rt| rt.block_on(fut))
+}
+
+/// A checking command's report on stdout; exit 1 unless every check held.
+fn checked(text: &str, all_right: bool) -> ExitCode {
+    let code = write_out(text);
+    if all_right {
+        code
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 /// Writes a command's result to stdout (the one place the CLI prints to it).
 fn write_out(text: &str) -> ExitCode {
     let mut out = std::io::stdout().lock();
@@ -228,42 +252,20 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Command::Health(addr) => {
-            let result = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::io("runtime", e))
-                .and_then(|rt| rt.block_on(toolgate::cli::health::check(&addr)));
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    report(&e);
-                    ExitCode::FAILURE
-                }
+        Command::Health(addr) => match block_on(false, toolgate::cli::health::check(&addr)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                report(&e);
+                ExitCode::FAILURE
             }
-        }
-        Command::Demo => {
-            let result = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(|e| Error::io("runtime", e))
-                .and_then(|rt| rt.block_on(toolgate::cli::demo::run()));
-            match result {
-                Ok((text, all_right)) => {
-                    let code = write_out(&text);
-                    if all_right {
-                        code
-                    } else {
-                        ExitCode::from(1)
-                    }
-                }
-                Err(e) => {
-                    report(&e);
-                    ExitCode::FAILURE
-                }
+        },
+        Command::Demo => match block_on(true, toolgate::cli::demo::run()) {
+            Ok((text, all_right)) => checked(&text, all_right),
+            Err(e) => {
+                report(&e);
+                ExitCode::FAILURE
             }
-        }
+        },
         Command::CertsDev(out, force) => match toolgate::cli::certs::dev(&out, force) {
             Ok(paths) => {
                 let mut text = String::new();
@@ -283,12 +285,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let answer = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::io("runtime", e))
-                .and_then(|rt| rt.block_on(explain::explain(&config, &q)));
-            match answer {
+            match block_on(false, explain::explain(&config, &q)) {
                 Ok(v) => {
                     let text = if json {
                         format!("{v}\n")
@@ -312,20 +309,8 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let result = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::io("runtime", e))
-                .and_then(|rt| rt.block_on(toolgate::cli::eval::sentinel(&config)));
-            match result {
-                Ok((text, all_right)) => {
-                    let code = write_out(&text);
-                    if all_right {
-                        code
-                    } else {
-                        ExitCode::from(1)
-                    }
-                }
+            match block_on(true, toolgate::cli::eval::sentinel(&config)) {
+                Ok((text, all_right)) => checked(&text, all_right),
                 Err(e) => {
                     report(&e);
                     ExitCode::from(EXIT_CONFIG)
@@ -379,17 +364,7 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(code) => return code,
             };
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("toolgate: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match rt.block_on(toolgate::run(config)) {
+            match block_on(true, toolgate::run(config)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e @ Error::Config(_)) => {
                     report(&e);

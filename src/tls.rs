@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::SystemTime;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
@@ -12,6 +11,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::config::Tls;
 use crate::error::Error;
+use crate::stamp::{self, Stamp};
 
 fn bad(path: &Path, message: String) -> Error {
     Error::config(path.display().to_string(), 1, message)
@@ -65,23 +65,11 @@ pub fn server_config(tls: &Tls) -> Result<ServerConfig, Error> {
     Ok(cfg)
 }
 
-type Stamp = Vec<(u64, Option<SystemTime>)>;
-
-fn stamp(paths: &[PathBuf]) -> Stamp {
-    paths
-        .iter()
-        .map(|p| match std::fs::metadata(p) {
-            Ok(m) => (m.len(), m.modified().ok()),
-            Err(_) => (0, None),
-        })
-        .collect()
-}
-
 /// The current server config, and the file stamps it was built from.
 pub struct Certs {
     tls: Tls,
     paths: Vec<PathBuf>,
-    current: RwLock<(Arc<ServerConfig>, Stamp)>,
+    current: RwLock<(Arc<ServerConfig>, Vec<Stamp>)>,
 }
 
 impl Certs {
@@ -89,7 +77,7 @@ impl Certs {
     pub fn load(tls: &Tls) -> Result<Certs, Error> {
         let mut paths = vec![tls.cert.clone(), tls.key.clone()];
         paths.extend(tls.client_ca.clone());
-        let s = stamp(&paths);
+        let s = stamp::of_files(&paths);
         let cfg = server_config(tls)?;
         Ok(Certs {
             tls: tls.clone(),
@@ -109,7 +97,7 @@ impl Certs {
     /// Rebuilds the config when a file changed. On failure the last good
     /// config stays and the error is returned; `Ok(true)` means reloaded.
     pub fn reload_if_changed(&self) -> Result<bool, Error> {
-        let now = stamp(&self.paths);
+        let now = stamp::of_files(&self.paths);
         let same = match self.current.read() {
             Ok(g) => g.1 == now,
             Err(p) => p.into_inner().1 == now,

@@ -38,8 +38,6 @@ struct TraceFinding {
 #[derive(Debug, Deserialize)]
 struct FactCorrection {
     subject: String,
-    #[serde(default)]
-    claimed: Option<String>,
     actual: String,
     #[serde(default)]
     predicate: Option<String>,
@@ -107,7 +105,6 @@ fn fact_of(v: Value) -> Result<Option<Fact>, String> {
     if c.subject.trim().is_empty() || c.actual.trim().is_empty() {
         return Err(format!("finding {}: empty subject or actual value", f.id));
     }
-    let _ = c.claimed;
     Ok(Some(Fact {
         subject: c.subject.trim().to_string(),
         predicate: c
@@ -242,14 +239,14 @@ pub fn import_logged(b: &Bridge) {
 /// Imports when the trace dir changes (checked every two seconds) and every `interval`.
 pub async fn watch(b: Bridge, mut shutdown: watch::Receiver<bool>) {
     let poll = b.interval.min(Duration::from_secs(2));
-    let mut last = crate::server::reload::fingerprint(&b.dir, "json", &[]);
+    let mut last = crate::stamp::of_dir(&b.dir, "json", &[]);
     let mut at = Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
             _ = shutdown.changed() => return,
         }
-        let now = crate::server::reload::fingerprint(&b.dir, "json", &[]);
+        let now = crate::stamp::of_dir(&b.dir, "json", &[]);
         if now != last || at.elapsed() >= b.interval {
             last = now;
             at = Instant::now();

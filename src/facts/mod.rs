@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 /// One fact.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +73,8 @@ pub struct Registry {
     /// Facts by subject index (the automaton's pattern id).
     by_subject: Vec<Vec<usize>>,
     subjects: Option<AhoCorasick>,
+    /// Short hash of every fact (the output fact-checker's cache key).
+    pub version: String,
 }
 
 /// One contradiction: the fact the sentence disagrees with (registry data only,
@@ -93,7 +96,19 @@ pub struct Findings {
 }
 
 impl Registry {
-    pub fn new(facts: Vec<Fact>) -> Registry {
+    /// Indexes the facts; an error when the subject index cannot be built
+    /// (a registry that cannot be checked must not pass every text).
+    pub fn new(facts: Vec<Fact>) -> Result<Registry, String> {
+        let version = {
+            let mut h = Sha256::new();
+            for f in &facts {
+                for part in [&f.subject, &f.predicate, &f.value, &f.source] {
+                    h.update(part.as_bytes());
+                    h.update([0]);
+                }
+            }
+            crate::audit::hex(&h.finalize()[..6])
+        };
         let mut subjects: Vec<String> = Vec::new();
         let mut ids: HashMap<String, usize> = HashMap::new();
         let mut by_subject: Vec<Vec<usize>> = Vec::new();
@@ -128,16 +143,21 @@ impl Registry {
                 fact: f,
             });
         }
-        let subjects = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&subjects)
-            .ok()
-            .filter(|_| !prepared.is_empty());
-        Registry {
+        let subjects = if prepared.is_empty() {
+            None
+        } else {
+            let ac = AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .build(&subjects)
+                .map_err(|e| format!("cannot index the fact subjects: {e}"))?;
+            Some(ac)
+        };
+        Ok(Registry {
             facts: prepared,
             by_subject,
             subjects,
-        }
+            version,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -267,6 +287,7 @@ mod tests {
             fact("Acme Cloud", "uptime", "99.5%"),
             fact("release-train", "value", "12"),
         ])
+        .unwrap()
     }
 
     #[test]

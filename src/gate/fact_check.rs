@@ -7,9 +7,8 @@
 use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-use super::sensor::{Assisted, Sensor};
+use super::sensor::{from_answer, Assisted, Fields, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::judge::{Judge, Question};
@@ -63,21 +62,12 @@ pub fn user_message(channel: &str, text: &str, facts: &Value) -> String {
         })
         .unwrap_or_default();
     let data = json!({"channel": channel, "text": text, "known_facts": facts});
-    let block = serde_json::to_string_pretty(&data)
-        .unwrap_or_default()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e");
-    format!("Check the outgoing text in this data block.\n\n<data>\n{block}\n</data>")
+    crate::judge::data_block("Check the outgoing text in this data block.", &data)
 }
 
 /// The cache key: the text and the registry version (plus model and prompt version).
 pub fn cache_key(text: &str, registry: &str, model: &str) -> [u8; 32] {
-    let mut h = Sha256::new();
-    for part in [text, registry, model, PROMPT_VERSION] {
-        h.update(part.as_bytes());
-        h.update([0xff]);
-    }
-    h.finalize().into()
+    crate::judge::key(&[text, registry, model, PROMPT_VERSION])
 }
 
 pub struct FactChecker {
@@ -124,28 +114,16 @@ impl Sensor for FactChecker {
             };
             let key = cache_key(text, registry, self.judge.model());
             let a = self.judge.ask(key, q).await?;
-            let confidence = a.value["confidence"].as_f64().unwrap_or(0.0);
-            if confidence.is_nan() || confidence < self.threshold {
-                return Err(format!(
-                    "confidence {confidence} below the threshold {}",
-                    self.threshold
-                ));
-            }
-            let one = |name: &str, value: Value| Assisted {
-                name: name.into(),
-                value,
-                confidence,
-            };
-            let mut out = vec![
-                one("output.verdict", a.value["verdict"].clone()),
-                one("output.confidence", json!(confidence)),
-                one("output.latency_ms", json!(a.latency.as_millis() as u64)),
-                one("output.cache_hit", json!(a.cached)),
-            ];
-            if self.include_reason {
-                out.push(one("output.reasons", a.value["reasons"].clone()));
-            }
-            Ok(out)
+            from_answer(
+                &a,
+                Fields {
+                    prefix: "output",
+                    decision: "verdict",
+                    reason: "reasons",
+                },
+                self.threshold,
+                self.include_reason,
+            )
         })
     }
 }

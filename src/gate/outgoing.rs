@@ -32,8 +32,9 @@ pub fn text(args: &Value, pointers: &[String]) -> String {
     out
 }
 
-/// Sets `output.*`. `s` must already hold the call's other signals and `args`.
-pub fn signals(s: &mut Signals, policy: &PolicySet, tool: &str, args: &Value) {
+/// Sets `output.*`. `s` must already hold the call's other signals and `args`
+/// (read only for external communications, so other calls copy nothing).
+pub fn signals(s: &mut Signals, policy: &PolicySet, tool: &str) {
     let external = policy.tool_entry(tool).and_then(|e| e.external.as_ref());
     let is_external = match external {
         None => false,
@@ -56,7 +57,10 @@ pub fn signals(s: &mut Signals, policy: &PolicySet, tool: &str, args: &Value) {
         s.set("output.contradictions", json!([]));
         return;
     };
-    let text = text(args, &x.text);
+    let text = match s.get("args") {
+        Some(a) => text(&a.value, &x.text),
+        None => String::new(),
+    };
     let found = policy.facts.check(&text);
     s.set(
         "output.claims",
@@ -67,6 +71,6 @@ pub fn signals(s: &mut Signals, policy: &PolicySet, tool: &str, args: &Value) {
         Value::Array(found.contradictions.iter().map(|c| c.to_json()).collect()),
     );
     s.set("output.facts", json!(found.relevant));
-    s.set("output.registry", json!(policy.facts_version));
+    s.set("output.registry", json!(policy.facts.version));
     s.set("output.text", json!(text));
 }

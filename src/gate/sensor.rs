@@ -1,10 +1,11 @@
 //! LLM sensors (the sentinel, the output fact-checker): they propose assisted
 //! signals; they never issue verdicts.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::signals::Signals;
 use super::BoxFuture;
+use crate::judge::Answer;
 use crate::request::Context;
 use crate::wire::ToolCall;
 
@@ -26,4 +27,43 @@ pub trait Sensor: Send + Sync {
         ctx: &'a Context,
         signals: &'a Signals,
     ) -> BoxFuture<'a, Result<Vec<Assisted>, String>>;
+}
+
+/// Where a judge's answer puts its decision and reason, and the signal prefix.
+pub struct Fields {
+    pub prefix: &'static str,
+    pub decision: &'static str,
+    pub reason: &'static str,
+}
+
+/// A judge's answer as assisted signals: `<prefix>.<decision>`, `.confidence`,
+/// `.latency_ms`, `.cache_hit` (and `.<reason>` when reasons are kept). An
+/// answer below the confidence threshold is a sensor failure.
+pub fn from_answer(
+    a: &Answer,
+    f: Fields,
+    threshold: f64,
+    include_reason: bool,
+) -> Result<Vec<Assisted>, String> {
+    let confidence = a.value["confidence"].as_f64().unwrap_or(0.0);
+    if confidence.is_nan() || confidence < threshold {
+        return Err(format!(
+            "confidence {confidence} below the threshold {threshold}"
+        ));
+    }
+    let one = |name: &str, value: Value| Assisted {
+        name: format!("{}.{name}", f.prefix),
+        value,
+        confidence,
+    };
+    let mut out = vec![
+        one(f.decision, a.value[f.decision].clone()),
+        one("confidence", json!(confidence)),
+        one("latency_ms", json!(a.latency.as_millis() as u64)),
+        one("cache_hit", json!(a.cached)),
+    ];
+    if include_reason {
+        out.push(one(f.reason, a.value[f.reason].clone()));
+    }
+    Ok(out)
 }

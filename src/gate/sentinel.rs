@@ -6,9 +6,8 @@
 use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-use super::sensor::{Assisted, Sensor};
+use super::sensor::{from_answer, Assisted, Fields, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::judge::{Judge, Question};
@@ -63,13 +62,7 @@ pub fn user_message(
         "agent_mission": mission,
         "proposed_action": {"tool": tool, "arguments": args, "agent_id": agent},
     });
-    // `<` and `>` only occur inside JSON strings, where \u escapes mean the same:
-    // nothing in the data can close the block.
-    let block = serde_json::to_string_pretty(&data)
-        .unwrap_or_default()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e");
-    format!("Evaluate the proposed action in this data block.\n\n<data>\n{block}\n</data>")
+    crate::judge::data_block("Evaluate the proposed action in this data block.", &data)
 }
 
 pub struct Sentinel {
@@ -97,8 +90,7 @@ impl Sentinel {
         agent: &str,
     ) -> Result<crate::judge::Answer, String> {
         let canonical = serde_json::to_string(args).unwrap_or_default();
-        let mut h = Sha256::new();
-        for part in [
+        let key = crate::judge::key(&[
             request.unwrap_or("\u{0}null"),
             mission.unwrap_or("\u{0}null"),
             tool,
@@ -106,17 +98,14 @@ impl Sentinel {
             agent,
             self.judge.model(),
             PROMPT_VERSION,
-        ] {
-            h.update(part.as_bytes());
-            h.update([0xff]);
-        }
+        ]);
         let q = Question {
             schema_name: "sentinel_decision",
             schema: SCHEMA.clone(),
             system: SYSTEM_PROMPT.to_string(),
             user: user_message(request, mission, tool, args, agent),
         };
-        self.judge.ask(h.finalize().into(), q).await
+        self.judge.ask(key, q).await
     }
 }
 
@@ -145,43 +134,16 @@ impl Sensor for Sentinel {
                     &ctx.agent,
                 )
                 .await?;
-            let confidence = a.value["confidence"].as_f64().unwrap_or(0.0);
-            if confidence.is_nan() || confidence < self.threshold {
-                return Err(format!(
-                    "confidence {confidence} below the threshold {}",
-                    self.threshold
-                ));
-            }
-            let mut out = vec![
-                Assisted {
-                    name: "sentinel.decision".into(),
-                    value: a.value["decision"].clone(),
-                    confidence,
+            from_answer(
+                &a,
+                Fields {
+                    prefix: "sentinel",
+                    decision: "decision",
+                    reason: "reason",
                 },
-                Assisted {
-                    name: "sentinel.confidence".into(),
-                    value: json!(confidence),
-                    confidence,
-                },
-                Assisted {
-                    name: "sentinel.latency_ms".into(),
-                    value: json!(a.latency.as_millis() as u64),
-                    confidence,
-                },
-                Assisted {
-                    name: "sentinel.cache_hit".into(),
-                    value: json!(a.cached),
-                    confidence,
-                },
-            ];
-            if self.include_reason {
-                out.push(Assisted {
-                    name: "sentinel.reason".into(),
-                    value: a.value["reason"].clone(),
-                    confidence,
-                });
-            }
-            Ok(out)
+                self.threshold,
+                self.include_reason,
+            )
         })
     }
 }

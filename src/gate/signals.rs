@@ -318,11 +318,7 @@ pub fn deterministic(
     }
     s.set("args", args);
     if needs.output {
-        let args = s
-            .get("args")
-            .map(|a| a.value.clone())
-            .unwrap_or(Value::Null);
-        super::outgoing::signals(&mut s, policy, &call.name, &args);
+        super::outgoing::signals(&mut s, policy, &call.name);
     }
     s
 }

@@ -103,7 +103,7 @@ pub(super) struct Compiled {
     pub limits: Vec<Limit>,
     pub fences: Vec<FenceRule>,
     /// Schema and fact files read (watched for changes).
-    pub schema_files: Vec<std::path::PathBuf>,
+    pub watched_files: Vec<std::path::PathBuf>,
     pub facts: Vec<crate::facts::Fact>,
 }
 
@@ -237,7 +237,7 @@ pub(super) fn compile(
             }
             (None, Some(f)) => {
                 let path = dir.join(f.get_ref());
-                out.schema_files.push(path.clone());
+                out.watched_files.push(path.clone());
                 let read = std::fs::read_to_string(&path)
                     .map_err(|e| format!("cannot read schema_file {}: {e}", path.display()))
                     .and_then(|s| {
@@ -294,7 +294,7 @@ pub(super) fn compile(
     for f in raw.facts {
         let at = f.span().start;
         let path = dir.join(f.into_inner().file.get_ref());
-        out.schema_files.push(path.clone());
+        out.watched_files.push(path.clone());
         let read = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read fact file {}: {e}", path.display()))
             .and_then(|t| {

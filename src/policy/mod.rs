@@ -118,8 +118,6 @@ pub struct PolicySet {
     pub files: Vec<PathBuf>,
     /// `[[fact]]` and `[[facts]] file` of every policy file.
     pub facts: std::sync::Arc<crate::facts::Registry>,
-    /// Short hash of the facts (the output fact-checker's cache key).
-    pub facts_version: String,
 }
 
 /// Rules indexed by their `tools` globs, so a call only looks at rules that
@@ -237,7 +235,7 @@ impl PolicySet {
             hasher.update([0]);
             file::compile(name, text, &mut out, &mut default, &mut diags);
         }
-        for f in &out.schema_files {
+        for f in &out.watched_files {
             if let Ok(bytes) = std::fs::read(f) {
                 hasher.update(&bytes);
             }
@@ -258,19 +256,16 @@ impl PolicySet {
             return Err(Error::Config(diags));
         }
         let digest = hasher.finalize();
-        let facts_version = {
-            let mut h = Sha256::new();
-            for f in &out.facts {
-                for part in [&f.subject, &f.predicate, &f.value, &f.source] {
-                    h.update(part.as_bytes());
-                    h.update([0]);
-                }
-            }
-            crate::audit::hex(&h.finalize()[..6])
-        };
-        let facts = std::sync::Arc::new(crate::facts::Registry::new(out.facts));
+        let facts = crate::facts::Registry::new(out.facts).map_err(|m| {
+            Error::config(
+                sources.first().map(|f| f.0.as_str()).unwrap_or("<policy>"),
+                1,
+                m,
+            )
+        })?;
+        let facts = std::sync::Arc::new(facts);
         let mut files: Vec<PathBuf> = sources.iter().map(|(n, _)| PathBuf::from(n)).collect();
-        files.extend(out.schema_files);
+        files.extend(out.watched_files);
         Ok(PolicySet {
             index: RuleIndex::build(&rules),
             rules,
@@ -281,7 +276,6 @@ impl PolicySet {
             version: crate::audit::hex(&digest[..6]),
             files,
             facts,
-            facts_version,
         })
     }
 }

@@ -4,10 +4,10 @@
 //! `file:line` and counted. The same loop prunes idle rate-limiter keys and
 //! reloads changed TLS certificate files.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -17,36 +17,6 @@ use crate::state::State;
 use crate::tls::Certs;
 
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
-
-/// Names, sizes and modification times of a dir's `*.ext` files and of `extra`
-/// files (e.g. those the current policy read).
-pub fn fingerprint(
-    dir: &Path,
-    ext: &str,
-    extra: &[PathBuf],
-) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == ext))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.extend(extra.iter().cloned());
-    files.sort();
-    files.dedup();
-    files
-        .into_iter()
-        .map(|p| {
-            let m = std::fs::metadata(&p).ok();
-            let (len, mtime) = (
-                m.as_ref().map(|m| m.len()).unwrap_or(0),
-                m.and_then(|m| m.modified().ok()),
-            );
-            (p, len, mtime)
-        })
-        .collect()
-}
 
 /// Loads the policy dir again; on success swaps it in, on failure keeps the old set.
 pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
@@ -97,7 +67,7 @@ pub async fn watch(
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
     let mut last = dir
         .as_deref()
-        .map(|d| fingerprint(d, "toml", &state.gates().policy().files));
+        .map(|d| crate::stamp::of_dir(d, "toml", &state.gates().policy().files));
     let mut pruned = Instant::now();
     loop {
         #[cfg(unix)]
@@ -126,7 +96,7 @@ pub async fn watch(
             reload_certs(&state, c);
         }
         let Some(dir) = dir.as_deref() else { continue };
-        let now = fingerprint(dir, "toml", &state.gates().policy().files);
+        let now = crate::stamp::of_dir(dir, "toml", &state.gates().policy().files);
         if forced || last.as_ref() != Some(&now) {
             last = Some(now);
             let _ = reload(&state, dir);

@@ -228,24 +228,9 @@ fn free_port() -> u16 {
 async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0() {
     use crate::accumulate::Acc;
     use crate::support::*;
-    use serde_json::json;
     use std::time::Duration;
 
-    let mut body = String::new();
-    for i in 0..20 {
-        body.push_str(&chunk(0, json!({"content": format!("{i} ")}), None));
-    }
-    body.push_str(&chunk(0, call_delta(0, "c", "t", "{}"), None));
-    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
-    body.push_str("data: [DONE]\n\n");
-    let mock = Mock::start(vec![Reply::Sse {
-        body: body.into(),
-        chunk: 200,
-        delay: Duration::from_millis(40),
-        reset: false,
-        gzip: false,
-    }])
-    .await;
+    let mock = Mock::start(vec![slow_text_then_call(Duration::from_millis(40))]).await;
     let dir = TempDir::new();
     let (port, admin) = (free_port(), free_port());
     std::fs::create_dir_all(dir.0.join("policies")).unwrap();

@@ -181,21 +181,7 @@ async fn admin_port_serves_health_readiness_and_metrics() {
 
 #[tokio::test]
 async fn shutdown_lets_an_in_flight_stream_finish() {
-    let mut body = String::new();
-    for i in 0..20 {
-        body.push_str(&chunk(0, json!({"content": format!("{i} ")}), None));
-    }
-    body.push_str(&chunk(0, call_delta(0, "c", "t", "{}"), None));
-    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
-    body.push_str("data: [DONE]\n\n");
-    let mock = Mock::start(vec![Reply::Sse {
-        body: body.into(),
-        chunk: 200,
-        delay: Duration::from_millis(25),
-        reset: false,
-        gzip: false,
-    }])
-    .await;
+    let mock = Mock::start(vec![slow_text_then_call(Duration::from_millis(25))]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let url = gate.url.clone();
     let req = tokio::spawn(async move {

@@ -653,3 +653,22 @@ pub fn python() -> Option<PathBuf> {
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     venv.exists().then_some(venv)
 }
+
+/// Twenty text deltas, one call `t`, finish and `[DONE]`, sent 200 bytes at a
+/// time `delay` apart: a stream still in flight for a while.
+pub fn slow_text_then_call(delay: Duration) -> Reply {
+    let mut body = String::new();
+    for i in 0..20 {
+        body.push_str(&chunk(0, json!({"content": format!("{i} ")}), None));
+    }
+    body.push_str(&chunk(0, call_delta(0, "c", "t", "{}"), None));
+    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    body.push_str("data: [DONE]\n\n");
+    Reply::Sse {
+        body: body.into(),
+        chunk: 200,
+        delay,
+        reset: false,
+        gzip: false,
+    }
+}

@@ -1,0 +1,168 @@
+//! The validated sections of [`Config`](super::Config): what the rest of
+//! toolgate reads, with every value checked and every default applied.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub drain: Duration,
+    /// Serve without client authentication on a non-loopback address.
+    pub allow_anonymous: bool,
+    /// Serve TLS on the data port (`[listen.tls]`).
+    pub tls: Option<Tls>,
+}
+
+/// `[listen.tls]`: PEM files, resolved against the config file's directory.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Require a client certificate signed by one of these CAs (mutual TLS).
+    pub client_ca: Option<PathBuf>,
+}
+
+/// One `[[client]]`: a principal and the SHA-256 of its token.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub name: String,
+    pub token_sha256: [u8; 32],
+    /// The token itself when it came from the environment (for redaction).
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// Strip the agent's credentials and inject the upstream key.
+    Inject,
+    /// Forward the agent's `Authorization` header as it is.
+    Passthrough,
+}
+
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// Scheme and authority, e.g. `https://openrouter.ai`.
+    pub origin: http::uri::Uri,
+    /// The path the request path (after `/v1`) is appended to, e.g. `/api/v1`.
+    pub path_prefix: String,
+    pub api_key_env: Vec<String>,
+    pub auth: AuthMode,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Directory of `*.toml` policy files; `None` = the embedded default policy.
+    pub dir: Option<PathBuf>,
+    /// The phase when the request names none (`None` = `unknown`, treated as planning).
+    pub default_phase: Option<String>,
+    /// Remove tools the rules deny whatever the arguments from the upstream request.
+    pub hide_denied_tools: bool,
+    pub mode: PolicyMode,
+    /// Separators between a tool's namespace and its name, tried in order.
+    pub namespace_separators: Vec<String>,
+    /// How often policy files are checked for changes.
+    pub reload: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyMode {
+    /// Verdicts are applied.
+    Enforce,
+    /// Verdicts are computed and audited; every call is released.
+    Monitor,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditPath {
+    Stdout,
+    File(PathBuf),
+}
+
+#[derive(Debug, Clone)]
+pub struct Audit {
+    pub path: AuditPath,
+    /// Persist the judge's one-line reason (off: seed 001, constraint 6).
+    pub include_judge_reason: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorMode {
+    /// Upstream errors become generic OpenAI-style errors.
+    Generic,
+    /// Upstream error bodies reach the agent as they are.
+    Passthrough,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rewrite {
+    pub neutral_message: String,
+    pub errors: ErrorMode,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_request_bytes: usize,
+    pub max_response_bytes: usize,
+    pub max_tool_args_bytes: usize,
+    pub max_held_args_bytes: usize,
+    pub max_event_bytes: usize,
+}
+
+/// The LLM judge shared by the sentinel and the fact-checker. Present only when
+/// `[judge]` is in the config: without it no judging happens.
+#[derive(Debug, Clone)]
+pub struct Judge {
+    /// An upstream description of the judge's endpoint and key.
+    pub upstream: Upstream,
+    pub model: String,
+    pub max_tokens: u32,
+    /// Answers below this confidence are discarded (the rule's `fail` decides).
+    pub confidence_threshold: f64,
+    pub cache_ttl: Duration,
+    pub cache_capacity: usize,
+    /// The output fact-checker's model, answer size and timeout (`[judge.output]`).
+    pub output: OutputCheck,
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputCheck {
+    pub model: String,
+    pub max_tokens: u32,
+    pub timeout: Duration,
+}
+
+impl Judge {
+    /// The same judge with the output fact-checker's model, answer size and timeout.
+    pub fn for_output_check(&self) -> Judge {
+        let mut j = self.clone();
+        j.model = self.output.model.clone();
+        j.max_tokens = self.output.max_tokens;
+        j.upstream.timeout = self.output.timeout;
+        j
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Fence {
+    pub enabled: bool,
+    /// The environment variable holding the fence secret.
+    pub key_env: String,
+    /// Longer tool results are truncated with a visible marker (`None` = off).
+    pub max_tool_result_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Stream {
+    pub keepalive: Duration,
+}
