@@ -1,27 +1,35 @@
-//! The audit trail: one JSON line per gated call, never dropped, never raw arguments.
+//! The audit trail: one JSON line per gated call, never raw arguments.
 //!
 //! Records go through a bounded queue to one writer thread. A full queue makes
-//! the caller wait (back-pressure, not loss). When the sink fails the writer
-//! stops, every later [`AuditLog::record`] returns an error, and the caller
-//! fails the call closed.
+//! the caller wait (back-pressure, not loss). With `[audit] on_error =
+//! "fail_closed"` (the default) [`AuditLog::record`] returns only once its
+//! line is written to the sink, and an error when it could not be: the caller
+//! then fails the call closed, so no call is released whose record was lost.
+//! With `"continue"` a record is only queued and a failed write is logged.
+//! A failed write does not stop the writer: later records are tried again, so
+//! the trail resumes when the sink recovers (a full disk freed). Lines are
+//! capped at [`MAX_LINE`]: a longer record is written clipped, and says so.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use std::io::{BufWriter, Write};
-
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::AuditPath;
+use crate::config::{AuditOnError, AuditPath};
 use crate::error::Error;
 
 const QUEUE: usize = 4096;
-/// How long the writer lets records gather after a write.
-const BATCH_WINDOW: std::time::Duration = std::time::Duration::from_millis(1);
+/// The longest audit line, in bytes.
+pub const MAX_LINE: usize = 16 * 1024;
+/// Strings in a clipped record keep at most this many characters.
+const CLIP_CHARS: usize = 256;
 
 enum Msg {
-    Line(Vec<u8>),
+    /// A line, and who waits to hear it was written.
+    Line(Vec<u8>, Option<oneshot::Sender<bool>>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -29,11 +37,12 @@ enum Msg {
 #[derive(Clone)]
 pub struct AuditLog {
     tx: mpsc::Sender<Msg>,
+    on_error: AuditOnError,
 }
 
 impl AuditLog {
     /// Opens the sink and starts the writer thread.
-    pub async fn start(path: &AuditPath) -> Result<AuditLog, Error> {
+    pub async fn start(path: &AuditPath, on_error: AuditOnError) -> Result<AuditLog, Error> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let (sink, name): (Box<dyn Write + Send>, String) = match path {
             AuditPath::Stdout => (Box::new(std::io::stdout()), "stdout".into()),
@@ -41,19 +50,34 @@ impl AuditLog {
         };
         std::thread::Builder::new()
             .name("toolgate-audit".into())
-            .spawn(move || write_loop(rx, BufWriter::with_capacity(64 * 1024, sink), name))
+            .spawn(move || write_loop(rx, sink, name))
             .map_err(|e| Error::io("cannot start the audit writer", e))?;
-        Ok(AuditLog { tx })
+        Ok(AuditLog { tx, on_error })
     }
 
-    /// Queues one record (serialised as one JSON line); waits while the queue is full.
+    /// Writes one record (one JSON line, capped); see the module doc for when
+    /// it returns and what an error means.
     pub async fn record(&self, record: &impl serde::Serialize) -> Result<(), Error> {
         let mut line = serde_json::to_vec(record).map_err(|_| Error::AuditUnavailable)?;
+        if line.len() >= MAX_LINE {
+            line = clipped(&line);
+        }
         line.push(b'\n');
+        if self.on_error == AuditOnError::Continue {
+            if self.tx.send(Msg::Line(line, None)).await.is_err() {
+                tracing::error!("audit writer gone; record lost (on_error = continue)");
+            }
+            return Ok(());
+        }
+        let (ack, written) = oneshot::channel();
         self.tx
-            .send(Msg::Line(line))
+            .send(Msg::Line(line, Some(ack)))
             .await
-            .map_err(|_| Error::AuditUnavailable)
+            .map_err(|_| Error::AuditUnavailable)?;
+        match written.await {
+            Ok(true) => Ok(()),
+            _ => Err(Error::AuditUnavailable),
+        }
     }
 
     /// Waits until everything queued so far is written and flushed.
@@ -67,6 +91,37 @@ impl AuditLog {
     }
 }
 
+/// A record too long for one line, with every string clipped and long arrays
+/// cut; marked `"clipped": true` with its original size. If even that is too
+/// long, only the size is kept.
+fn clipped(line: &[u8]) -> Vec<u8> {
+    fn clip(v: &mut Value) {
+        match v {
+            Value::String(s) => {
+                if let Some((i, _)) = s.char_indices().nth(CLIP_CHARS) {
+                    s.truncate(i);
+                }
+            }
+            Value::Array(a) => {
+                a.truncate(16);
+                a.iter_mut().for_each(clip);
+            }
+            Value::Object(m) => m.values_mut().for_each(clip),
+            _ => {}
+        }
+    }
+    let mut v: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+    clip(&mut v);
+    if let Value::Object(m) = &mut v {
+        m.insert("clipped".into(), Value::Bool(true));
+        m.insert("record_bytes".into(), line.len().into());
+    }
+    match serde_json::to_vec(&v) {
+        Ok(out) if out.len() < MAX_LINE => out,
+        _ => format!("{{\"clipped\":true,\"record_bytes\":{}}}", line.len()).into_bytes(),
+    }
+}
+
 fn open(p: &PathBuf) -> Result<std::fs::File, Error> {
     std::fs::OpenOptions::new()
         .create(true)
@@ -75,35 +130,56 @@ fn open(p: &PathBuf) -> Result<std::fs::File, Error> {
         .map_err(|e| Error::io(format!("cannot open audit file {}", p.display()), e))
 }
 
-/// Writes every queued record, flushing whenever the queue runs dry, so a burst
-/// of records costs one write; then waits [`BATCH_WINDOW`] before the next batch. Runs on its own thread: file I/O never blocks the
-/// runtime. On a write error it stops, which closes the queue.
-fn write_loop(mut rx: mpsc::Receiver<Msg>, mut w: BufWriter<Box<dyn Write + Send>>, name: String) {
+/// Writes every queued record as one batch (one write for a burst), then
+/// answers each record's waiter: written, or not. Runs on its own thread:
+/// file I/O never blocks the runtime. A failed batch is reported and dropped;
+/// the next batch is tried afresh, starting on a new line.
+fn write_loop(mut rx: mpsc::Receiver<Msg>, mut sink: Box<dyn Write + Send>, name: String) {
+    let mut batch: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut acks: Vec<oneshot::Sender<bool>> = Vec::new();
+    let mut failing = false;
     while let Some(first) = rx.blocking_recv() {
         let mut waiters = Vec::new();
         let mut next = Some(first);
         while let Some(msg) = next.take() {
             match msg {
-                Msg::Line(l) => {
-                    if let Err(e) = w.write_all(&l) {
-                        tracing::error!(sink = %name, error = %e, "audit sink failed; gated calls now fail closed");
-                        return;
-                    }
+                Msg::Line(l, ack) => {
+                    batch.extend_from_slice(&l);
+                    acks.extend(ack);
                 }
                 Msg::Flush(tx) => waiters.push(tx),
             }
-            next = rx.try_recv().ok();
+            if batch.len() < 1 << 20 {
+                next = rx.try_recv().ok();
+            }
         }
-        if let Err(e) = w.flush() {
-            tracing::error!(sink = %name, error = %e, "audit sink failed; gated calls now fail closed");
-            return;
+        let result = sink.write_all(&batch).and_then(|()| sink.flush());
+        batch.clear();
+        match result {
+            Ok(()) => {
+                if failing {
+                    tracing::warn!(sink = %name, "audit sink writes again");
+                    failing = false;
+                }
+                acks.drain(..).for_each(|a| {
+                    let _ = a.send(true);
+                });
+            }
+            Err(e) => {
+                if !failing {
+                    tracing::error!(sink = %name, error = %e, "audit sink failed; records lost (calls waiting on them fail closed)");
+                    failing = true;
+                }
+                acks.drain(..).for_each(|a| {
+                    let _ = a.send(false);
+                });
+                // A partial line may be in the sink: start the next on a new one.
+                batch.push(b'\n');
+            }
         }
         for tx in waiters {
             let _ = tx.send(());
         }
-        // Let records gather for a moment: under load one write carries many
-        // records and senders need not wake this thread for each one.
-        std::thread::sleep(BATCH_WINDOW);
     }
 }
 
@@ -194,7 +270,9 @@ mod tests {
     async fn records_reach_the_file_in_order_and_flush_waits() {
         let p = std::env::temp_dir().join(format!("tg-audit-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&p);
-        let log = AuditLog::start(&AuditPath::File(p.clone())).await.unwrap();
+        let log = AuditLog::start(&AuditPath::File(p.clone()), AuditOnError::FailClosed)
+            .await
+            .unwrap();
         for i in 0..100 {
             log.record(&serde_json::json!({ "n": i })).await.unwrap();
         }
@@ -214,7 +292,39 @@ mod tests {
 
     #[tokio::test]
     async fn an_unopenable_sink_is_an_error() {
-        let r = AuditLog::start(&AuditPath::File("/nonexistent-dir/x/audit.jsonl".into())).await;
+        let r = AuditLog::start(
+            &AuditPath::File("/nonexistent-dir/x/audit.jsonl".into()),
+            AuditOnError::FailClosed,
+        )
+        .await;
         assert!(r.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_failing_sink_fails_each_record_unless_told_to_continue() {
+        let full = AuditPath::File("/dev/full".into());
+        let log = AuditLog::start(&full, AuditOnError::FailClosed)
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            assert!(log.record(&serde_json::json!({"n": 1})).await.is_err());
+        }
+        let log = AuditLog::start(&full, AuditOnError::Continue)
+            .await
+            .unwrap();
+        assert!(log.record(&serde_json::json!({"n": 1})).await.is_ok());
+    }
+
+    #[test]
+    fn long_records_are_clipped_to_one_valid_line() {
+        let rec = serde_json::json!({"tool": "x".repeat(MAX_LINE * 4), "verdict": "reject"});
+        let line = clipped(&serde_json::to_vec(&rec).unwrap());
+        assert!(line.len() < MAX_LINE);
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            (v["verdict"].as_str(), v["clipped"].as_bool()),
+            (Some("reject"), Some(true))
+        );
+        assert_eq!(v["tool"].as_str().unwrap().len(), CLIP_CHARS);
     }
 }

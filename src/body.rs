@@ -32,6 +32,47 @@ use crate::wire::KEEPALIVE;
 /// The error a response body may end with: the agent sees a cut-off response.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
+/// A whole body sent as pieces (a rewritten body's new text and the slices
+/// of the original it kept), with its exact length announced.
+pub struct Pieces {
+    pieces: std::collections::VecDeque<Bytes>,
+    left: u64,
+}
+
+impl Pieces {
+    pub fn new(pieces: Vec<Bytes>) -> Pieces {
+        let left = pieces.iter().map(|p| p.len() as u64).sum();
+        Pieces {
+            pieces: pieces.into(),
+            left,
+        }
+    }
+}
+
+impl Body for Pieces {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let next = self.pieces.pop_front();
+        if let Some(p) = &next {
+            self.left -= p.len() as u64;
+        }
+        Poll::Ready(next.map(|p| Ok(Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
 /// A pass-through body bounded by the upstream's total deadline. Past it the
 /// body ends with an error, so the agent sees a cut-off response (a reset, or
 /// no final chunk), never a short body that looks whole.

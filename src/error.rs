@@ -71,6 +71,8 @@ pub enum Error {
     UpstreamEvent(Bytes),
     /// The audit sink is gone; gated calls fail closed.
     AuditUnavailable,
+    /// The budget of body bytes in flight is spent; retry later.
+    Overloaded,
 }
 
 impl fmt::Display for Error {
@@ -97,6 +99,10 @@ impl fmt::Display for Error {
             Error::UpstreamUnreadable(why) => write!(f, "upstream response unreadable: {why}"),
             Error::UpstreamEvent(_) => write!(f, "upstream sent an error object"),
             Error::AuditUnavailable => write!(f, "audit sink unavailable"),
+            Error::Overloaded => write!(
+                f,
+                "body bytes in flight over limits.max_body_bytes_in_flight"
+            ),
         }
     }
 }
@@ -131,7 +137,9 @@ impl Error {
             | Error::UpstreamStatus { .. }
             | Error::UpstreamUnreadable(_)
             | Error::UpstreamEvent(_) => Side::Upstream,
-            Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => Side::Proxy,
+            Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable | Error::Overloaded => {
+                Side::Proxy
+            }
         }
     }
 
@@ -146,6 +154,7 @@ impl Error {
                 StatusCode::BAD_GATEWAY
             }
             Error::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Error::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Error::UpstreamStatus { status, .. } if status.is_client_error() => *status,
             Error::UpstreamStatus { .. } => StatusCode::BAD_GATEWAY,
             Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => {
@@ -185,6 +194,10 @@ impl Error {
             Error::UpstreamTimeout => (
                 "server_error",
                 "The model provider did not respond in time.".to_string(),
+            ),
+            Error::Overloaded => (
+                "server_error",
+                "The server is busy. Retry later.".to_string(),
             ),
             Error::UpstreamConnect(_)
             | Error::UpstreamStatus { .. }
@@ -231,6 +244,7 @@ impl Error {
             Error::UpstreamStatus {
                 ref retry_after, ..
             } => (self.json_body(), retry_after.clone()),
+            Error::Overloaded => (self.json_body(), Some(HeaderValue::from_static("1"))),
             ref other => (other.json_body(), None),
         };
         let mut resp = Response::new(into_body(body));

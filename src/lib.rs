@@ -17,12 +17,15 @@
 pub mod audit;
 pub mod auth;
 pub mod body;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod encoding;
 pub mod error;
 pub mod facts;
+pub mod fold;
 pub mod gate;
+pub mod gather;
 pub mod judge;
 pub mod metrics;
 pub mod policy;

@@ -1,10 +1,11 @@
 //! The one place the phase order of a request is written.
 //!
-//! 1. route: chat completions are gated; endpoints that can return tool calls
-//!    in formats not gated yet are refused; everything else passes through;
+//! 1. route: chat completions are gated; a short allow-list of endpoints that
+//!    cannot return tool calls passes through; everything else is a 404;
 //! 2. chat: read the body (size-capped) → parse → context → upstream;
-//! 3. response: error status → generic error; SSE → gated stream;
-//!    JSON → gated body; anything else → 502.
+//! 3. response: error status → generic error; the body's reader is chosen by
+//!    what the request asked for (`stream`) and must match what arrived:
+//!    SSE → gated stream, JSON → gated body, anything else → 502.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,18 +13,21 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
 use crate::auth;
 use crate::body;
+use crate::budget::Budget;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
+use crate::gather::{self, content_length};
 use crate::release;
 use crate::request::{self, context, hide, tool_results, Context};
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 use crate::wire::complete;
+use crate::wire::json::Spliced;
 
 pub type ProxyBody = BoxBody<Bytes, body::BodyError>;
 
@@ -46,22 +50,41 @@ impl Route {
     }
 }
 
-/// Path segments of endpoints that return tool calls in formats toolgate does
-/// not gate (yet): Responses, Anthropic Messages, Assistants/threads runs,
-/// Realtime, batch results (via files), conversation items. A path holding
-/// any of them, anywhere, is refused; so is any path with `chat/completions`
-/// in it other than `/chat/completions` itself (stored completions, Azure-style
-/// deployment paths, doubled `/v1`).
-const REFUSED: [&str; 8] = [
-    "responses",
-    "messages",
-    "assistants",
-    "threads",
-    "realtime",
-    "batches",
-    "files",
-    "conversations",
+/// The endpoints that pass through ungated: `(method, path)` after `/v1`,
+/// each segment matched exactly (ASCII case aside); `*` is one or more
+/// further segments. None of them can return a tool call. Every other path is
+/// refused with a 404, so no spelling (`;x`, `.json`, `:suffix`, a new API)
+/// reaches the provider ungated.
+const PASS: [(&str, &str); 13] = [
+    ("GET", "models"),
+    ("GET", "models/*"),
+    ("POST", "embeddings"),
+    ("POST", "moderations"),
+    ("POST", "completions"),
+    ("POST", "audio/speech"),
+    ("POST", "audio/transcriptions"),
+    ("POST", "audio/translations"),
+    ("POST", "images/generations"),
+    ("POST", "images/edits"),
+    ("POST", "images/variations"),
+    ("GET", "files"),
+    ("HEAD", "models"),
 ];
+
+fn passes(method: &Method, segs: &[String]) -> bool {
+    PASS.iter().any(|(m, pattern)| {
+        if method.as_str() != *m {
+            return false;
+        }
+        let pat: Vec<&str> = pattern.split('/').collect();
+        match pat.split_last() {
+            Some((&"*", head)) => {
+                segs.len() > head.len() && head.iter().zip(segs).all(|(p, s)| p == s)
+            }
+            _ => pat.len() == segs.len() && pat.iter().zip(segs).all(|(p, s)| p == s),
+        }
+    })
+}
 
 /// A classified request path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,10 +137,7 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
             phase,
         });
     }
-    let chat_elsewhere = lower
-        .windows(2)
-        .any(|w| w[0] == "chat" && w[1] == "completions");
-    if chat_elsewhere || lower.iter().any(|s| REFUSED.contains(&s.as_str())) {
+    if !passes(method, &lower) {
         return Err(Error::UnsupportedEndpoint);
     }
     Ok(Routed {
@@ -168,15 +188,17 @@ async fn chat(
     if content_length(&parts.headers).is_some_and(|n| n > limit as u64) {
         return Err(Error::PayloadTooLarge { limit });
     }
-    let bytes = Limited::new(body, limit)
-        .collect()
-        .await
-        .map_err(|e| match e.downcast::<http_body_util::LengthLimitError>() {
-            Ok(_) => Error::PayloadTooLarge { limit },
-            Err(_) => Error::BadRequest("The request body could not be read.".into()),
-        })?
-        .to_bytes();
+    let mut charge = state.budget.charge();
+    let announced = content_length(&parts.headers);
+    let bytes = gather::request(body, announced, limit, &mut charge).await?;
+    // The parsed tree is charged too, before it is built.
+    charge.grow_to(bytes.len() + request::tree_cost(&bytes)?)?;
     let mut chat = request::parse_chat(&bytes)?;
+    // From here on only the parsed request exists: what goes upstream is
+    // written from it, so the provider reads exactly what toolgate read (a
+    // repeated key, say, cannot show it something the gates never saw), and
+    // the original bytes are not held beside the tree.
+    drop(bytes);
     let mut ctx = Context {
         request_id: state.request_id(),
         principal,
@@ -184,24 +206,22 @@ async fn chat(
         ..Context::default()
     };
     let default_phase = state.config.policy.default_phase.as_deref();
+    let gates = state.gates();
     context::fill(
         &mut ctx,
         &parts.headers,
         routed.phase.as_deref(),
         default_phase,
         &chat.body,
+        gates.policy().reads("provenance"),
     );
-    let gates = state.gates();
-    let fenced = fence_tool_results(state, &gates, &ctx, &mut chat.body).await?;
+    fence_tool_results(state, &gates, &ctx, &mut chat.body).await?;
     let hidden = hidden_tools(state, &gates, &ctx, &mut chat.body);
     for name in hidden.iter().flatten() {
         ctx.declared.remove(name);
     }
-    let body = if fenced || hidden.is_some() {
-        Bytes::from(chat.body.to_string())
-    } else {
-        bytes
-    };
+    let body = gather::json_body(&chat.body)?;
+    drop(chat.body);
     let ctx = Arc::new(ctx);
     let up = state.upstream.request(
         parts.method,
@@ -228,43 +248,52 @@ async fn chat(
     strip_hop_by_hop(&mut head.headers);
     head.headers.remove(header::CONTENT_LENGTH);
     head.headers.remove(header::CONTENT_ENCODING);
-    if content_type.starts_with("text/event-stream") {
+    let is_sse = content_type.starts_with("text/event-stream");
+    if chat.stream != is_sse || (!is_sse && !is_json(&content_type)) {
+        return Err(Error::UpstreamUnreadable(
+            "the response's content type does not match the request",
+        ));
+    }
+    if is_sse {
         let b = body::gated_stream(state.clone(), gates, ctx, body, decoder, deadline);
         return Ok(Response::from_parts(
             head,
             b.map_err(|never| match never {}).boxed(),
         ));
     }
-    if !content_type.contains("json") {
-        return Err(Error::UpstreamUnreadable("unexpected content type"));
-    }
-    let raw = collect(
+    let raw = gather::response(
         body,
         decoder,
+        content_length(&head.headers),
         state.config.limits.max_response_bytes,
         deadline,
+        &mut charge,
     )
     .await?;
-    let mut value: serde_json::Value = serde_json::from_slice(&raw)
-        .map_err(|_| Error::UpstreamUnreadable("response is not JSON"))?;
-    let calls = complete::extract(&value, state.config.limits.max_tool_args_bytes)?;
-    if calls.is_empty() {
-        return Ok(Response::from_parts(head, full(Bytes::from(raw))));
+    let text = std::str::from_utf8(&raw)
+        .map_err(|_| Error::UpstreamUnreadable("response is not UTF-8"))?;
+    let mut parsed = complete::Completion::parse(text, state.config.limits.max_tool_args_bytes)?;
+    if parsed.calls().is_empty() {
+        return Ok(Response::from_parts(head, full(raw.clone())));
     }
-    let allowed = release::decide(state, &gates, &ctx, &calls).await;
-    if allowed.iter().all(|&a| a) {
-        return Ok(Response::from_parts(head, full(Bytes::from(raw))));
+    let allowed = release::decide(state, &gates, &ctx, parsed.calls()).await;
+    parsed.forget_calls();
+    // The rewrite is new text and slices of the original: no second copy.
+    let mut out = Spliced::new(text, &raw);
+    if !parsed.rewrite(&allowed, &state.config.rewrite.neutral_message, &mut out) {
+        return Ok(Response::from_parts(head, full(raw.clone())));
     }
-    complete::apply(
-        &mut value,
-        &calls,
-        &allowed,
-        &state.config.rewrite.neutral_message,
-    );
+    let pieces = out.finish();
     Ok(Response::from_parts(
         head,
-        full(Bytes::from(value.to_string())),
+        body::Pieces::new(pieces).boxed(),
     ))
+}
+
+/// `application/json` or a `+json` type (parameters aside).
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence == "application/json" || essence.ends_with("+json")
 }
 
 async fn pass(
@@ -352,10 +381,6 @@ fn hidden_tools(
     hide::remove_tools(body, &names).then_some(names)
 }
 
-fn content_length(h: &HeaderMap) -> Option<u64> {
-    h.get(header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
-}
-
 /// An upstream error status; the body is kept (capped) for passthrough mode.
 async fn upstream_status(
     status: StatusCode,
@@ -365,10 +390,17 @@ async fn upstream_status(
 ) -> Error {
     let retry_after = h.get(header::RETRY_AFTER).cloned();
     let body = match ContentDecoder::for_headers(h) {
-        Ok(dec) => collect(body, dec, MAX_ERROR_BODY, deadline)
-            .await
-            .map(Bytes::from)
-            .unwrap_or_default(),
+        // Small and capped: not charged to the shared budget.
+        Ok(dec) => gather::response(
+            body,
+            dec,
+            None,
+            MAX_ERROR_BODY,
+            deadline,
+            &mut Budget::unbounded_charge(),
+        )
+        .await
+        .unwrap_or_default(),
         Err(_) => Bytes::new(),
     };
     Error::UpstreamStatus {
@@ -376,39 +408,6 @@ async fn upstream_status(
         retry_after,
         body,
     }
-}
-
-/// Reads a whole upstream body, decoded, up to `limit` bytes and the deadline.
-async fn collect(
-    mut body: Incoming,
-    mut dec: ContentDecoder,
-    limit: usize,
-    deadline: tokio::time::Instant,
-) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::new();
-    loop {
-        match tokio::time::timeout_at(deadline, body.frame()).await {
-            Err(_) => return Err(Error::UpstreamTimeout),
-            Ok(None) => break,
-            Ok(Some(Err(_))) => {
-                return Err(Error::UpstreamUnreadable(
-                    "upstream connection failed mid-body",
-                ))
-            }
-            Ok(Some(Ok(f))) => {
-                if let Ok(d) = f.into_data() {
-                    out.extend_from_slice(&dec.decode(&d)?);
-                    if out.len() > limit {
-                        return Err(Error::UpstreamUnreadable(
-                            "response larger than limits.max_response_bytes",
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    out.extend(dec.finish()?);
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -429,7 +428,13 @@ mod tests {
         );
         assert_eq!(ok("/V1/Chat/Completions").map(|r| r.0), Some(Route::Chat));
         assert_eq!(ok("/chat/completions").map(|r| r.0), Some(Route::Chat));
-        assert_eq!(ok("/v1/models"), Some((Route::Pass, "/models".into())));
+        let get = |p: &str| route(&Method::GET, p).ok().map(|r| (r.route, r.rest));
+        assert_eq!(get("/v1/models"), Some((Route::Pass, "/models".into())));
+        assert_eq!(
+            get("/v1/models/openai/gpt-4.1:free").map(|r| r.0),
+            Some(Route::Pass)
+        );
+        assert_eq!(ok("/v1/embeddings").map(|r| r.0), Some(Route::Pass));
         let r = route(&post, "/phase/execution/v1/chat/completions").unwrap();
         assert_eq!(
             (r.route, r.rest.as_str(), r.phase.as_deref()),
@@ -453,6 +458,15 @@ mod tests {
             "/v1/v1/chat/completions",
             "/openai/deployments/d/chat/completions",
             "/api/v1/Responses",
+            "/v1/chat/completions;",
+            "/v1/chat;x/completions",
+            "/v1/chat/completions.json",
+            "/v1/chat/completions:stream",
+            "/v1/responses;",
+            "/v1/embeddings;x",
+            "/v1/embeddings.json",
+            "/v1/models",
+            "/v1/something-new",
         ] {
             assert!(
                 matches!(route(&post, p), Err(Error::UnsupportedEndpoint)),

@@ -1,7 +1,7 @@
 //! Decides a batch of held calls, audits every decision, and says which may be released.
 //!
-//! The audit record is queued before a call is released; if the audit sink is
-//! gone the call fails closed.
+//! The audit record is written before a call is released; if it could not be
+//! (and `[audit] on_error` is not `continue`) the call fails closed.
 
 use serde::Serialize;
 
@@ -101,7 +101,7 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[ToolCa
             rec.mode = Some("monitor");
         }
         // Metrics count the decided verdict (in monitor mode too); a call whose
-        // audit record could not be queued fails closed and counts as rejected.
+        // audit record could not be written fails closed and counts as rejected.
         let (release, counted) = match state.audit.record(&rec).await {
             Ok(()) => (monitor || d.verdict == Verdict::Allow, d.verdict),
             Err(e) => {

@@ -6,9 +6,12 @@ use regex::{Regex, RegexSet};
 
 /// Secret kinds and their patterns (most specific first).
 pub const PATTERNS: [(&str, &str); 11] = [
+    // A PEM private key to its END line; without one, to the end of the
+    // base64 block after the header (lines of 16+ base64 characters and the
+    // PEM headers, separated by white space or escaped `\n`).
     (
         "private_key",
-        r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----(?:[\s\S]*?-----END (?:[A-Z]+ )?PRIVATE KEY-----)?",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|(?:(?:\s|\\[rn])+(?:[A-Za-z0-9+/=]{16,}|(?:Proc-Type|DEK-Info):[^\r\n\\]*))*)",
     ),
     ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
     ("openrouter_key", r"\bsk-or-v1-[A-Za-z0-9]{32,}"),

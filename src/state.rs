@@ -30,6 +30,10 @@ pub struct State {
     pub redactor: Redactor,
     id_prefix: String,
     next_id: AtomicU64,
+    /// Wakes the reload loop (`POST /reload` on the admin port).
+    pub reload_requested: tokio::sync::Notify,
+    /// Body bytes in flight (request bodies, whole response bodies).
+    pub budget: crate::budget::Budget,
 }
 
 impl State {
@@ -42,7 +46,7 @@ impl State {
         }
         let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
         let upstream = Upstream::new(&config.upstream)?;
-        let audit = AuditLog::start(&config.audit.path).await?;
+        let audit = AuditLog::start(&config.audit.path, config.audit.on_error).await?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -87,6 +91,7 @@ impl State {
                 .map(|t| (t, "client_token")),
         );
         let redactor = Redactor::new(exact);
+        let budget = crate::budget::Budget::new(config.limits.max_body_bytes_in_flight);
         Ok(State {
             fence_secret,
             redactor,
@@ -98,6 +103,8 @@ impl State {
             metrics: Arc::new(Metrics::default()),
             id_prefix: crate::audit::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
+            reload_requested: tokio::sync::Notify::new(),
+            budget,
         })
     }
 

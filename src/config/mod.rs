@@ -110,6 +110,7 @@ impl Config {
             ("max_tool_args_bytes", l.max_tool_args_bytes),
             ("max_held_args_bytes", l.max_held_args_bytes),
             ("max_event_bytes", l.max_event_bytes),
+            ("max_body_bytes_in_flight", l.max_body_bytes_in_flight),
         ] {
             if v == 0 {
                 bad(0..0, format!("limits.{name} must be greater than 0"));
@@ -284,6 +285,8 @@ impl Config {
                 mode: raw.policy.mode,
                 namespace_separators: raw.policy.namespace_separators.clone(),
                 reload: Duration::from_secs(raw.policy.reload_secs.max(1)),
+                reload_mode: raw.policy.reload,
+                settle: Duration::from_millis(raw.policy.settle_ms),
             },
             audit: Audit {
                 path: match raw.audit.path.as_str() {
@@ -291,6 +294,7 @@ impl Config {
                     p => AuditPath::File(resolve(p)),
                 },
                 include_judge_reason: raw.audit.include_judge_reason,
+                on_error: raw.audit.on_error,
             },
             rewrite: Rewrite {
                 neutral_message: raw.rewrite.neutral_message.into_inner(),
@@ -298,6 +302,7 @@ impl Config {
             },
             limits: Limits {
                 max_request_bytes: l.max_request_bytes,
+                max_body_bytes_in_flight: l.max_body_bytes_in_flight,
                 max_response_bytes: l.max_response_bytes,
                 max_tool_args_bytes: l.max_tool_args_bytes,
                 max_held_args_bytes: l.max_held_args_bytes,

@@ -199,6 +199,8 @@ pub(crate) struct RawPolicy {
     pub(crate) mode: PolicyMode,
     pub(crate) namespace_separators: Vec<String>,
     pub(crate) reload_secs: u64,
+    pub(crate) reload: super::ReloadMode,
+    pub(crate) settle_ms: u64,
 }
 
 impl Default for RawPolicy {
@@ -208,8 +210,10 @@ impl Default for RawPolicy {
             default_phase: None,
             hide_denied_tools: true,
             mode: PolicyMode::Enforce,
-            namespace_separators: vec![".".into(), "__".into(), "/".into(), "_".into()],
+            namespace_separators: vec![".".into(), "__".into(), "/".into(), "_".into(), "-".into()],
             reload_secs: 2,
+            reload: super::ReloadMode::Watch,
+            settle_ms: 1000,
         }
     }
 }
@@ -219,6 +223,7 @@ impl Default for RawPolicy {
 pub(crate) struct RawAudit {
     pub(crate) path: String,
     pub(crate) include_judge_reason: bool,
+    pub(crate) on_error: super::AuditOnError,
 }
 
 impl Default for RawAudit {
@@ -226,6 +231,7 @@ impl Default for RawAudit {
         RawAudit {
             path: "-".into(),
             include_judge_reason: false,
+            on_error: super::AuditOnError::FailClosed,
         }
     }
 }
@@ -254,11 +260,13 @@ pub(crate) struct RawLimits {
     pub(crate) max_tool_args_bytes: usize,
     pub(crate) max_held_args_bytes: usize,
     pub(crate) max_event_bytes: usize,
+    pub(crate) max_body_bytes_in_flight: usize,
 }
 
 impl Default for RawLimits {
     fn default() -> Self {
         RawLimits {
+            max_body_bytes_in_flight: 512 << 20,
             max_request_bytes: 16 << 20,
             max_response_bytes: 64 << 20,
             max_tool_args_bytes: 1 << 20,

@@ -71,6 +71,20 @@ pub struct Policy {
     pub namespace_separators: Vec<String>,
     /// How often policy files are checked for changes.
     pub reload: Duration,
+    /// Whether changed files are picked up by themselves or only on request.
+    pub reload_mode: ReloadMode,
+    /// How long the policy files must stay unchanged before a change is loaded.
+    pub settle: Duration,
+}
+
+/// `[policy] reload`: how policy changes are picked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadMode {
+    /// Watch the policy files; a change is loaded once it has settled (and on SIGHUP).
+    Watch,
+    /// Only on SIGHUP or `POST /reload` on the admin port.
+    Signal,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -88,9 +102,20 @@ pub enum AuditPath {
     File(PathBuf),
 }
 
+/// What a failed audit write does to the call it records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditOnError {
+    /// The call is not released (the default).
+    FailClosed,
+    /// The call is released and the failure logged.
+    Continue,
+}
+
 #[derive(Debug, Clone)]
 pub struct Audit {
     pub path: AuditPath,
+    pub on_error: AuditOnError,
     /// Persist the judge's one-line reason (off: seed 001, constraint 6).
     pub include_judge_reason: bool,
 }
@@ -112,6 +137,8 @@ pub struct Rewrite {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
+    /// All request and whole-response bodies held at once; over it: 503.
+    pub max_body_bytes_in_flight: usize,
     pub max_request_bytes: usize,
     pub max_response_bytes: usize,
     pub max_tool_args_bytes: usize,

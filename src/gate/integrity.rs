@@ -1,5 +1,8 @@
 //! The integrity gate: a call toolgate can evaluate at all — a `function` call
-//! with a name, arguments that are a JSON object (or empty) and within limits.
+//! with a name (within its cap), arguments that are a JSON object (or empty),
+//! within limits, and that every JSON reader reads the same way: no object
+//! whose keys repeat or collide under case folding, at any depth
+//! (`{"path": …, "PATH": …}` is one key to Go's or .NET's decoders).
 //! Whether the tool is declared, and its schema, are signals for the policy.
 
 use super::{BoxFuture, Gate, Outcome};
@@ -16,6 +19,9 @@ impl Integrity {
         if call.kind.as_deref().is_some_and(|k| k != "function") {
             return Outcome::reject("unsupported_call_type");
         }
+        if call.name_too_long {
+            return Outcome::reject("name_too_long");
+        }
         if call.name.is_empty() {
             return Outcome::reject("no_tool_name");
         }
@@ -23,11 +29,17 @@ impl Integrity {
         if call.arguments.trim().is_empty() {
             return Outcome::allow("well_formed");
         }
-        match serde_json::from_str::<serde_json::Value>(&call.arguments) {
-            Ok(serde_json::Value::Object(_)) => Outcome::allow("well_formed"),
-            Ok(_) => Outcome::reject("args_not_object"),
-            Err(_) => Outcome::reject("args_not_json"),
+        match serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments) {
+            Err(_) => return Outcome::reject("args_not_json"),
+            Ok(_) if !call.arguments.trim_start().starts_with('{') => {
+                return Outcome::reject("args_not_object")
+            }
+            Ok(_) => {}
         }
+        if crate::wire::json::ambiguous_keys(&call.arguments) {
+            return Outcome::reject("args_ambiguous_keys");
+        }
+        Outcome::allow("well_formed")
     }
 }
 
@@ -60,6 +72,24 @@ mod tests {
             (c("", "{}"), Verdict::Reject, "no_tool_name"),
             (c("t", "{\"a\":"), Verdict::Reject, "args_not_json"),
             (c("t", "[1]"), Verdict::Reject, "args_not_object"),
+            (
+                c("t", "{\"path\":\"/tmp/a\",\"PATH\":\"/etc/shadow\"}"),
+                Verdict::Reject,
+                "args_ambiguous_keys",
+            ),
+            (
+                c("t", "{\"a\":{\"amount\":5,\"Amount\":5000}}"),
+                Verdict::Reject,
+                "args_ambiguous_keys",
+            ),
+            (
+                ToolCall {
+                    name_too_long: true,
+                    ..c("", "{}")
+                },
+                Verdict::Reject,
+                "name_too_long",
+            ),
             (
                 ToolCall {
                     oversized: true,

@@ -217,7 +217,8 @@ fn method(m: Method) -> &'static str {
 }
 
 /// The namespace of a tool: the text before its first separator (`comm` in
-/// `comm.send`, `comm_send`, `comm__send`, `comm/send`); empty without one.
+/// `comm.send`, `comm_send`, `comm__send`, `comm/send`, `comm-send`); empty
+/// without one. `name` is expected in its caseless form ([`crate::fold`]).
 pub fn namespace<'a>(name: &'a str, seps: &[String]) -> &'a str {
     seps.iter()
         .filter_map(|s| name.find(s.as_str()).map(|i| (i, s.len())))
@@ -228,7 +229,12 @@ pub fn namespace<'a>(name: &'a str, seps: &[String]) -> &'a str {
 
 /// Signals that do not depend on the arguments (enough to tell whether rules
 /// deny a tool whatever its arguments).
-pub fn static_signals(name: &str, ctx: &Context, policy: &PolicySet, seps: &[String]) -> Signals {
+/// `tool.name` and `tool.namespace` are the caseless form of the name (so
+/// `Comm.Send` is `comm.send` in namespace `comm`); `tool.declared` is true
+/// only for the exact name the request declared.
+pub fn static_signals(raw: &str, ctx: &Context, policy: &PolicySet, seps: &[String]) -> Signals {
+    let folded = crate::fold::fold(raw);
+    let name = folded.as_ref();
     let mut s = Signals::default();
     s.set("tool.name", json!(name));
     s.set("tool.namespace", json!(namespace(name, seps)));
@@ -237,7 +243,7 @@ pub fn static_signals(name: &str, ctx: &Context, policy: &PolicySet, seps: &[Str
         .map(|e| e.class)
         .unwrap_or(ToolClass::Unclassified);
     s.set("tool.class", json!(class.as_str()));
-    s.set("tool.declared", json!(ctx.declared.contains_key(name)));
+    s.set("tool.declared", json!(ctx.declared.contains_key(raw)));
     s.set("phase", json!(ctx.phase));
     s.set("principal", json!(ctx.principal));
     s.set("session", json!(ctx.session));
@@ -399,6 +405,30 @@ mod tests {
             ("a_b.c", "a"),
         ] {
             assert_eq!(namespace(name, &seps), ns, "{name}");
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_a_name_gets_one_namespace_and_only_the_exact_one_is_declared() {
+        let policy = PolicySet::embedded().unwrap();
+        let seps: Vec<String> = [".", "__", "/", "_", "-"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut ctx = Context::default();
+        ctx.declared.insert("comm.send".into(), Default::default());
+        for raw in [
+            "comm.send",
+            "Comm.send",
+            "comm-send",
+            "COMM__send",
+            "ｃｏｍｍ.send",
+        ] {
+            let s = static_signals(raw, &ctx, &policy, &seps);
+            let ns = &s.get("tool.namespace").unwrap().value;
+            assert_eq!(ns, "comm", "{raw}");
+            let declared = s.get("tool.declared").unwrap().value == json!(true);
+            assert_eq!(declared, raw == "comm.send", "{raw}");
         }
     }
 

@@ -47,7 +47,16 @@ fn gates_with(src: &str, sensors: Vec<Arc<dyn Sensor>>) -> Gates {
             "<embedded>/default.toml".to_string(),
             crate::policy::DEFAULT_POLICY.to_string(),
         ),
-        ("p.toml".to_string(), src.to_string()),
+        // An empty policy file must say so.
+        (
+            "p.toml".to_string(),
+            if src.trim().is_empty() {
+                "rule = []"
+            } else {
+                src
+            }
+            .to_string(),
+        ),
     ];
     Gates::new(
         Arc::new(PolicySet::from_sources(&sources).unwrap()),

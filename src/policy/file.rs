@@ -151,6 +151,19 @@ pub(super) fn compile(
             return;
         }
     };
+    if toml::from_str::<toml::Table>(src).is_ok_and(|t| t.is_empty()) {
+        // An empty file is far more often a file caught mid-write (or
+        // truncated by mistake) than a wish for no rules: loading it could
+        // release every call its old rules stopped.
+        diags.push(Diagnostic {
+            file: file.to_string(),
+            line: 1,
+            message:
+                "policy file has no rules or settings; write `rule = []` if it is meant to be empty"
+                    .into(),
+        });
+        return;
+    }
     let mut cx = Ctx { file, src, diags };
     if let Some(d) = raw.defaults {
         let here = format!("{file}:{}", line_of(src, d.span().start));

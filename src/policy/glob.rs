@@ -1,4 +1,10 @@
 //! Tool-name globs: `*` matches any run of characters, `?` one character, the rest literally.
+//!
+//! Patterns and names are compared in their caseless form ([`crate::fold`]):
+//! `Comm.Send`, `ｃｏｍｍ.send` and `comm\u{200B}.send` all match `comm.*`, so no
+//! spelling of a name slips past a rule written for it.
+
+use crate::fold::fold;
 
 /// A compiled glob over tool names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,10 +15,11 @@ pub struct Glob {
 impl Glob {
     pub fn new(pattern: &str) -> Glob {
         Glob {
-            pattern: pattern.to_string(),
+            pattern: fold(pattern).into_owned(),
         }
     }
 
+    /// The pattern in its caseless form.
     pub fn as_str(&self) -> &str {
         &self.pattern
     }
@@ -23,7 +30,7 @@ impl Glob {
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        wildcard(self.pattern.as_bytes(), name.as_bytes())
+        wildcard(self.pattern.as_bytes(), fold(name).as_bytes())
     }
 }
 
@@ -78,6 +85,15 @@ mod tests {
         for (p, s, want) in cases {
             assert_eq!(Glob::new(p).matches(s), want, "{p} vs {s}");
         }
+        for name in [
+            "Comm.Email",
+            "COMM.email",
+            "ｃｏｍｍ.email",
+            "comm\u{200B}.email",
+        ] {
+            assert!(Glob::new("comm.*").matches(name), "{name}");
+        }
+        assert!(Glob::new("Get_*").matches("get_weather"));
         assert!(Glob::new("x").is_literal());
         assert!(!Glob::new("x*").is_literal());
     }

@@ -151,8 +151,10 @@ impl RuleIndex {
 }
 
 impl PolicySet {
-    /// The rules that apply to `tool`, in file order.
+    /// The rules that apply to `tool` (compared caseless), in file order.
     pub fn rules_for<'a>(&'a self, tool: &str) -> Vec<&'a Rule> {
+        let folded = crate::fold::fold(tool);
+        let tool = folded.as_ref();
         let mut ids: Vec<usize> = self.index.literal.get(tool).cloned().unwrap_or_default();
         ids.extend(
             self.index
@@ -164,6 +166,19 @@ impl PolicySet {
         ids.sort_unstable();
         ids.dedup();
         ids.into_iter().map(|i| &self.rules[i]).collect()
+    }
+
+    /// True when any rule condition or catalog `external_comm.when` reads the
+    /// top-level variable `var` (`provenance`, `args`, …).
+    pub fn reads(&self, var: &str) -> bool {
+        let rules = self.rules.iter().filter_map(|r| r.when.as_ref());
+        let catalog = self
+            .tools
+            .iter()
+            .filter_map(|t| t.external.as_ref()?.when.as_ref());
+        rules
+            .chain(catalog)
+            .any(|c| c.variables.iter().any(|v| v == var))
     }
 
     /// The first catalog entry matching `tool`.

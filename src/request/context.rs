@@ -1,21 +1,25 @@
 //! The context of a request (DESIGN section 2): who asks, in which phase and
 //! session, for what mission, and the texts that argument provenance is read from.
 
+use std::borrow::Cow;
+
 use http::HeaderMap;
 use serde_json::Value;
 
 use super::Context;
 
 /// The text of a message's `content` (a string or an array of text parts).
-pub fn content_text(content: &Value) -> String {
+pub fn content_text(content: &Value) -> Cow<'_, str> {
     match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Array(parts) => Cow::Owned(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => Cow::Borrowed(""),
     }
 }
 
@@ -37,7 +41,9 @@ pub struct Texts {
     pub tool: String,
 }
 
-pub fn texts(body: &Value) -> Texts {
+/// The texts of `body`'s messages; all user and tool text only when `all`
+/// (argument provenance reads them; nothing else does).
+pub fn texts(body: &Value, all: bool) -> Texts {
     let mut t = Texts::default();
     for m in body
         .get("messages")
@@ -54,12 +60,16 @@ pub fn texts(body: &Value) -> Texts {
                 t.system.push_str(&text);
             }
             "user" => {
-                t.first_user.get_or_insert_with(|| text.clone());
-                t.user.push_str(&text);
-                t.user.push('\n');
-                t.last_user = Some(text);
+                if t.first_user.is_none() {
+                    t.first_user = Some(text.to_string());
+                }
+                if all {
+                    t.user.push_str(&text);
+                    t.user.push('\n');
+                }
+                t.last_user = Some(text.into_owned());
             }
-            "tool" | "function" => {
+            "tool" | "function" if all => {
                 t.tool.push_str(&text);
                 t.tool.push('\n');
             }
@@ -69,15 +79,19 @@ pub fn texts(body: &Value) -> Texts {
     t
 }
 
-/// Fills the context from headers, the path's phase, the config's default phase and the body.
+/// Fills the context from headers, the path's phase, the config's default
+/// phase and the body; the provenance texts (all user and tool text) only
+/// when `provenance` (a rule reads them), so a large history is not copied
+/// for nothing.
 pub fn fill(
     ctx: &mut Context,
     h: &HeaderMap,
     path_phase: Option<&str>,
     default_phase: Option<&str>,
     body: &Value,
+    provenance: bool,
 ) {
-    let t = texts(body);
+    let t = texts(body, provenance);
     ctx.phase = header(h, "x-toolgate-phase")
         .or_else(|| path_phase.map(String::from))
         .or_else(|| default_phase.map(String::from))
@@ -116,16 +130,23 @@ mod tests {
             principal: "p".into(),
             ..Context::default()
         };
-        fill(&mut c, &h, None, None, &body());
+        fill(&mut c, &h, None, None, &body(), true);
         assert_eq!(c.phase, "unknown");
-        fill(&mut c, &h, None, Some("planning"), &body());
+        fill(&mut c, &h, None, Some("planning"), &body(), true);
         assert_eq!(c.phase, "planning");
-        fill(&mut c, &h, Some("execution"), Some("planning"), &body());
+        fill(
+            &mut c,
+            &h,
+            Some("execution"),
+            Some("planning"),
+            &body(),
+            true,
+        );
         assert_eq!(c.phase, "execution");
         h.insert("x-toolgate-phase", "review".parse().unwrap());
         h.insert("x-toolgate-session", "s1".parse().unwrap());
         h.insert("x-toolgate-agent", "a1".parse().unwrap());
-        fill(&mut c, &h, Some("execution"), None, &body());
+        fill(&mut c, &h, Some("execution"), None, &body(), true);
         assert_eq!(
             (c.phase.as_str(), c.session.as_str(), c.agent.as_str()),
             ("review", "s1", "a1")
@@ -138,7 +159,7 @@ mod tests {
             principal: "p".into(),
             ..Context::default()
         };
-        fill(&mut c, &HeaderMap::new(), None, None, &body());
+        fill(&mut c, &HeaderMap::new(), None, None, &body(), true);
         assert_eq!(c.mission.as_deref(), Some("You are a mail assistant."));
         assert_eq!(c.original_request.as_deref(), Some("now"));
         assert_eq!(c.agent, "p");
@@ -153,7 +174,7 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"role": "user", "content": "again"}));
-        fill(&mut c2, &HeaderMap::new(), None, None, &later);
+        fill(&mut c2, &HeaderMap::new(), None, None, &later, true);
         assert_eq!(
             c.session, c2.session,
             "the fingerprint is stable as a conversation grows"

@@ -13,6 +13,7 @@
 //! `⁅` in the content is doubled and `⁅!` is inserted before any spelling of
 //! the marker word (any case, with invisible characters, spaces, `_` or `-`).
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -53,17 +54,26 @@ static MARKER_WORD: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Makes `content` unable to open or close a fence; see the module doc.
-pub fn neutralise(content: &str) -> String {
-    let escaped = content.replace(ESC, "⁅⁅");
+/// Borrowed when there is nothing to change (no copy of a large result).
+pub fn neutralise(content: &str) -> Cow<'_, str> {
+    let escaped = if content.contains(ESC) {
+        Cow::Owned(content.replace(ESC, "⁅⁅"))
+    } else {
+        Cow::Borrowed(content)
+    };
+    let mut found = MARKER_WORD.find_iter(&escaped).peekable();
+    if found.peek().is_none() {
+        return escaped;
+    }
     let mut out = String::with_capacity(escaped.len() + 16);
     let mut last = 0;
-    for m in MARKER_WORD.find_iter(&escaped) {
+    for m in found {
         out.push_str(&escaped[last..m.start()]);
         out.push_str(BREAK);
         last = m.start();
     }
     out.push_str(&escaped[last..]);
-    out
+    Cow::Owned(out)
 }
 
 /// The inverse of [`neutralise`].
@@ -164,11 +174,11 @@ pub struct Source<'a> {
 /// Wraps one piece of content.
 pub fn wrap(secret: &[u8], src: &Source<'_>, content: &str, mode: Mode) -> String {
     let id = fence_id(secret, src.call_id, content);
-    let body = match mode {
+    let body: Cow<str> = match mode {
         Mode::Off => return content.to_string(),
         Mode::Delimit => neutralise(content),
-        Mode::Datamark => neutralise(content).replace(' ', &DATAMARK.to_string()),
-        Mode::Encode => base64(content.as_bytes()),
+        Mode::Datamark => Cow::Owned(neutralise(content).replace(' ', &DATAMARK.to_string())),
+        Mode::Encode => Cow::Owned(base64(content.as_bytes())),
     };
     let mut open = format!(
         "{OPEN} id={id} source={} call={}",
@@ -181,7 +191,14 @@ pub fn wrap(secret: &[u8], src: &Source<'_>, content: &str, mode: Mode) -> Strin
     if let Some(l) = label(mode) {
         open.push_str(&format!(" encoding={l}"));
     }
-    format!("{open}>>\n{body}\n{CLOSE} id={id}>>")
+    let close = format!("{CLOSE} id={id}>>");
+    let mut out = String::with_capacity(open.len() + body.len() + close.len() + 4);
+    out.push_str(&open);
+    out.push_str(">>\n");
+    out.push_str(&body);
+    out.push('\n');
+    out.push_str(&close);
+    out
 }
 
 /// The notice added once per request.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::error::Error;
 
 /// A tool the request declares (`tools[].function` or legacy `functions[]`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Declared {
     /// The declared JSON Schema of its arguments, if any.
     pub parameters: Option<Value>,
@@ -46,7 +46,17 @@ pub struct Context {
 pub struct ChatRequest {
     pub body: Value,
     pub declared: HashMap<String, Declared>,
+    /// `stream: true`: the answer must be an event stream (else JSON).
+    pub stream: bool,
 }
+
+/// A request may take at most this many times its size as a parsed tree,
+/// plus [`TREE_SLACK`] (a long chat of short messages is legitimate).
+const MAX_TREE_FACTOR: usize = 3;
+const TREE_SLACK: usize = 8 << 20;
+
+/// Bodies this large are parsed with [`crate::wire::json::lean_value`].
+const LEAN_MIN: usize = 1 << 20;
 
 fn bad(m: impl Into<String>) -> Error {
     Error::BadRequest(m.into())
@@ -73,12 +83,34 @@ fn declare(declared: &mut HashMap<String, Declared>, f: &Value, at: &str) -> Res
     Ok(())
 }
 
+/// What parsing `bytes` will take in memory; a body of many tiny values,
+/// which would take many times its size as a tree, is refused before the tree
+/// is built.
+pub fn tree_cost(bytes: &[u8]) -> Result<usize, Error> {
+    let cost = crate::wire::json::tree_cost(bytes);
+    if cost > MAX_TREE_FACTOR * bytes.len() + TREE_SLACK {
+        return Err(bad("Request body has too many JSON values for its size."));
+    }
+    Ok(cost)
+}
+
 /// Parses and checks the request body. Errors are about the agent's own input.
 pub fn parse_chat(bytes: &[u8]) -> Result<ChatRequest, Error> {
-    let body: Value = serde_json::from_slice(bytes)
-        .map_err(|e| bad(format!("Request body is not valid JSON: {e}")))?;
+    let invalid = |e: serde_json::Error| bad(format!("Request body is not valid JSON: {e}"));
+    let body: Value = if bytes.len() < LEAN_MIN {
+        serde_json::from_slice(bytes).map_err(invalid)?
+    } else {
+        // Large bodies: built so memory stays near their size.
+        let raw: &serde_json::value::RawValue = serde_json::from_slice(bytes).map_err(invalid)?;
+        crate::wire::json::lean_value(raw).map_err(invalid)?
+    };
     let Value::Object(obj) = &body else {
         return Err(bad("Request body must be a JSON object."));
+    };
+    let stream = match obj.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("'stream' must be a boolean.")),
     };
     let mut declared = HashMap::new();
     for (i, t) in array(obj.get("tools"), "tools")?.iter().enumerate() {
@@ -93,7 +125,11 @@ pub fn parse_chat(bytes: &[u8]) -> Result<ChatRequest, Error> {
     for (i, f) in array(obj.get("functions"), "functions")?.iter().enumerate() {
         declare(&mut declared, f, &format!("functions[{i}]"))?;
     }
-    Ok(ChatRequest { body, declared })
+    Ok(ChatRequest {
+        body,
+        declared,
+        stream,
+    })
 }
 
 #[cfg(test)]

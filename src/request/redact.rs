@@ -1,6 +1,16 @@
 //! Redaction of tool results before they are fenced: known secret formats,
 //! `password=`-style assignments, and the exact values of toolgate's own
 //! credentials. Each becomes `[REDACTED:<kind>]`; only counts are kept.
+//!
+//! Also caught: a PEM private key with no END line (from its header to the end
+//! of its base64 block), and a secret inside base64 (standard or URL-safe; a
+//! run of 24 to 64 KiB characters that decodes to text holding a secret
+//! becomes `[REDACTED:base64_secret]`).
+//!
+//! Documented limits (pinned by tests): a secret split across lines is caught
+//! only through a part that matches on its own (a key's first line of 20 or
+//! more characters; the rest of it passes); secrets inside hex, URL-encoding,
+//! compression, nested base64 or base64 runs over 64 KiB are not looked for.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -71,6 +81,9 @@ impl Redactor {
                 );
             }
         }
+        if let Some(b) = self.encoded(cur.as_deref().unwrap_or(text), counts) {
+            cur = Some(b);
+        }
         let t = cur.as_deref().unwrap_or(text);
         if t.contains('=') || t.contains(':') {
             let (eq, json) = &*ASSIGN;
@@ -103,6 +116,69 @@ impl Redactor {
         }
         cur
     }
+}
+
+/// Runs that may be base64 (standard or URL-safe alphabet, optional padding).
+#[allow(clippy::expect_used)] // constant pattern, exercised by the tests
+static BASE64_RUN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_\-]{24,}={0,2}").expect("base64 pattern"));
+
+/// The longest base64 run that is decoded and looked into.
+const MAX_ENCODED: usize = 64 * 1024;
+
+impl Redactor {
+    /// Replaces base64 runs whose decoded text holds a secret.
+    fn encoded(&self, text: &str, counts: &mut Counts) -> Option<String> {
+        let mut hits = 0u64;
+        let out = BASE64_RUN.replace_all(text, |c: &regex::Captures| {
+            let run = &c[0];
+            let secret = run.len() <= MAX_ENCODED
+                && decode_base64(run).is_some_and(|d| {
+                    let d = String::from_utf8_lossy(&d);
+                    SECRETS.any.is_match(&d)
+                        || self.exact.iter().any(|(v, _)| d.contains(v.as_str()))
+                });
+            if secret {
+                hits += 1;
+                "[REDACTED:base64_secret]".to_string()
+            } else {
+                run.to_string()
+            }
+        });
+        if hits == 0 {
+            return None;
+        }
+        *counts.entry("base64_secret").or_default() += hits;
+        Some(out.into_owned())
+    }
+}
+
+/// Decodes standard or URL-safe base64 (padding optional); `None` if it is not.
+fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    if s.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in s.bytes() {
+        let v = match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -147,6 +223,69 @@ mod tests {
             out,
             "password=[REDACTED:assignment] and api_key='[REDACTED:assignment]'"
         );
+    }
+
+    #[test]
+    fn a_private_key_without_its_end_line_is_redacted_to_the_end_of_its_block() {
+        let body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7";
+        for text in [
+            format!("-----BEGIN PRIVATE KEY-----\n{body}\n{body}\nAbCdEfGhIjKlMnOp\n\nThat was the key."),
+            format!("-----BEGIN RSA PRIVATE KEY-----\r\nProc-Type: 4,ENCRYPTED\r\n{body}\r\n{body}\r\n\r\nThat was the key."),
+            format!("-----BEGIN OPENSSH PRIVATE KEY-----\\n{body}\\n{body}\\n\n\nThat was the key."),
+        ] {
+            let (out, c) = red(&text);
+            assert!(!out.contains("MIIE"), "{out}");
+            assert!(out.starts_with("[REDACTED:private_key]"), "{out}");
+            assert!(out.ends_with("That was the key."), "the text after the block stays: {out}");
+            assert_eq!(c["private_key"], 1);
+        }
+    }
+
+    #[test]
+    fn a_secret_inside_base64_is_redacted() {
+        for secret in [
+            "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+            "config: upstream-secret-value-123",
+        ] {
+            let enc = encode(secret.as_bytes());
+            let (out, c) = red(&format!("blob {enc} end"));
+            assert_eq!(out, "blob [REDACTED:base64_secret] end", "{secret}");
+            assert_eq!(c["base64_secret"], 1);
+        }
+    }
+
+    #[test]
+    fn documented_limits_hold() {
+        // A key split across lines: its first line (20+ characters after the
+        // prefix) is caught; what follows the break is not.
+        let (out, _) = red("sk-proj-abcdefghijklmnopqrstuvwx\nyz0123456789");
+        assert_eq!(out, "[REDACTED:openai_key]\nyz0123456789");
+        // Split before 20 characters: nothing on its own matches.
+        let (out, _) = red("sk-proj-abcdefgh\nijklmnopqrstuvwxyz012345");
+        assert_eq!(out, "sk-proj-abcdefgh\nijklmnopqrstuvwxyz012345");
+        // Hex-encoded secrets are not looked for.
+        let hex: String = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(red(&hex).0, hex);
+    }
+
+    /// Standard base64 with padding (test helper).
+    fn encode(b: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut s = String::new();
+        for ch in b.chunks(3) {
+            let n = ch.iter().fold(0u32, |a, &x| (a << 8) | u32::from(x)) << (8 * (3 - ch.len()));
+            for i in 0..4 {
+                if i <= ch.len() {
+                    s.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    s.push('=');
+                }
+            }
+        }
+        s
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`role: "tool"` and legacy `role: "function"` messages), and adds the notice
 //! once. The same request always produces the same bytes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -66,7 +67,7 @@ fn first_url(text: &str) -> Option<String> {
     Some(url)
 }
 
-fn truncate(text: &str, max: Option<usize>, report: &mut Report) -> String {
+fn truncate<'a>(text: &'a str, max: Option<usize>, report: &mut Report) -> Cow<'a, str> {
     match max {
         Some(max) if text.len() > max => {
             let mut cut = max;
@@ -74,14 +75,14 @@ fn truncate(text: &str, max: Option<usize>, report: &mut Report) -> String {
                 cut -= 1;
             }
             report.truncated += 1;
-            format!(
+            Cow::Owned(format!(
                 "{}\n[truncated: {} of {} bytes removed]",
                 &text[..cut],
                 text.len() - cut,
                 text.len()
-            )
+            ))
         }
-        _ => text.to_string(),
+        _ => Cow::Borrowed(text),
     }
 }
 

@@ -1,4 +1,5 @@
-//! The admin port: `/healthz`, `/readyz`, `/metrics`.
+//! The admin port: `/healthz`, `/readyz`, `/metrics`, and `POST /reload`
+//! (load the policy files now, as SIGHUP does).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,14 @@ use crate::state::State;
 
 fn respond(req: &Request<Incoming>, state: &State, ready: &AtomicBool) -> Response<Full<Bytes>> {
     let (status, ctype, body) = match req.uri().path() {
+        "/reload" if req.method() == http::Method::POST => {
+            state.reload_requested.notify_one();
+            (
+                StatusCode::ACCEPTED,
+                "text/plain",
+                Bytes::from_static(b"reload requested\n"),
+            )
+        }
         "/healthz" => (StatusCode::OK, "text/plain", Bytes::from_static(b"ok\n")),
         "/readyz" if ready.load(Ordering::Acquire) => {
             (StatusCode::OK, "text/plain", Bytes::from_static(b"ready\n"))

@@ -1,8 +1,13 @@
-//! Policy hot reload: the policy files (and schema files) are checked every
-//! `[policy] reload_secs` and on SIGHUP; a change is loaded, compiled and
-//! swapped in atomically. A bad file keeps the last good set, is logged with
-//! `file:line` and counted. The same loop prunes idle rate-limiter keys and
-//! reloads changed TLS certificate files.
+//! Policy hot reload. With `[policy] reload = "watch"` the policy files (and
+//! schema and fact files) are checked every `reload_secs`; a change is loaded
+//! only once the files have stayed unchanged for `settle_ms`, so a file caught
+//! mid-write (truncated by `>` or `open('w')`) is never loaded. With
+//! `"signal"` only SIGHUP and `POST /reload` on the admin port reload. A
+//! load is compiled and swapped in atomically; a bad file (an empty one
+//! included) keeps the last good set, is logged with `file:line` and counted;
+//! a new set that drops deny or reject rules is logged at `warn` with their
+//! names. The same loop prunes idle rate-limiter keys and reloads changed TLS
+//! certificate files.
 
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
@@ -11,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::config::ReloadMode;
 use crate::error::Error;
 use crate::policy::PolicySet;
 use crate::state::State;
@@ -23,6 +29,10 @@ pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
     match PolicySet::load(Some(dir)) {
         Ok(p) => {
             let version = p.version.clone();
+            let dropped = dropped_blocking_rules(state.gates().policy(), &p);
+            if !dropped.is_empty() {
+                tracing::warn!(rules = %dropped.join(", "), policy = %version, "the reloaded policy no longer has these deny/reject rules");
+            }
             state.swap_policy(p);
             tracing::info!(policy = %version, "policy reloaded");
             Ok(version)
@@ -44,6 +54,23 @@ pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
     }
 }
 
+/// Names of the deny and reject rules of `old` that `new` no longer has.
+fn dropped_blocking_rules(old: &PolicySet, new: &PolicySet) -> Vec<String> {
+    use crate::policy::Verdict;
+    let blocking = |p: &PolicySet| -> Vec<String> {
+        p.rules
+            .iter()
+            .filter(|r| matches!(r.verdict, Verdict::Deny | Verdict::Reject))
+            .map(|r| r.name.clone())
+            .collect()
+    };
+    let kept = blocking(new);
+    blocking(old)
+        .into_iter()
+        .filter(|n| !kept.contains(n))
+        .collect()
+}
+
 /// Swaps in changed certificate files; a bad file keeps the last good certificate.
 fn reload_certs(state: &State, certs: &Certs) {
     match certs.reload_if_changed() {
@@ -56,18 +83,26 @@ fn reload_certs(state: &State, certs: &Certs) {
     }
 }
 
+/// A change of the policy files, waiting to settle.
+struct Pending {
+    stamp: Vec<(std::path::PathBuf, crate::stamp::Stamp)>,
+    since: Instant,
+}
+
 pub async fn watch(
     state: Arc<State>,
     certs: Option<Arc<Certs>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let dir = state.config.policy.dir.clone();
+    let watching = state.config.policy.reload_mode == ReloadMode::Watch;
+    let settle = state.config.policy.settle;
     let every = state.config.policy.reload;
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let mut last = dir
-        .as_deref()
-        .map(|d| crate::stamp::of_dir(d, "toml", &state.gates().policy().files));
+    let stamp = |dir: &Path| crate::stamp::of_dir(dir, "toml", &state.gates().policy().files);
+    let mut last = dir.as_deref().map(stamp);
+    let mut pending: Option<Pending> = None;
     let mut pruned = Instant::now();
     loop {
         #[cfg(unix)]
@@ -84,6 +119,7 @@ pub async fn watch(
         let forced = tokio::select! {
             _ = tokio::time::sleep(every) => false,
             _ = hangup => true,
+            _ = state.reload_requested.notified() => true,
             _ = shutdown.changed() => return,
         };
         if pruned.elapsed() >= PRUNE_EVERY {
@@ -96,10 +132,33 @@ pub async fn watch(
             reload_certs(&state, c);
         }
         let Some(dir) = dir.as_deref() else { continue };
-        let now = crate::stamp::of_dir(dir, "toml", &state.gates().policy().files);
-        if forced || last.as_ref() != Some(&now) {
-            last = Some(now);
+        if forced {
+            pending = None;
+            last = Some(stamp(dir));
             let _ = reload(&state, dir);
+            continue;
+        }
+        if !watching {
+            continue;
+        }
+        let now = stamp(dir);
+        if last.as_ref() == Some(&now) {
+            pending = None;
+            continue;
+        }
+        match &pending {
+            Some(p) if p.stamp == now && p.since.elapsed() >= settle => {
+                pending = None;
+                last = Some(now);
+                let _ = reload(&state, dir);
+            }
+            Some(p) if p.stamp == now => {}
+            _ => {
+                pending = Some(Pending {
+                    stamp: now,
+                    since: Instant::now(),
+                })
+            }
         }
     }
 }

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::ToolCall;
+use super::keys::{ENTRY, FUNCTION};
+use super::{map_guard, ToolCall, MAX_NAME_BYTES};
 use crate::error::Error;
 
 /// How many calls one choice may hold, and how many choices may hold calls.
@@ -25,6 +26,8 @@ const SYNTHETIC_BASE: u64 = 1 << 40;
 struct ChoiceCalls {
     /// In order of first appearance, with their assembly key.
     calls: Vec<(u64, ToolCall)>,
+    /// Bytes of each call's other keys (`extra`), counted against its cap.
+    extra_bytes: Vec<usize>,
 }
 
 #[derive(Debug)]
@@ -65,15 +68,13 @@ impl Assembler {
 
     /// Removes and returns a choice's calls in order of first appearance.
     pub fn take(&mut self, choice: u32) -> Vec<ToolCall> {
-        let calls = self
-            .choices
-            .remove(&choice)
-            .map(|c| c.calls)
-            .unwrap_or_default();
-        let calls: Vec<ToolCall> = calls.into_iter().map(|(_, c)| c).collect();
-        self.held_bytes = self
-            .held_bytes
-            .saturating_sub(calls.iter().map(|c| c.arguments.len()).sum());
+        let Some(held) = self.choices.remove(&choice) else {
+            return Vec::new();
+        };
+        let extra: usize = held.extra_bytes.iter().sum();
+        let calls: Vec<ToolCall> = held.calls.into_iter().map(|(_, c)| c).collect();
+        let args: usize = calls.iter().map(|c| c.arguments.len()).sum();
+        self.held_bytes = self.held_bytes.saturating_sub(args + extra);
         calls
     }
 
@@ -88,6 +89,7 @@ impl Assembler {
         let Value::Object(mut entry) = entry else {
             return Err(malformed("tool call entry is not an object"));
         };
+        map_guard(&entry, &ENTRY)?;
         let id = take_str(&mut entry, "id")?;
         let key = match entry.remove("index") {
             Some(Value::Number(n)) => n
@@ -102,6 +104,7 @@ impl Assembler {
             Some(Value::Object(f)) => f,
             Some(_) => return Err(malformed("tool call function is not an object")),
         };
+        map_guard(&function, &FUNCTION)?;
         self.merge(choice, key, false, id, kind, function, entry)
     }
 
@@ -110,6 +113,7 @@ impl Assembler {
         let Value::Object(function) = function else {
             return Err(malformed("function_call is not an object"));
         };
+        map_guard(&function, &FUNCTION)?;
         self.merge(choice, LEGACY_KEY, true, None, None, function, Map::new())
     }
 
@@ -170,10 +174,12 @@ impl Assembler {
                         ..ToolCall::default()
                     },
                 ));
+                slot.extra_bytes.push(0);
                 slot.calls.len() - 1
             }
         };
         let call = &mut slot.calls[idx].1;
+        let extra_bytes = &mut slot.extra_bytes[idx];
         if let Some(id) = id.filter(|s| !s.is_empty()) {
             if call.id.is_empty() {
                 call.id = id;
@@ -184,29 +190,45 @@ impl Assembler {
         if let Some(k) = kind.filter(|s| !s.is_empty()) {
             call.kind.get_or_insert(k);
         }
-        if let Some(n) = name.filter(|s| !s.is_empty()) {
+        if let Some(n) = name.filter(|s| !s.is_empty() && !call.name_too_long) {
             if call.name.is_empty() {
                 call.name = n;
             } else if call.name != n {
                 call.name.push_str(&n);
             }
+            if call.name.len() > MAX_NAME_BYTES {
+                call.name = String::new();
+                call.name_too_long = true;
+            }
         }
-        for (k, v) in extra {
-            call.extra.entry(k).or_insert(v);
-        }
-        if call.oversized || args.is_empty() {
+        if call.oversized {
             return Ok(());
         }
-        let over_call = call.arguments.len() + args.len() > self.max_call_bytes;
-        let over_held = self.held_bytes + args.len() > self.max_held_bytes;
-        if over_call || over_held {
-            self.held_bytes -= call.arguments.len();
+        // Other keys are kept as they first came, and count against the caps.
+        let mut added = args.len();
+        let mut new_extra = Vec::new();
+        for (k, v) in extra {
+            if !call.extra.contains_key(&k) {
+                added += k.len() + serde_json::to_string(&v).map_or(0, |t| t.len());
+                new_extra.push((k, v));
+            }
+        }
+        if added == 0 {
+            return Ok(());
+        }
+        let own = call.arguments.len() + *extra_bytes;
+        if own + added > self.max_call_bytes || self.held_bytes + added > self.max_held_bytes {
+            self.held_bytes -= own;
+            *extra_bytes = 0;
             call.arguments = String::new();
+            call.extra.clear();
             call.oversized = true;
             return Ok(());
         }
-        self.held_bytes += args.len();
+        self.held_bytes += added;
+        *extra_bytes += added - args.len();
         call.arguments.push_str(&args);
+        call.extra.extend(new_extra);
         Ok(())
     }
 }
@@ -326,6 +348,41 @@ mod tests {
             !c[0].oversized && c[1].oversized,
             "the response-wide bound rejects the second call"
         );
+    }
+
+    #[test]
+    fn a_name_past_the_cap_is_dropped_at_once_and_other_keys_count() {
+        let mut a = asm();
+        a.push_tool(0, 0, json!({"index":0,"id":"i","function":{"name":"n"}}))
+            .unwrap();
+        let long = "x".repeat(MAX_NAME_BYTES);
+        a.push_tool(0, 0, json!({"index":0,"function":{"name":long}}))
+            .unwrap();
+        a.push_tool(0, 0, json!({"index":0,"function":{"name":"more"}}))
+            .unwrap();
+        let c = a.take(0);
+        assert!(c[0].name_too_long && c[0].name.is_empty());
+        let mut a = Assembler::new(64, 1024);
+        for i in 0..8 {
+            let mut e = json!({"index":0,"function":{"arguments":""}});
+            e[format!("k{i}")] = json!("0123456789");
+            a.push_tool(0, 0, e).unwrap();
+        }
+        let c = a.take(0);
+        assert!(c[0].oversized, "unknown keys filled the call's cap");
+        assert!(c[0].extra.is_empty());
+    }
+
+    #[test]
+    fn keys_that_fold_to_known_ones_are_errors() {
+        for bad in [
+            json!({"index":0,"Function":{"name":"x"}}),
+            json!({"index":0,"function":{"NAME":"x"}}),
+            json!({"index":0,"function":{"argumentſ":"{}"}}),
+            json!({"INDEX":0,"function":{"name":"x"}}),
+        ] {
+            assert!(asm().push_tool(0, 0, bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

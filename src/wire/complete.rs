@@ -1,187 +1,365 @@
-//! Non-streaming chat completions: extract every call, then drop the rejected ones.
+//! Non-streaming chat completions: find every call, then drop the rejected ones.
 //!
-//! Calls come from `choices[].message.tool_calls` and legacy
-//! `choices[].message.function_call`. Allowed entries stay exactly as the
-//! upstream sent them (only a present `index` is renumbered); a choice left
-//! with no call gets the neutral message and `finish_reason: "stop"`.
+//! The body is read borrowed ([`super::json::Obj`]): no JSON tree is built,
+//! so a large body costs little more than its own size. Calls come from
+//! `choices[].message.tool_calls` and legacy `choices[].message.function_call`,
+//! in body order, and verdicts are bound to them in that order. Allowed
+//! entries stay exactly as the upstream sent them (only a present `index` is
+//! renumbered); a choice left with no call gets the neutral message and
+//! `finish_reason: "stop"`.
+//!
+//! Fails closed on anything two readers could take differently: duplicate or
+//! out-of-range choice indices, a repeated key, or a key that only differs by
+//! case (or width, or invisible characters) from one toolgate reads.
 
-use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
 
 use super::assemble::LEGACY_KEY;
-use super::ToolCall;
+use super::json::{self, is_null, write_key, write_string, Obj, Sink};
+use super::keys::{CHOICE, ENTRY, FUNCTION, MESSAGE, TOP};
+use super::{fold_guard, ToolCall, MAX_NAME_BYTES};
 use crate::error::Error;
 
 fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
 }
 
-/// The calls of a parsed response body, in order. An `error` object is an error.
-pub fn extract(body: &Value, max_call_bytes: usize) -> Result<Vec<ToolCall>, Error> {
-    let Value::Object(obj) = body else {
-        return Err(malformed("response is not a JSON object"));
-    };
-    if obj.get("error").is_some_and(|e| !e.is_null()) {
-        return Err(Error::UpstreamEvent(bytes::Bytes::from(body.to_string())));
-    }
-    let mut calls = Vec::new();
-    let choices = match obj.get("choices") {
-        None | Some(Value::Null) => return Ok(calls),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(malformed("choices is not an array")),
-    };
-    for (pos, ch) in choices.iter().enumerate() {
-        let choice = choice_index(ch, pos)?;
-        let Some(msg) = ch.get("message").filter(|m| !m.is_null()) else {
-            continue;
-        };
-        let Value::Object(msg) = msg else {
-            return Err(malformed("message is not an object"));
-        };
-        match msg.get("tool_calls") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(entries)) => {
-                for (i, e) in entries.iter().enumerate() {
-                    calls.push(call(choice, i as u64, e, false, max_call_bytes)?);
-                }
-            }
-            Some(_) => return Err(malformed("tool_calls is not an array")),
-        }
-        match msg.get("function_call") {
-            None | Some(Value::Null) => {}
-            Some(f @ Value::Object(_)) => {
-                let e = json!({ "function": f });
-                calls.push(call(choice, LEGACY_KEY, &e, true, max_call_bytes)?);
-            }
-            Some(_) => return Err(malformed("function_call is not an object")),
-        }
-    }
-    Ok(calls)
+/// Where one call sits.
+enum Slot {
+    Tool(usize),
+    Legacy,
 }
 
-fn choice_index(ch: &Value, pos: usize) -> Result<u32, Error> {
-    match ch.get("index") {
-        None | Some(Value::Null) => u32::try_from(pos).ok(),
-        Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-        Some(_) => None,
+struct Choice<'a> {
+    obj: Obj<'a>,
+    message: Option<Obj<'a>>,
+    /// Tool-call entries of the message, raw.
+    entries: Vec<&'a RawValue>,
+    slots: Vec<Slot>,
+}
+
+/// A parsed response body, borrowed from its text.
+pub struct Completion<'a> {
+    top: Obj<'a>,
+    choices: Option<Vec<Choice<'a>>>,
+    calls: Vec<ToolCall>,
+}
+
+impl<'a> Completion<'a> {
+    /// Parses `text` and finds its calls. An `error` object is an error.
+    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Completion<'a>, Error> {
+        let top: Obj =
+            serde_json::from_str(text).map_err(|_| malformed("response is not a JSON object"))?;
+        fold_guard(top.ambiguous(&TOP))?;
+        if top.present("error").is_some() {
+            return Err(Error::UpstreamEvent(bytes::Bytes::copy_from_slice(
+                text.as_bytes(),
+            )));
+        }
+        let Some(raw) = top.present("choices") else {
+            return Ok(Completion {
+                top,
+                choices: None,
+                calls: Vec::new(),
+            });
+        };
+        let raws = json::array(raw).ok_or_else(|| malformed("choices is not an array"))?;
+        let mut seen = std::collections::HashSet::new();
+        let mut choices = Vec::with_capacity(raws.len());
+        let mut calls = Vec::new();
+        for (pos, raw) in raws.iter().enumerate() {
+            let obj = Obj::of(raw).ok_or_else(|| malformed("choice is not an object"))?;
+            fold_guard(obj.ambiguous(&CHOICE))?;
+            let index = choice_index(&obj, pos)?;
+            if index as usize >= raws.len() || !seen.insert(index) {
+                return Err(malformed("choice indices are repeated or out of range"));
+            }
+            let mut ch = Choice {
+                message: None,
+                entries: Vec::new(),
+                slots: Vec::new(),
+                obj,
+            };
+            if let Some(m) = ch.obj.present("message") {
+                let msg = Obj::of(m).ok_or_else(|| malformed("message is not an object"))?;
+                fold_guard(msg.ambiguous(&MESSAGE))?;
+                if let Some(tc) = msg.present("tool_calls") {
+                    ch.entries =
+                        json::array(tc).ok_or_else(|| malformed("tool_calls is not an array"))?;
+                    for (i, e) in ch.entries.iter().enumerate() {
+                        let e = Obj::of(e)
+                            .ok_or_else(|| malformed("tool call entry is not an object"))?;
+                        calls.push(call(index, i as u64, &e, false, max_call_bytes)?);
+                        ch.slots.push(Slot::Tool(i));
+                    }
+                }
+                if let Some(f) = msg.present("function_call") {
+                    if Obj::of(f).is_none() {
+                        return Err(malformed("function_call is not an object"));
+                    }
+                    let wrapped = Obj {
+                        entries: vec![(Cow::Borrowed("function"), f)],
+                    };
+                    calls.push(call(index, LEGACY_KEY, &wrapped, true, max_call_bytes)?);
+                    ch.slots.push(Slot::Legacy);
+                }
+                ch.message = Some(msg);
+            }
+            choices.push(ch);
+        }
+        Ok(Completion {
+            top,
+            choices: Some(choices),
+            calls,
+        })
+    }
+
+    /// The calls, in body order.
+    pub fn calls(&self) -> &[ToolCall] {
+        &self.calls
+    }
+
+    /// Drops the calls' own copies (arguments) once they are decided.
+    pub fn forget_calls(&mut self) {
+        self.calls = Vec::new();
+    }
+
+    /// The body with the calls whose `allowed` entry is false removed (a
+    /// missing entry counts as false); `None` when every call is allowed and
+    /// the body can go out as it came.
+    ///
+    /// `out` receives the body: values that stay as they came are written
+    /// with [`Sink::raw`], so a [`super::json::Spliced`] sink copies none of
+    /// them.
+    pub fn rewrite(&self, allowed: &[bool], neutral: &str, out: &mut impl Sink) -> bool {
+        let Some(choices) = self.choices.as_ref() else {
+            return false;
+        };
+        let total: usize = choices.iter().map(|c| c.slots.len()).sum();
+        if (0..total).all(|i| allowed.get(i).copied().unwrap_or(false)) {
+            return false;
+        }
+        let mut next = 0usize;
+        out.text("{");
+        for (i, (k, v)) in self.top.entries.iter().enumerate() {
+            if i > 0 {
+                out.text(",");
+            }
+            write_key(out, k);
+            if k == "choices" {
+                out.text("[");
+                for (j, ch) in choices.iter().enumerate() {
+                    if j > 0 {
+                        out.text(",");
+                    }
+                    let verdicts = allowed_slice(allowed, next, ch.slots.len());
+                    next += ch.slots.len();
+                    write_choice(out, ch, &verdicts, neutral);
+                }
+                out.text("]");
+            } else {
+                out.raw(v);
+            }
+        }
+        out.text("}");
+        true
+    }
+}
+
+fn allowed_slice(allowed: &[bool], from: usize, n: usize) -> Vec<bool> {
+    (from..from + n)
+        .map(|i| allowed.get(i).copied().unwrap_or(false))
+        .collect()
+}
+
+fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &str) {
+    let (Some(msg), false) = (&ch.message, verdicts.iter().all(|&a| a)) else {
+        // Unchanged: as it came (no calls, or all of them allowed).
+        write_obj(out, &ch.obj, |_, _| None);
+        return;
+    };
+    let kept_tools: Vec<&RawValue> = ch
+        .slots
+        .iter()
+        .zip(verdicts)
+        .filter_map(|(s, &a)| match s {
+            Slot::Tool(i) if a => ch.entries.get(*i).copied(),
+            _ => None,
+        })
+        .collect();
+    let legacy_kept = ch
+        .slots
+        .iter()
+        .zip(verdicts)
+        .any(|(s, &a)| matches!(s, Slot::Legacy) && a);
+    let none_left = kept_tools.is_empty() && !legacy_kept;
+    let mut new_msg = String::new();
+    let mut wrote_content = false;
+    new_msg.push('{');
+    let mut first = true;
+    let mut field = |out: &mut String, k: &str, v: &str| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_key(out, k);
+        out.push_str(v);
+    };
+    for (k, v) in &msg.entries {
+        match k.as_ref() {
+            "tool_calls" if !is_null(v) => {
+                if kept_tools.is_empty() {
+                    continue;
+                }
+                let mut arr = String::from("[");
+                for (j, e) in kept_tools.iter().enumerate() {
+                    if j > 0 {
+                        arr.push(',');
+                    }
+                    match Obj::of(e) {
+                        Some(o) if o.get("index").is_some() => {
+                            write_obj(&mut arr, &o, |k, _| (k == "index").then(|| j.to_string()))
+                        }
+                        _ => arr.push_str(e.get()),
+                    }
+                }
+                arr.push(']');
+                field(&mut new_msg, k, &arr);
+            }
+            "function_call" if !is_null(v) && !legacy_kept => {}
+            "content" if none_left => {
+                let text = match json::string(v) {
+                    Some(t) if !t.is_empty() => format!("{t}\n\n{neutral}"),
+                    _ => neutral.to_string(),
+                };
+                let mut s = String::new();
+                write_string(&mut s, &text);
+                field(&mut new_msg, k, &s);
+                wrote_content = true;
+            }
+            _ => field(&mut new_msg, k, v.get()),
+        }
+    }
+    if none_left && !wrote_content {
+        let mut s = String::new();
+        write_string(&mut s, neutral);
+        field(&mut new_msg, "content", &s);
+    }
+    new_msg.push('}');
+    write_obj(out, &ch.obj, |k, v| match k {
+        "message" => Some(new_msg.clone()),
+        "finish_reason" if none_left => Some("\"stop\"".into()),
+        "native_finish_reason" if none_left && !is_null(v) => Some("\"stop\"".into()),
+        _ => None,
+    });
+}
+
+/// Writes `obj` with the values `replace` returns in place of the raw ones.
+fn write_obj(out: &mut impl Sink, obj: &Obj, replace: impl Fn(&str, &RawValue) -> Option<String>) {
+    out.text("{");
+    for (i, (k, v)) in obj.entries.iter().enumerate() {
+        if i > 0 {
+            out.text(",");
+        }
+        write_key(out, k);
+        match replace(k, v) {
+            Some(r) => out.text(&r),
+            None => out.raw(v),
+        }
+    }
+    out.text("}");
+}
+
+fn choice_index(ch: &Obj, pos: usize) -> Result<u32, Error> {
+    match ch.present("index") {
+        None => u32::try_from(pos).ok(),
+        Some(v) => v.get().parse::<u32>().ok(),
     }
     .ok_or_else(|| malformed("choice index is not a small integer"))
 }
 
-fn call(choice: u32, index: u64, e: &Value, legacy: bool, max: usize) -> Result<ToolCall, Error> {
-    let Value::Object(e) = e else {
-        return Err(malformed("tool call entry is not an object"));
-    };
-    let s = |v: Option<&Value>| -> Result<String, Error> {
-        match v {
-            None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(_) => Err(malformed("tool call field is not a string")),
+fn string_field(v: Option<&RawValue>) -> Result<String, Error> {
+    match v.filter(|v| !is_null(v)) {
+        None => Ok(String::new()),
+        Some(v) => json::string(v)
+            .map(Cow::into_owned)
+            .ok_or_else(|| malformed("tool call field is not a string")),
+    }
+}
+
+fn call(choice: u32, index: u64, e: &Obj, legacy: bool, max: usize) -> Result<ToolCall, Error> {
+    fold_guard(e.ambiguous(&ENTRY))?;
+    let f = match e.present("function") {
+        None => None,
+        Some(f) => {
+            Some(Obj::of(f).ok_or_else(|| malformed("tool call function is not an object"))?)
         }
     };
-    let f = match e.get("function") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(f)) => Some(f),
-        Some(_) => return Err(malformed("tool call function is not an object")),
+    if let Some(f) = &f {
+        fold_guard(f.ambiguous(&FUNCTION))?;
+    }
+    let arguments = match f.as_ref().and_then(|f| f.present("arguments")) {
+        None => String::new(),
+        Some(v) if v.get().starts_with(['{', '[']) => v.get().to_string(),
+        Some(v) => json::string(v)
+            .map(Cow::into_owned)
+            .ok_or_else(|| malformed("tool call arguments are not a string"))?,
     };
-    let arguments = match f.and_then(|f| f.get("arguments")) {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
-        Some(_) => return Err(malformed("tool call arguments are not a string")),
-    };
+    let name = string_field(f.as_ref().and_then(|f| f.get("name")))?;
     let oversized = arguments.len() > max;
+    let name_too_long = name.len() > MAX_NAME_BYTES;
     Ok(ToolCall {
         choice,
         index,
-        id: s(e.get("id"))?,
-        kind: e.get("type").and_then(Value::as_str).map(String::from),
-        name: s(f.and_then(|f| f.get("name")))?,
+        id: string_field(e.get("id"))?,
+        kind: match e.present("type") {
+            None => None,
+            Some(v) => Some(string_field(Some(v))?),
+        },
+        name: if name_too_long { String::new() } else { name },
+        name_too_long,
         arguments: if oversized { String::new() } else { arguments },
         legacy,
         oversized,
-        extra: Map::new(),
+        extra: serde_json::Map::new(),
     })
-}
-
-/// Removes the calls whose `allowed` entry is false (missing = false), in the
-/// order [`extract`] returned them.
-pub fn apply(body: &mut Value, calls: &[ToolCall], allowed: &[bool], neutral: &str) {
-    let Some(Value::Array(choices)) = body.get_mut("choices") else {
-        return;
-    };
-    for (pos, ch) in choices.iter_mut().enumerate() {
-        let Ok(choice) = choice_index(ch, pos) else {
-            continue;
-        };
-        let verdict = |index: u64| {
-            calls
-                .iter()
-                .position(|c| c.choice == choice && c.index == index)
-                .and_then(|i| allowed.get(i).copied())
-                .unwrap_or(false)
-        };
-        let Some(Value::Object(msg)) = ch.get_mut("message") else {
-            continue;
-        };
-        let mut had = false;
-        let mut left = 0;
-        if let Some(Value::Array(entries)) = msg.get_mut("tool_calls") {
-            had |= !entries.is_empty();
-            let mut i = 0u64;
-            entries.retain(|_| {
-                let keep = verdict(i);
-                i += 1;
-                keep
-            });
-            for (j, e) in entries.iter_mut().enumerate() {
-                if let Some(idx) = e.get_mut("index") {
-                    *idx = json!(j);
-                }
-            }
-            left += entries.len();
-            if entries.is_empty() {
-                msg.remove("tool_calls");
-            }
-        }
-        if msg.get("function_call").is_some_and(|f| !f.is_null()) {
-            had = true;
-            if verdict(LEGACY_KEY) {
-                left += 1;
-            } else {
-                msg.remove("function_call");
-            }
-        }
-        if had && left == 0 {
-            let text = match msg.get("content").and_then(Value::as_str) {
-                Some(t) if !t.is_empty() => format!("{t}\n\n{neutral}"),
-                _ => neutral.to_string(),
-            };
-            msg.insert("content".into(), json!(text));
-            if let Value::Object(c) = ch {
-                c.insert("finish_reason".into(), json!("stop"));
-                if c.get("native_finish_reason").is_some_and(|v| !v.is_null()) {
-                    c.insert("native_finish_reason".into(), json!("stop"));
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
-    fn body() -> Value {
+    fn body() -> String {
         json!({"id":"x","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
         "tool_calls":[
             {"id":"a","type":"function","function":{"name":"one","arguments":"{}"}},
             {"id":"b","type":"function","function":{"name":"two","arguments":"{\"k\":1}"},"extra_content":{"g":1}}
-        ]}}]})
+        ]}}]}).to_string()
+    }
+
+    fn rewrite(text: &str, allowed: &[bool]) -> Value {
+        let c = Completion::parse(text, 1024).unwrap();
+        let mut out = String::new();
+        assert!(c.rewrite(allowed, "N", &mut out));
+        // The same through the splicing sink, with every kept value sliced.
+        let body = bytes::Bytes::copy_from_slice(text.as_bytes());
+        let base = std::str::from_utf8(&body).unwrap();
+        let again = Completion::parse(base, 1024).unwrap();
+        let mut spliced = super::super::json::Spliced::new(base, &body).slicing_all();
+        again.rewrite(allowed, "N", &mut spliced);
+        let joined: Vec<u8> = spliced.finish().concat();
+        assert_eq!(joined, out.as_bytes());
+        serde_json::from_str(&out).unwrap()
     }
 
     #[test]
-    fn extracts_calls_in_order() {
-        let c = extract(&body(), 1024).unwrap();
+    fn finds_calls_in_order() {
+        let b = body();
+        let c = Completion::parse(&b, 1024).unwrap();
+        let c = c.calls();
         assert_eq!(c.len(), 2);
         assert_eq!(
             (
@@ -194,21 +372,29 @@ mod tests {
     }
 
     #[test]
+    fn all_allowed_means_unchanged() {
+        let b = body();
+        assert!(!Completion::parse(&b, 1024).unwrap().rewrite(
+            &[true, true],
+            "N",
+            &mut String::new()
+        ));
+    }
+
+    #[test]
     fn a_rejected_call_is_removed_and_others_kept_verbatim() {
-        let mut b = body();
-        let c = extract(&b, 1024).unwrap();
-        apply(&mut b, &c, &[false, true], "N");
+        let b = rewrite(&body(), &[false, true]);
         let tc = b["choices"][0]["message"]["tool_calls"].as_array().unwrap();
         assert_eq!(tc.len(), 1);
+        assert_eq!(tc[0]["id"], "b");
         assert_eq!(tc[0]["extra_content"], json!({"g":1}));
         assert_eq!(b["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(b["id"], "x");
     }
 
     #[test]
     fn nothing_left_gives_the_neutral_message() {
-        let mut b = body();
-        let c = extract(&b, 1024).unwrap();
-        apply(&mut b, &c, &[false, false], "N");
+        let b = rewrite(&body(), &[false, false]);
         let m = &b["choices"][0]["message"];
         assert!(m.get("tool_calls").is_none());
         assert_eq!(m["content"], "N");
@@ -216,22 +402,49 @@ mod tests {
     }
 
     #[test]
-    fn legacy_function_call_is_extracted_and_removed() {
-        let mut b = json!({"choices":[{"index":0,"finish_reason":"function_call","message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}}]});
-        let c = extract(&b, 1024).unwrap();
-        assert!(c[0].legacy);
-        apply(&mut b, &c, &[false], "N");
+    fn legacy_function_call_is_found_and_removed() {
+        let t = json!({"choices":[{"index":0,"finish_reason":"function_call","message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}}]}).to_string();
+        let c = Completion::parse(&t, 1024).unwrap();
+        assert!(c.calls()[0].legacy);
+        let b = rewrite(&t, &[false]);
         assert!(b["choices"][0]["message"].get("function_call").is_none());
         assert_eq!(b["choices"][0]["finish_reason"], "stop");
     }
 
     #[test]
-    fn errors_and_bad_shapes_are_errors() {
+    fn verdicts_follow_each_choice_in_order() {
+        let t = json!({"choices":[
+            {"index":0,"message":{"tool_calls":[{"id":"a","function":{"name":"ok","arguments":"{}"}}]}},
+            {"index":1,"message":{"tool_calls":[{"id":"b","function":{"name":"bad","arguments":"{}"}}]}}
+        ]})
+        .to_string();
+        let b = rewrite(&t, &[true, false]);
+        assert_eq!(b["choices"][0]["message"]["tool_calls"][0]["id"], "a");
+        assert_eq!(b["choices"][1]["message"]["content"], "N");
+    }
+
+    #[test]
+    fn errors_bad_shapes_and_ambiguity_fail() {
+        let parse = |v: Value| Completion::parse(&v.to_string(), 10).err();
         assert!(matches!(
-            extract(&json!({"error":{"message":"x"}}), 10),
-            Err(Error::UpstreamEvent(_))
+            parse(json!({"error":{"message":"x"}})),
+            Some(Error::UpstreamEvent(_))
         ));
-        assert!(extract(&json!([1]), 10).is_err());
-        assert!(extract(&json!({"choices":[{"message":{"tool_calls":{}}}]}), 10).is_err());
+        assert!(Completion::parse("[1]", 10).is_err());
+        for bad in [
+            json!({"choices":[{"message":{"tool_calls":{}}}]}),
+            json!({"choices":[{"index":0,"message":{}},{"index":0,"message":{}}]}),
+            json!({"choices":[{"index":3,"message":{}}]}),
+            json!({"choices":[{"message":{"TOOL_CALLS":[]}}]}),
+            json!({"choices":[{"message":{"tool_callſ":[]}}]}),
+            json!({"choices":[{"message":{"tool_calls":[{"function":{"Name":"x"}}]}}]}),
+            json!({"Choices":[]}),
+        ] {
+            assert!(parse(bad.clone()).is_some(), "{bad}");
+        }
+        assert!(
+            Completion::parse(r#"{"choices":[],"choices":[]}"#, 10).is_err(),
+            "a repeated key"
+        );
     }
 }

@@ -8,6 +8,7 @@
 pub mod assemble;
 pub mod chunk;
 pub mod complete;
+pub mod json;
 pub mod sse;
 pub mod stream;
 mod sync_driver;
@@ -17,6 +18,8 @@ use std::sync::LazyLock;
 use bytes::{BufMut, Bytes, BytesMut};
 use memchr::memmem::Finder;
 use serde_json::{Map, Value};
+
+use crate::error::Error;
 
 /// One tool call as the model proposed it, assembled and ready for the gates.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -35,24 +38,73 @@ pub struct ToolCall {
     pub legacy: bool,
     /// The arguments went over `[limits]`; they were dropped and the call must be rejected.
     pub oversized: bool,
+    /// The name went over [`MAX_NAME_BYTES`]; it was dropped and the call must be rejected.
+    pub name_too_long: bool,
     /// Other keys of the upstream entry (e.g. Gemini's `extra_content`), re-emitted as they were.
     pub extra: Map<String, Value>,
 }
 
-static NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
-    [
-        Finder::new(b"tool_calls"),
-        Finder::new(b"function_call"),
-        // A JSON escape could spell either key (`"tool\u005fcalls"`).
-        Finder::new(b"\\u"),
-        Finder::new(b"\"error\""),
-    ]
+/// The longest tool name a call may have (providers allow 64 bytes); a longer
+/// one is dropped as it arrives and the call rejected.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// The keys toolgate reads, per level of a chat-completions body. A key that
+/// is not one of them but folds to one ([`crate::fold`]) fails the body.
+pub mod keys {
+    pub const TOP: [&str; 2] = ["choices", "error"];
+    pub const CHOICE: [&str; 5] = [
+        "index",
+        "message",
+        "delta",
+        "finish_reason",
+        "native_finish_reason",
+    ];
+    pub const MESSAGE: [&str; 4] = ["tool_calls", "function_call", "content", "role"];
+    pub const ENTRY: [&str; 4] = ["index", "id", "type", "function"];
+    pub const FUNCTION: [&str; 2] = ["name", "arguments"];
+}
+
+/// An error when `ambiguous` (see [`json::Obj::ambiguous`]).
+pub fn fold_guard(ambiguous: bool) -> Result<(), Error> {
+    if ambiguous {
+        return Err(Error::UpstreamUnreadable(
+            "a key differs from a known key only by case or spelling",
+        ));
+    }
+    Ok(())
+}
+
+/// The same check over a parsed map (whose repeated keys are already merged).
+pub fn map_guard(m: &Map<String, Value>, known: &[&str]) -> Result<(), Error> {
+    fold_guard(m.keys().any(|k| crate::fold::impersonates(k, known)))
+}
+
+#[allow(clippy::expect_used)] // constant patterns
+static NEEDLES: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
+    aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([
+            "tool_calls",
+            "function_call",
+            // A JSON escape could spell either key (`"tool\u005fcalls"`).
+            "\\u",
+            "\"error\"",
+        ])
+        .expect("needles")
 });
 
 /// False only when `data` cannot hold a tool call or an error object in any JSON
-/// reading of it: then the event may be forwarded without parsing.
+/// reading of it, including readers that match keys without regard to case:
+/// then the event may be forwarded without parsing. Any non-ASCII byte could
+/// be part of a key that folds to a known one, so it needs the parse too.
 pub fn may_need_gate(data: &[u8]) -> bool {
-    NEEDLES.iter().any(|f| f.find(data).is_some())
+    !data.is_ascii() || names_a_call(data)
+}
+
+/// True when `data` holds, in any ASCII case, a key a call or an error is
+/// read from (or a `\u` escape that could spell one).
+pub fn names_a_call(data: &[u8]) -> bool {
+    NEEDLES.is_match(data)
 }
 
 static FINISH: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
@@ -116,6 +168,10 @@ mod tests {
         assert!(may_need_gate(br#"{"delta":{"function_call":{}}}"#));
         assert!(may_need_gate(br#"{"delta":{"tool\u005fcalls":[]}}"#));
         assert!(may_need_gate(br#"{"error":{"message":"x"}}"#));
+        assert!(may_need_gate(br#"{"delta":{"TOOL_CALLS":[]}}"#));
+        assert!(may_need_gate(br#"{"delta":{"Function_Call":{}}}"#));
+        assert!(may_need_gate("{\"delta\":{\"tool_callſ\":[]}}".as_bytes()));
+        assert!(may_need_gate(br#"{"ERROR":{}}"#));
     }
 
     #[test]

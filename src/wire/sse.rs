@@ -11,10 +11,10 @@
 //! Bytes are pushed as they arrive; a partial line means "need more bytes".
 //! Each block (the lines up to and including a blank line) comes out as one
 //! [`SseEvent`] carrying its exact raw bytes, so an event that needs no change
-//! can be forwarded byte for byte. A CR at the very end of the buffer ends its
-//! line at once; a following LF is skipped as part of the same line end (it is
-//! still kept in the next block's raw bytes, so raw output concatenates to the
-//! exact input).
+//! can be forwarded byte for byte when it is [`SseEvent::clean`]. A CR at the
+//! very end of the buffer waits for the next byte (or [`SseDecoder::finish`]),
+//! so the events never depend on how the bytes were split; raw output
+//! concatenates to the exact input.
 
 use bytes::{Bytes, BytesMut};
 
@@ -28,6 +28,11 @@ pub struct SseEvent {
     /// The `data:` lines joined by `\n`; `None` when the block had no data field
     /// (a comment-only or empty block, which dispatches nothing).
     pub data: Option<Vec<u8>>,
+    /// True when `raw` holds only lines every SSE reader reads the same way:
+    /// `data`, `event`, `id`, `retry` fields and comments, ended by LF or CRLF.
+    /// A block with an unknown field line or a bare-CR line end is not clean and
+    /// must not be forwarded as it came.
+    pub clean: bool,
 }
 
 /// The block grew past the configured maximum without ending.
@@ -41,12 +46,12 @@ pub struct SseDecoder {
     buf: BytesMut,
     /// Start of the next unparsed line within `buf` (`buf` starts at the current block).
     pos: usize,
-    /// The previous line ended with a CR at the end of the buffer.
-    skip_lf: bool,
     bom_checked: bool,
     event: Option<String>,
     data: Vec<u8>,
     has_data: bool,
+    /// The current block so far is clean (see [`SseEvent::clean`]).
+    clean: bool,
     max_event: usize,
 }
 
@@ -55,11 +60,11 @@ impl SseDecoder {
         SseDecoder {
             buf: BytesMut::with_capacity(8 * 1024),
             pos: 0,
-            skip_lf: false,
             bom_checked: false,
             event: None,
             data: Vec::new(),
             has_data: false,
+            clean: true,
             max_event,
         }
     }
@@ -75,6 +80,7 @@ impl SseDecoder {
         self.has_data = false;
         self.data.clear();
         self.event = None;
+        self.clean = true;
     }
 
     /// Bytes received but not yet returned in an event.
@@ -96,12 +102,6 @@ impl SseDecoder {
             }
         }
         loop {
-            if self.skip_lf && self.pos < self.buf.len() {
-                if self.buf[self.pos] == b'\n' {
-                    self.pos += 1;
-                }
-                self.skip_lf = false;
-            }
             let rest = &self.buf[self.pos..];
             let Some(i) = memchr::memchr2(b'\n', b'\r', rest) else {
                 if self.buf.len() > self.max_event {
@@ -114,11 +114,13 @@ impl SseDecoder {
             let term = if rest[i] == b'\r' {
                 match rest.get(i + 1) {
                     Some(b'\n') => 2,
-                    Some(_) => 1,
-                    None => {
-                        self.skip_lf = true;
+                    Some(_) => {
+                        self.clean = false;
                         1
                     }
+                    // A CR at the end of the buffer: wait for the next byte, so
+                    // that how the bytes were split never changes the result.
+                    None => return Ok(None),
                 }
             } else {
                 1
@@ -140,11 +142,19 @@ impl SseDecoder {
         if self.buf.is_empty() {
             return None;
         }
-        if self.pos < self.buf.len() {
-            let (s, e) = (self.pos, self.buf.len());
-            self.field(s, e);
-            self.pos = e;
+        let end = self.buf.len();
+        let line_end = if self.buf.ends_with(b"\r") {
+            end - 1
+        } else {
+            end
+        };
+        if self.pos < line_end {
+            let s = self.pos;
+            self.field(s, line_end);
         }
+        self.pos = end;
+        // A block no reader would dispatch as it stands: never forwarded raw.
+        self.clean = false;
         Some(self.dispatch())
     }
 
@@ -169,7 +179,8 @@ impl SseDecoder {
                 self.has_data = true;
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
-            _ => {}
+            b"id" | b"retry" => {}
+            _ => self.clean = false,
         }
     }
 
@@ -182,10 +193,12 @@ impl SseDecoder {
         } else {
             None
         };
+        let clean = std::mem::replace(&mut self.clean, true);
         SseEvent {
             raw,
             event: self.event.take(),
             data,
+            clean,
         }
     }
 }
@@ -272,6 +285,18 @@ mod tests {
         let ev = decode_all(&[b"data: a\n\ndata: tail"]);
         assert_eq!(ev.len(), 2);
         assert_eq!(data(&ev[1]), Some("tail"));
+    }
+
+    #[test]
+    fn only_understood_lines_are_clean() {
+        let ev = decode_all(&[
+            b"data: a\n\n: c\nid: 1\nretry: 5\nevent: x\ndata: b\r\n\r\n{\"choices\":[]}\n\ndata: c\r\rdata: d\n\n",
+        ]);
+        let clean: Vec<bool> = ev.iter().map(|e| e.clean).collect();
+        assert_eq!(clean, [true, true, false, false, true]);
+        assert_eq!(ev[2].data, None, "an unknown field is no data");
+        let ev = decode_all(&[b"data: tail"]);
+        assert!(!ev[0].clean, "an unterminated block is never clean");
     }
 
     #[test]

@@ -22,8 +22,11 @@ use serde_json::{json, Map, Value};
 
 use super::assemble::Assembler;
 use super::chunk::{is_empty_chunk, set_finish};
-use super::sse::SseDecoder;
-use super::{has_finish, has_text, may_need_gate, write_event, write_raw_data, ToolCall, DONE};
+use super::sse::{SseDecoder, SseEvent};
+use super::{
+    has_finish, has_text, keys, map_guard, may_need_gate, names_a_call, write_event,
+    write_raw_data, ToolCall, DONE,
+};
 use crate::error::Error;
 
 /// What the driver must do next.
@@ -136,9 +139,7 @@ impl StreamRewriter {
                 return Ok(Step::NeedMore);
             }
             match self.decoder.next_event() {
-                Ok(Some(ev)) => {
-                    self.handle(ev.raw, ev.event.as_deref(), ev.data.as_deref(), out)?
-                }
+                Ok(Some(ev)) => self.handle(ev, out)?,
                 Ok(None) => return Ok(Step::NeedMore),
                 Err(_) => return Err(malformed("event larger than limits.max_event_bytes")),
             }
@@ -153,7 +154,7 @@ impl StreamRewriter {
         }
         if !self.ended {
             if let Some(ev) = self.decoder.finish() {
-                self.handle(ev.raw, ev.event.as_deref(), ev.data.as_deref(), out)?;
+                self.handle(ev, out)?;
                 if self.pending.is_some() {
                     return Ok(Step::Gate);
                 }
@@ -180,16 +181,28 @@ impl StreamRewriter {
         dropped
     }
 
-    fn handle(
-        &mut self,
-        raw: Bytes,
-        event: Option<&str>,
-        data: Option<&[u8]>,
-        out: &mut BytesMut,
-    ) -> Result<(), Error> {
-        let Some(data) = data else {
-            out.put_slice(&raw);
+    fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
+        let event = ev.event.as_deref();
+        let Some(data) = ev.data.as_deref() else {
+            // Comments (keep-alives) pass; a block of unknown lines is dropped.
+            if ev.clean {
+                out.put_slice(&ev.raw);
+            }
             return Ok(());
+        };
+        // Only lines every reader agrees on are forwarded: otherwise the event
+        // is written anew from what was parsed.
+        let raw = if ev.clean {
+            ev.raw
+        } else {
+            let mut b = BytesMut::new();
+            if let Some(name) = event {
+                b.put_slice(b"event: ");
+                b.put_slice(name.as_bytes());
+                b.put_slice(b"\n");
+            }
+            write_raw_data(&mut b, data);
+            b.freeze()
         };
         if event == Some("error") {
             return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
@@ -221,7 +234,9 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         }
-        self.slow(raw, data, risky, out)
+        // Data that is not JSON fails the stream only if it could name a call
+        // (a non-ASCII byte alone sends an event to the parse, not to an error).
+        self.slow(raw, data, names_a_call(data), out)
     }
 
     /// Parses the chunk, strips tool deltas into the assembler, and rewrites finishes.
@@ -240,6 +255,7 @@ impl StreamRewriter {
                 return Ok(());
             }
         };
+        map_guard(&obj, &keys::TOP)?;
         if obj.get("error").is_some_and(|e| !e.is_null()) {
             return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
         }
@@ -280,6 +296,7 @@ impl StreamRewriter {
         let Value::Object(c) = ch else {
             return Err(malformed("choice is not an object"));
         };
+        map_guard(c, &keys::CHOICE)?;
         let idx = match c.get("index") {
             None | Some(Value::Null) => u32::try_from(pos).ok(),
             Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
@@ -290,6 +307,7 @@ impl StreamRewriter {
             let Some(Value::Object(d)) = c.get_mut(key) else {
                 continue;
             };
+            map_guard(d, &keys::MESSAGE)?;
             let late = self.finals.contains_key(&idx);
             if let Some(tc) = d.remove("tool_calls") {
                 match tc {

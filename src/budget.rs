@@ -1,0 +1,97 @@
+//! The budget of body bytes in flight: every request body, and every whole
+//! (non-streamed) response body, is charged while toolgate holds it. A body
+//! that would take the total over `[limits] max_body_bytes_in_flight` is
+//! refused with a 503, so a burst of large bodies cannot exhaust memory.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::Error;
+
+/// Charged in units of this many bytes.
+const UNIT: usize = 1024;
+
+/// The shared budget.
+#[derive(Clone)]
+pub struct Budget {
+    sem: Arc<Semaphore>,
+}
+
+impl Budget {
+    pub fn new(max_bytes: usize) -> Budget {
+        let units = (max_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS);
+        Budget {
+            sem: Arc::new(Semaphore::new(units)),
+        }
+    }
+
+    /// An empty charge against this budget, grown as a body arrives.
+    pub fn charge(&self) -> Charge {
+        Charge {
+            sem: self.sem.clone(),
+            units: 0,
+            permit: None,
+        }
+    }
+
+    /// A charge against a budget of its own that never runs out (for small,
+    /// capped bodies not worth counting).
+    pub fn unbounded_charge() -> Charge {
+        Budget::new(usize::MAX).charge()
+    }
+
+    /// Units free now (for tests and metrics).
+    pub fn available_bytes(&self) -> usize {
+        self.sem.available_permits() * UNIT
+    }
+}
+
+/// Bytes one body holds of the budget; given back on drop.
+pub struct Charge {
+    sem: Arc<Semaphore>,
+    units: usize,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Charge {
+    /// Holds enough of the budget for `bytes` in all; `Error::Overloaded`
+    /// (nothing more is taken) when the budget has not that much left.
+    pub fn grow_to(&mut self, bytes: usize) -> Result<(), Error> {
+        let want = bytes.div_ceil(UNIT);
+        if want <= self.units {
+            return Ok(());
+        }
+        let more = u32::try_from(want - self.units).map_err(|_| Error::Overloaded)?;
+        let p = self
+            .sem
+            .clone()
+            .try_acquire_many_owned(more)
+            .map_err(|_| Error::Overloaded)?;
+        match &mut self.permit {
+            Some(held) => held.merge(p),
+            None => self.permit = Some(p),
+        }
+        self.units = want;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_are_bounded_and_given_back() {
+        let b = Budget::new(10 * UNIT);
+        let mut a = b.charge();
+        a.grow_to(6 * UNIT).unwrap();
+        a.grow_to(3 * UNIT).unwrap();
+        let mut c = b.charge();
+        assert!(matches!(c.grow_to(5 * UNIT), Err(Error::Overloaded)));
+        c.grow_to(4 * UNIT).unwrap();
+        assert_eq!(b.available_bytes(), 0);
+        drop(a);
+        assert_eq!(b.available_bytes(), 6 * UNIT);
+    }
+}

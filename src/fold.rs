@@ -1,0 +1,96 @@
+//! Caseless identity of names: what a lenient reader takes to be the same key
+//! or the same tool.
+//!
+//! [`fold`] is NFKC, then a full case fold (lower, upper, lower again, so that
+//! `ß`/`SS`, `ſ`/`s`, `K` (Kelvin)/`k` and `ς`/`σ` meet), with default-ignorable
+//! code points (zero-width spaces and joiners, soft hyphens, bidi controls,
+//! variation selectors, tags) removed. Two strings with the same fold are
+//! read as one by decoders that match keys case-insensitively (Go's
+//! `encoding/json`, Newtonsoft) and look the same to a person.
+
+use std::borrow::Cow;
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Code points that render as nothing and that no reader should count.
+pub fn is_ignorable(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x034F
+            | 0x061C
+            | 0x115F..=0x1160
+            | 0x17B4..=0x17B5
+            | 0x180B..=0x180F
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x206F
+            | 0x3164
+            | 0xFE00..=0xFE0F
+            | 0xFEFF
+            | 0xFFA0
+            | 0xFFF0..=0xFFF8
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0000..=0xE0FFF
+    )
+}
+
+/// The caseless form of `s`; borrowed when `s` is already lower-case ASCII
+/// (the common case costs no allocation).
+pub fn fold(s: &str) -> Cow<'_, str> {
+    if s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+        return Cow::Borrowed(s);
+    }
+    let nfkc: String = s.nfkc().filter(|c| !is_ignorable(*c)).collect();
+    let once: String = nfkc
+        .chars()
+        .flat_map(char::to_lowercase)
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect();
+    // Folding can produce new compatibility forms; a second NFKC settles them.
+    Cow::Owned(once.nfkc().filter(|c| !is_ignorable(*c)).collect())
+}
+
+/// True when `key` is not one of `known` but folds to one of them: a key a
+/// lenient reader would take for a known one.
+pub fn impersonates(key: &str, known: &[&str]) -> bool {
+    if known.contains(&key) {
+        return false;
+    }
+    let f = fold(key);
+    known.iter().any(|k| fold(k) == f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_width_long_s_and_invisibles_fold_together() {
+        for (a, b) in [
+            ("TOOL_CALLS", "tool_calls"),
+            ("Tool_Calls", "tool_calls"),
+            ("tool_call\u{017F}", "tool_calls"),
+            ("ｔｏｏｌ＿ｃａｌｌｓ", "tool_calls"),
+            ("comm\u{200B}.send", "comm.send"),
+            ("\u{212A}ey", "key"),
+            ("STRASSE", "straße"),
+            ("Comm.Send", "comm.send"),
+        ] {
+            assert_eq!(fold(a), fold(b), "{a} ~ {b}");
+        }
+        assert_ne!(fold("path"), fold("paths"));
+        assert!(matches!(fold("already_lower"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn impersonation_needs_a_different_spelling() {
+        let known = ["tool_calls", "name"];
+        assert!(!impersonates("tool_calls", &known));
+        assert!(impersonates("Name", &known));
+        assert!(impersonates("tool_callſ", &known));
+        assert!(!impersonates("extra_content", &known));
+    }
+}

@@ -1,0 +1,432 @@
+//! Borrowed JSON: an object's keys in order with the raw text of each value.
+//!
+//! Large bodies are read through [`Obj`] without building a tree (memory
+//! stays near the body's own size), every key is seen — duplicates and keys
+//! that only differ by case included — and a changed body is written back
+//! from the raw values it kept, so what was not changed goes out as it came.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::fold;
+
+/// An object key, borrowed unless it held escapes.
+pub struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// One JSON object: every member in order, values unparsed.
+pub struct Obj<'a> {
+    pub entries: Vec<(Cow<'a, str>, &'a RawValue)>,
+}
+
+impl<'de> Deserialize<'de> for Obj<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Obj<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Obj<'de>, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((Key(k), v)) = m.next_entry::<Key<'de>, &'de RawValue>()? {
+                    entries.push((k, v));
+                }
+                Ok(Obj { entries })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'a> Obj<'a> {
+    /// The object in `raw`; `None` when it is not an object.
+    pub fn of(raw: &'a RawValue) -> Option<Obj<'a>> {
+        serde_json::from_str(raw.get()).ok()
+    }
+
+    /// The value of `key` (the first, should there be more).
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// The value of `key` unless it is absent or `null`.
+    pub fn present(&self, key: &str) -> Option<&'a RawValue> {
+        self.get(key).filter(|v| !is_null(v))
+    }
+
+    /// True when a key appears twice, or when a key is not one of `known` but a
+    /// lenient reader would take it for one: readers would disagree on it.
+    pub fn ambiguous(&self, known: &[&str]) -> bool {
+        let mut seen = std::collections::HashSet::with_capacity(self.entries.len());
+        self.entries
+            .iter()
+            .any(|(k, _)| !seen.insert(k.as_ref()) || fold::impersonates(k, known))
+    }
+}
+
+/// True for the JSON literal `null`.
+pub fn is_null(v: &RawValue) -> bool {
+    v.get() == "null"
+}
+
+/// The elements of a JSON array; `None` when `raw` is not an array.
+pub fn array(raw: &RawValue) -> Option<Vec<&RawValue>> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// A string value; `None` when it is not a string.
+pub fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
+    serde_json::from_str::<Key>(raw.get()).ok().map(|k| k.0)
+}
+
+/// Where rewritten JSON goes: new text, and values kept as they came.
+pub trait Sink {
+    fn text(&mut self, s: &str);
+    fn raw(&mut self, v: &RawValue);
+}
+
+impl Sink for String {
+    fn text(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn raw(&mut self, v: &RawValue) {
+        self.push_str(v.get());
+    }
+}
+
+/// A rewritten body as pieces: new text, and slices of the original body for
+/// the values kept (no copy), so a rewrite costs little beyond the original.
+pub struct Spliced<'a> {
+    base: &'a str,
+    body: &'a bytes::Bytes,
+    pieces: Vec<bytes::Bytes>,
+    text: String,
+    /// Kept values shorter than this are copied rather than sliced.
+    min_slice: usize,
+}
+
+impl<'a> Spliced<'a> {
+    /// `base` is `body` as text.
+    pub fn new(base: &'a str, body: &'a bytes::Bytes) -> Spliced<'a> {
+        Spliced {
+            base,
+            body,
+            pieces: Vec::new(),
+            text: String::new(),
+            min_slice: 512,
+        }
+    }
+
+    /// Slices every kept value, however short (to test the slicing).
+    pub fn slicing_all(mut self) -> Spliced<'a> {
+        self.min_slice = 0;
+        self
+    }
+
+    fn flush(&mut self) {
+        if !self.text.is_empty() {
+            let t = std::mem::take(&mut self.text);
+            self.pieces.push(bytes::Bytes::from(t));
+        }
+    }
+
+    pub fn finish(mut self) -> Vec<bytes::Bytes> {
+        self.flush();
+        self.pieces
+    }
+}
+
+impl Sink for Spliced<'_> {
+    fn text(&mut self, s: &str) {
+        self.text.push_str(s);
+    }
+    fn raw(&mut self, v: &RawValue) {
+        let s = v.get();
+        let start = (s.as_ptr() as usize).wrapping_sub(self.base.as_ptr() as usize);
+        let inside = start <= self.base.len() && s.len() <= self.base.len() - start;
+        if s.len() < self.min_slice || !inside || self.base.len() != self.body.len() {
+            self.text.push_str(s);
+            return;
+        }
+        self.flush();
+        self.pieces.push(self.body.slice(start..start + s.len()));
+    }
+}
+
+/// Writes `"key":` with the key escaped.
+pub fn write_key(out: &mut impl Sink, key: &str) {
+    write_string(out, key);
+    out.text(":");
+}
+
+/// Writes a JSON string.
+pub fn write_string(out: &mut impl Sink, s: &str) {
+    // Serialising a `&str` cannot fail.
+    if let Ok(q) = serde_json::to_string(s) {
+        out.text(&q);
+    }
+}
+
+/// True when `args` (a JSON text) has an object with two keys that are the
+/// same, or the same up to [`fold::fold`], at any depth: decoders would read
+/// different values for it. Text that is not JSON is not ambiguous (other
+/// checks reject it).
+pub fn ambiguous_keys(args: &str) -> bool {
+    struct Check(bool);
+    impl<'de> Deserialize<'de> for Check {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(CheckVisitor)
+        }
+    }
+    struct CheckVisitor;
+    impl<'de> Visitor<'de> for CheckVisitor {
+        type Value = Check;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Check, E> {
+            Ok(Check(false))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Check, E> {
+            Ok(Check(false))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Check, E> {
+            Ok(Check(false))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Check, E> {
+            Ok(Check(false))
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Check, E> {
+            Ok(Check(false))
+        }
+        fn visit_unit<E>(self) -> Result<Check, E> {
+            Ok(Check(false))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Check, A::Error> {
+            let mut bad = false;
+            while let Some(Check(b)) = s.next_element()? {
+                bad |= b;
+            }
+            Ok(Check(bad))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Check, A::Error> {
+            let mut bad = false;
+            let mut seen = std::collections::HashSet::new();
+            while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
+                bad |= !seen.insert(fold::fold(&k).into_owned());
+                bad |= m.next_value::<Check>()?.0;
+            }
+            Ok(Check(bad))
+        }
+    }
+    serde_json::from_str::<Check>(args).is_ok_and(|c| c.0)
+}
+
+/// Values at least this long are built by [`lean_value`] piece by piece.
+const LEAN_MIN: usize = 64 * 1024;
+
+/// The tree (`serde_json::Value`) of `raw`, built so that memory stays near
+/// the text's size: large values are split with the borrowed reader and large
+/// strings unescaped straight into a string of their final size. (serde_json
+/// unescapes into a scratch buffer that doubles as it grows, then copies: up
+/// to three times a long string's size at once.) The same tree as
+/// `serde_json::from_str`: repeated keys keep the last value.
+pub fn lean_value(raw: &RawValue) -> Result<serde_json::Value, serde_json::Error> {
+    use serde::de::Error as _;
+    use serde_json::Value;
+    let s = raw.get();
+    if s.len() < LEAN_MIN {
+        return serde_json::from_str(s);
+    }
+    match s.as_bytes().first() {
+        Some(b'{') => {
+            let o: Obj = serde_json::from_str(s)?;
+            let mut m = serde_json::Map::new();
+            for (k, v) in o.entries {
+                m.insert(k.into_owned(), lean_value(v)?);
+            }
+            Ok(Value::Object(m))
+        }
+        Some(b'[') => {
+            let items: Vec<&RawValue> = serde_json::from_str(s)?;
+            let mut out = Vec::with_capacity(items.len());
+            for v in items {
+                out.push(lean_value(v)?);
+            }
+            Ok(Value::Array(out))
+        }
+        Some(b'"') => unescape(s)
+            .map(Value::String)
+            .ok_or_else(|| serde_json::Error::custom("invalid string escape")),
+        _ => serde_json::from_str(s),
+    }
+}
+
+/// The value of a JSON string literal (quotes included), in a string of its
+/// final size; `None` for an invalid escape or a lone surrogate.
+fn unescape(lit: &str) -> Option<String> {
+    let inner = lit.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut rest = inner;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let esc = rest.get(i + 1..i + 2)?;
+        rest = &rest[i + 2..];
+        let c = match esc {
+            "\"" => '"',
+            "\\" => '\\',
+            "/" => '/',
+            "b" => '\u{8}',
+            "f" => '\u{c}',
+            "n" => '\n',
+            "r" => '\r',
+            "t" => '\t',
+            "u" => {
+                let hi = u32::from_str_radix(rest.get(..4)?, 16).ok()?;
+                rest = &rest[4..];
+                let code = if (0xD800..0xDC00).contains(&hi) {
+                    let lo = rest.strip_prefix("\\u")?.get(..4)?;
+                    let lo = u32::from_str_radix(lo, 16).ok()?;
+                    if !(0xDC00..0xE000).contains(&lo) {
+                        return None;
+                    }
+                    rest = &rest[6..];
+                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                } else {
+                    hi
+                };
+                char::from_u32(code)?
+            }
+            _ => return None,
+        };
+        out.push(c);
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// Roughly what a parsed tree (`serde_json::Value`) of `text` takes in
+/// memory, in bytes, counted by one scan outside strings without parsing: an
+/// object is a B-tree node (~640 bytes however few its members), an array
+/// element or member a 32-byte slot with growth slack, plus the text itself.
+pub fn tree_cost(text: &[u8]) -> usize {
+    let mut cost = text.len();
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'"' => {
+                // Skip the string, escapes included.
+                i += 1;
+                while i < text.len() {
+                    match memchr::memchr2(b'"', b'\\', &text[i..]) {
+                        Some(j) if text[i + j] == b'\\' => i += j + 2,
+                        Some(j) => {
+                            i += j;
+                            break;
+                        }
+                        None => i = text.len(),
+                    }
+                }
+            }
+            b'{' => cost = cost.saturating_add(640),
+            b'[' | b',' => cost = cost.saturating_add(64),
+            b':' => cost = cost.saturating_add(32),
+            _ => {}
+        }
+        i += 1;
+    }
+    cost
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_keep_raw_values_and_see_every_key() {
+        let text = r#"{"a": [1, 2], "b\u0020c": {"x":null}, "a": 3}"#;
+        let o: Obj = serde_json::from_str(text).unwrap();
+        let keys: Vec<&str> = o.entries.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["a", "b c", "a"]);
+        assert_eq!(o.get("a").unwrap().get(), "[1, 2]");
+        assert!(o.ambiguous(&[]), "a duplicate key");
+        let o: Obj = serde_json::from_str(r#"{"Choices":[]}"#).unwrap();
+        assert!(o.ambiguous(&["choices"]));
+        assert!(!o.ambiguous(&["id"]));
+    }
+
+    #[test]
+    fn tree_cost_grows_with_values_not_with_text() {
+        let text = format!("{{\"content\":\"{}\"}}", "x,:[{".repeat(1000));
+        assert!(tree_cost(text.as_bytes()) < text.len() + 1000);
+        let nums = format!("[{}0]", "0,".repeat(1000));
+        assert!(tree_cost(nums.as_bytes()) > 30 * nums.len());
+        assert!(tree_cost(b"{}") > 640);
+        assert!(
+            tree_cost(br#"{"a":"\"[,,,"}"#) < 700,
+            "escaped quotes stay inside"
+        );
+    }
+
+    #[test]
+    fn the_lean_tree_equals_serde_json_s() {
+        let big = "x\\n\\\"é\\u00e9\\ud83d\\ude00/".repeat(20_000);
+        let text = format!(
+            r#"{{"model":"m","messages":[{{"role":"tool","content":"{big}"}},{{"role":"user","content":[{{"type":"text","text":"{big}"}}]}}],"n":1,"n":2}}"#
+        );
+        let raw: &RawValue = serde_json::from_str(&text).unwrap();
+        let lean = lean_value(raw).unwrap();
+        let full: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(lean, full);
+        assert_eq!(lean["n"], 2, "the last of repeated keys, as serde_json");
+        for bad in [r#""\x""#, r#""\ud83d""#, r#""\ud83dx""#, r#""\u12""#] {
+            assert_eq!(unescape(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn argument_keys_that_collide_at_any_depth() {
+        for bad in [
+            r#"{"path":"/tmp/a","PATH":"/etc/shadow"}"#,
+            r#"{"amount":5,"Amount":5000}"#,
+            r#"{"x":[{"k":1,"\u212A":2}]}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"o":{"file\u200b":1,"file":2}}"#,
+        ] {
+            assert!(ambiguous_keys(bad), "{bad}");
+        }
+        for ok in [
+            r#"{"path":"/tmp/a","paths":["b"]}"#,
+            "{}",
+            "[1]",
+            "not json",
+        ] {
+            assert!(!ambiguous_keys(ok), "{ok}");
+        }
+    }
+}
