@@ -12,6 +12,10 @@
 mod accumulate;
 // Mock provider, toolgate launcher, HTTP client.
 mod support;
+// The released binary as a child process on real ports.
+mod bin;
+// A case-insensitive JSON reader, as Go's and .NET's decoders are (an oracle).
+mod lenient;
 
 // Every shared fixture, allowed and with its first tool denied, streaming and not.
 mod conformance;
@@ -43,3 +47,5 @@ mod tls;
 mod deploy;
 // Output validation: facts, the LLM fact-checker, the trace-to-facts bridge.
 mod output;
+// The black-box audit's holes, each through the real binary.
+mod holes;

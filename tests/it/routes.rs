@@ -71,7 +71,7 @@ async fn the_upstream_key_never_reaches_the_agent_or_the_logs_of_an_error() {
     )])
     .await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
-    for path in ["/v1/chat/completions", "/v1/models"] {
+    for path in ["/v1/chat/completions", "/v1/embeddings"] {
         let a = send(
             "POST",
             &format!("{}{path}", gate.url),

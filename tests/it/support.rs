@@ -496,7 +496,7 @@ fn split_upstream(extra: &str) -> (String, String) {
 }
 
 /// Nothing beyond the default policy (which allows declared, valid calls).
-pub const ALLOW_ALL: &str = "";
+pub const ALLOW_ALL: &str = "rule = []\n";
 
 pub fn deny(tools: &[&str]) -> String {
     if tools.is_empty() {
@@ -670,5 +670,15 @@ pub fn slow_text_then_call(delay: Duration) -> Reply {
         delay,
         reset: false,
         gzip: false,
+    }
+}
+
+/// The status of a GET, or `None` when nothing answers (yet).
+pub async fn try_get(url: &str) -> Option<u16> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let req = client.get(url.parse().ok()?);
+    match tokio::time::timeout(Duration::from_secs(2), req).await {
+        Ok(Ok(r)) => Some(r.status().as_u16()),
+        _ => None,
     }
 }

@@ -1,0 +1,159 @@
+//! The released program itself: a `toolgate serve` child process on real
+//! ports, with its config and policy files in a scratch dir, for tests that
+//! must see what a user runs (exit paths, reload, memory, the audit sink).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{send, TempDir, KEY_ENV, UPSTREAM_KEY};
+
+/// A port that was free a moment ago (the binary binds it itself).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Bin {
+    child: tokio::process::Child,
+    pub url: String,
+    pub admin: String,
+    pub dir: TempDir,
+}
+
+/// Sections a `section.key = value` line of `extra` may name.
+const SECTIONS: [&str; 6] = ["upstream", "audit", "policy", "limits", "listen", "fence"];
+
+impl Bin {
+    /// Starts the binary in front of `upstream` with these policy files (name,
+    /// text). `extra` lines `section.key = value` go into that section; other
+    /// lines are appended as written.
+    pub async fn start(upstream: &str, files: &[(&str, &str)], extra: &str) -> Bin {
+        let dir = TempDir::new();
+        std::fs::create_dir_all(dir.0.join("policies")).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.0.join("policies").join(name), text).unwrap();
+        }
+        let (port, admin) = (free_port(), free_port());
+        let mut sections: Vec<(String, String)> = vec![
+            (
+                "listen".into(),
+                format!(
+                    "addr = \"127.0.0.1:{port}\"\nadmin = \"127.0.0.1:{admin}\"\ndrain_secs = 5\n"
+                ),
+            ),
+            (
+                "upstream".into(),
+                format!(
+                    "base_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 30\n"
+                ),
+            ),
+            ("audit".into(), "path = \"audit.jsonl\"\n".into()),
+            ("policy".into(), "dir = \"policies\"\n".into()),
+            ("limits".into(), String::new()),
+            ("fence".into(), String::new()),
+        ];
+        let mut rest = String::new();
+        for line in extra.lines() {
+            let section = line
+                .split_once('.')
+                .filter(|(s, kv)| SECTIONS.contains(s) && kv.contains('='));
+            match section {
+                Some((s, kv)) => {
+                    let (_, body) = sections.iter_mut().find(|(n, _)| n == s).unwrap();
+                    // A later line for the same key wins over the default.
+                    let key = kv.split('=').next().unwrap().trim();
+                    *body = body
+                        .lines()
+                        .filter(|l| l.split('=').next().unwrap().trim() != key)
+                        .map(|l| format!("{l}\n"))
+                        .collect();
+                    body.push_str(kv);
+                    body.push('\n');
+                }
+                None => {
+                    rest.push_str(line);
+                    rest.push('\n');
+                }
+            }
+        }
+        let mut cfg = String::new();
+        for (name, body) in &sections {
+            cfg.push_str(&format!("[{name}]\n{body}\n"));
+        }
+        cfg.push_str(&rest);
+        std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
+        let stderr = std::fs::File::create(dir.0.join("stderr.log")).unwrap();
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--config"])
+            .arg(dir.0.join("toolgate.toml"))
+            .env(KEY_ENV, UPSTREAM_KEY)
+            .env("RUST_LOG", "toolgate=info")
+            .stderr(stderr)
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let bin = Bin {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            admin: format!("http://127.0.0.1:{admin}"),
+            dir,
+        };
+        for _ in 0..200 {
+            let probe = crate::support::try_get(&format!("{}/readyz", bin.admin)).await;
+            if probe == Some(200) {
+                return bin;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("toolgate did not become ready:\n{}\n{cfg}", bin.stderr());
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.0.join(rel)
+    }
+
+    /// What the binary logged so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.path("stderr.log")).unwrap_or_default()
+    }
+
+    /// The audit trail's lines as written so far.
+    pub fn audit_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(self.path("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        self.audit_lines()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// A `/proc/<pid>/status` figure in KiB (`VmRSS`, `VmHWM`).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let pid = self.child.id().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    }
+
+    /// `/metrics` on the admin port.
+    pub async fn metrics(&self) -> String {
+        send("GET", &format!("{}/metrics", self.admin), &[], "")
+            .await
+            .text()
+    }
+}
