@@ -185,9 +185,6 @@ async fn chat(
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let limit = state.config.limits.max_request_bytes;
-    if content_length(&parts.headers).is_some_and(|n| n > limit as u64) {
-        return Err(Error::PayloadTooLarge { limit });
-    }
     let mut charge = state.budget.charge();
     let announced = content_length(&parts.headers);
     let bytes = gather::request(body, announced, limit, &mut charge).await?;
@@ -245,6 +242,7 @@ async fn chat(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_ascii_lowercase();
+    let announced = content_length(&head.headers);
     strip_hop_by_hop(&mut head.headers);
     head.headers.remove(header::CONTENT_LENGTH);
     head.headers.remove(header::CONTENT_ENCODING);
@@ -264,7 +262,7 @@ async fn chat(
     let raw = gather::response(
         body,
         decoder,
-        content_length(&head.headers),
+        announced,
         state.config.limits.max_response_bytes,
         deadline,
         &mut charge,
@@ -323,16 +321,16 @@ async fn pass(
     ))
 }
 
-/// Redacts and fences the request's tool results; true when the body changed.
-/// Requests whose results had secrets or were truncated get an audit record.
+/// Redacts and fences the request's tool results in place. Requests whose
+/// results had secrets or were truncated get an audit record.
 async fn fence_tool_results(
     state: &State,
     gates: &crate::gate::Gates,
     ctx: &Context,
     body: &mut serde_json::Value,
-) -> Result<bool, Error> {
+) -> Result<(), Error> {
     if !state.config.fence.enabled {
-        return Ok(false);
+        return Ok(());
     }
     let settings = tool_results::Settings {
         secret: &state.fence_secret,
@@ -358,7 +356,7 @@ async fn fence_tool_results(
         });
         state.audit.record(&record).await?;
     }
-    Ok(report.changed())
+    Ok(())
 }
 
 /// With `hide_denied_tools`, removes the tools the rules deny whatever the

@@ -20,12 +20,6 @@ pub struct Report {
     pub truncated: usize,
 }
 
-impl Report {
-    pub fn changed(&self) -> bool {
-        self.fenced > 0 || !self.redactions.is_empty() || self.truncated > 0
-    }
-}
-
 /// How to fence.
 pub struct Settings<'a> {
     pub secret: &'a [u8],

@@ -122,6 +122,7 @@ pub async fn watch(
             _ = state.reload_requested.notified() => true,
             _ = shutdown.changed() => return,
         };
+        crate::gather::return_freed_memory();
         if pruned.elapsed() >= PRUNE_EVERY {
             for l in &state.gates().policy().limits {
                 l.retain_recent();

@@ -92,7 +92,7 @@ impl Bin {
             .args(["serve", "--config"])
             .arg(dir.0.join("toolgate.toml"))
             .env(KEY_ENV, UPSTREAM_KEY)
-            .env("RUST_LOG", "toolgate=info")
+            .env("TOOLGATE_LOG", "info")
             .stderr(stderr)
             .stdout(std::process::Stdio::null())
             .kill_on_drop(true)

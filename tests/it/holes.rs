@@ -38,6 +38,17 @@ async fn post(bin: &Bin, path: &str, body: &Value, headers: &[(&str, &str)]) -> 
     send("POST", &format!("{}{path}", bin.url), &h, body.to_string()).await
 }
 
+/// A chat request declaring `tools`, with no extra headers.
+async fn ask(bin: &Bin, stream: bool, tools: &[&str]) -> Answer {
+    post(
+        bin,
+        "/v1/chat/completions",
+        &chat_request(stream, tools),
+        &[],
+    )
+    .await
+}
+
 /// A non-streamed completion holding one call.
 fn completion(name: &str, args: &str) -> String {
     json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
@@ -100,13 +111,7 @@ async fn a_whole_answer_labelled_as_a_stream_or_the_reverse_is_refused() {
     let denied = completion("shell", r#"{"cmd":"rm -rf /"}"#);
     let mock = Mock::start(vec![labelled("text/event-stream", denied.clone())]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
-    let a = post(
-        &bin,
-        "/v1/chat/completions",
-        &chat_request(false, &["shell"]),
-        &[],
-    )
-    .await;
+    let a = ask(&bin, false, &["shell"]).await;
     assert_eq!(a.status, 502, "{}", a.text());
     assert!(!a.text().contains("rm -rf"), "{}", a.text());
     if let Some(py) = python() {
@@ -140,26 +145,14 @@ async fn a_whole_answer_labelled_as_a_stream_or_the_reverse_is_refused() {
     // Asked for a stream, answered with JSON: refused too.
     let mock = Mock::start(vec![labelled("application/json", denied.clone())]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
-    let a = post(
-        &bin,
-        "/v1/chat/completions",
-        &chat_request(true, &["shell"]),
-        &[],
-    )
-    .await;
+    let a = ask(&bin, true, &["shell"]).await;
     assert_eq!(a.status, 502, "{}", a.text());
 
     // A stream whose block is a bare JSON line: no byte of it is forwarded.
     let sse_of_json = format!("{denied}\n\ndata: [DONE]\n\n");
     let mock = Mock::start(vec![labelled("text/event-stream", sse_of_json)]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
-    let a = post(
-        &bin,
-        "/v1/chat/completions",
-        &chat_request(true, &["shell"]),
-        &[],
-    )
-    .await;
+    let a = ask(&bin, true, &["shell"]).await;
     assert_eq!(a.status, 200);
     assert!(!a.text().contains("rm -rf"), "{}", a.text());
     assert!(calls_read_leniently(&a.body).is_empty());
@@ -226,13 +219,7 @@ verdict = "deny"
         let read = lenient::parse(args).unwrap();
         assert_eq!(read.get(key).unwrap().to_text(), hidden);
         for stream in [false, true] {
-            let a = post(
-                &bin,
-                "/v1/chat/completions",
-                &chat_request(stream, &[name]),
-                &[],
-            )
-            .await;
+            let a = ask(&bin, stream, &[name]).await;
             assert_eq!(a.status, 200);
             assert!(
                 calls_read_leniently(&a.body).is_empty(),
@@ -288,13 +275,7 @@ async fn response_keys_that_fold_to_known_keys_fail_closed() {
     let bin = start(&mock, &deny(&["shell"]), "").await;
     for i in 0..n {
         let stream = i % 2 == 0;
-        let a = post(
-            &bin,
-            "/v1/chat/completions",
-            &chat_request(stream, &["shell"]),
-            &[],
-        )
-        .await;
+        let a = ask(&bin, stream, &["shell"]).await;
         let seen = calls_read_leniently(&a.body);
         assert!(
             seen.is_empty(),
@@ -543,13 +524,7 @@ async fn no_call_is_released_whose_audit_record_could_not_be_written() {
     .await;
     let bin = start(&mock, ALLOW_ALL, "audit.path = \"/dev/full\"").await;
     for stream in [false, true] {
-        let a = post(
-            &bin,
-            "/v1/chat/completions",
-            &chat_request(stream, &["get_weather"]),
-            &[],
-        )
-        .await;
+        let a = ask(&bin, stream, &["get_weather"]).await;
         assert!(
             calls_read_leniently(&a.body).is_empty(),
             "released without a record: {}",
@@ -562,13 +537,7 @@ async fn no_call_is_released_whose_audit_record_could_not_be_written() {
         "audit.path = \"/dev/full\"\naudit.on_error = \"continue\"",
     )
     .await;
-    let a = post(
-        &bin,
-        "/v1/chat/completions",
-        &chat_request(false, &["get_weather"]),
-        &[],
-    )
-    .await;
+    let a = ask(&bin, false, &["get_weather"]).await;
     assert_eq!(calls_read_leniently(&a.body).len(), 1, "continue releases");
 }
 
@@ -642,13 +611,7 @@ async fn a_flood_of_name_fragments_or_unknown_keys_is_cut_off_at_once() {
     .await;
     let bin = start(&mock, ALLOW_ALL, "").await;
     for _ in 0..2 {
-        let a = post(
-            &bin,
-            "/v1/chat/completions",
-            &chat_request(true, &["x"]),
-            &[],
-        )
-        .await;
+        let a = ask(&bin, true, &["x"]).await;
         assert!(
             calls_read_leniently(&a.body).is_empty(),
             "{}",
@@ -697,13 +660,7 @@ async fn a_large_answer_with_a_rejected_call_costs_under_three_times_its_size() 
     let before = bin.memory_kib("VmHWM");
     let anon_before = bin.memory_kib("RssAnon");
     let started = Instant::now();
-    let a = post(
-        &bin,
-        "/v1/chat/completions",
-        &chat_request(false, &["shell"]),
-        &[],
-    )
-    .await;
+    let a = ask(&bin, false, &["shell"]).await;
     assert_eq!(a.status, 200);
     assert!(calls_read_leniently(&a.body).is_empty());
     assert!(
@@ -725,13 +682,7 @@ async fn a_large_answer_with_a_rejected_call_costs_under_three_times_its_size() 
     // memory has gone back to the OS (what the allocator keeps cached is
     // returned as traffic goes on).
     let peak = bin.memory_kib("VmHWM");
-    let a = post(
-        &bin,
-        "/v1/chat/completions",
-        &chat_request(false, &["shell"]),
-        &[],
-    )
-    .await;
+    let a = ask(&bin, false, &["shell"]).await;
     assert_eq!(a.status, 200);
     drop(a);
     let peak2 = bin.memory_kib("VmHWM");
@@ -810,8 +761,17 @@ async fn requests_are_bounded_by_their_parsed_size_and_by_the_budget_in_flight()
         assert_eq!(a.status, 200);
     }
     let grown = (bin.memory_kib("VmHWM") - before) * 1024;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let kept = bin.memory_kib("RssAnon").saturating_sub(anon_before);
+    // Given back within a reload tick (2 s); a fixed ~10-15 MiB of warmed-up
+    // allocator and thread state stays, the 32 MB of bodies must not.
+    let kept_max = 24 * 1024;
+    let mut kept = u64::MAX;
+    for _ in 0..40 {
+        kept = bin.memory_kib("RssAnon").saturating_sub(anon_before);
+        if kept < kept_max {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     eprintln!(
         "4 x 8 MB requests: peak grew {} MB, {kept} KiB kept after",
         grown >> 20
@@ -820,4 +780,5 @@ async fn requests_are_bounded_by_their_parsed_size_and_by_the_budget_in_flight()
         grown < 3 * 4 * size,
         "peak grew {grown} bytes for 4 x {size}"
     );
+    assert!(kept < kept_max, "{kept} KiB of anonymous memory kept");
 }
