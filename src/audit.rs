@@ -1,93 +1,108 @@
 //! The audit trail: one JSON line per gated call, never raw arguments.
 //!
-//! Records go through a bounded queue to one writer thread. A full queue makes
-//! the caller wait (back-pressure, not loss). With `[audit] on_error =
-//! "fail_closed"` (the default) [`AuditLog::record`] returns only once its
-//! line is written to the sink, and an error when it could not be: the caller
-//! then fails the call closed, so no call is released whose record was lost.
-//! With `"continue"` a record is only queued and a failed write is logged.
-//! A failed write does not stop the writer: later records are tried again, so
-//! the trail resumes when the sink recovers (a full disk freed). Lines are
-//! capped at [`MAX_LINE`]: a longer record is written clipped, and says so.
+//! A record is written to the sink by the task that makes it, under a lock,
+//! before the call it records may be released: with `[audit] on_error =
+//! "fail_closed"` (the default) [`AuditLog::record`] returns an error when
+//! the line could not be written, and the caller fails the call closed, so no
+//! call is released whose record was lost. With `"continue"` a failed write
+//! is logged and the call goes on. A failed write does not stop the trail:
+//! the next record is tried again (on a new line), so it resumes when the sink
+//! recovers (a full disk freed). Writing inline costs one `write` to the page
+//! cache per record; a writer thread would cost two thread wake-ups per call
+//! for the same acknowledgement. Lines are capped at [`MAX_LINE`]: a longer
+//! record is written clipped, and says so.
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{AuditOnError, AuditPath};
 use crate::error::Error;
 
-const QUEUE: usize = 4096;
 /// The longest audit line, in bytes.
 pub const MAX_LINE: usize = 16 * 1024;
 /// Strings in a clipped record keep at most this many characters.
 const CLIP_CHARS: usize = 256;
 
-enum Msg {
-    /// A line, and who waits to hear it was written.
-    Line(Vec<u8>, Option<oneshot::Sender<bool>>),
-    Flush(oneshot::Sender<()>),
+struct Sink {
+    out: Box<dyn Write + Send>,
+    name: String,
+    /// The last write failed: part of a line may be in the sink.
+    failing: bool,
 }
 
-/// A handle to the audit writer; cheap to clone.
+/// A handle to the audit trail; cheap to clone.
 #[derive(Clone)]
 pub struct AuditLog {
-    tx: mpsc::Sender<Msg>,
+    sink: Arc<Mutex<Sink>>,
     on_error: AuditOnError,
 }
 
 impl AuditLog {
-    /// Opens the sink and starts the writer thread.
+    /// Opens the sink.
     pub async fn start(path: &AuditPath, on_error: AuditOnError) -> Result<AuditLog, Error> {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let (sink, name): (Box<dyn Write + Send>, String) = match path {
+        let (out, name): (Box<dyn Write + Send>, String) = match path {
             AuditPath::Stdout => (Box::new(std::io::stdout()), "stdout".into()),
             AuditPath::File(p) => (Box::new(open(p)?), p.display().to_string()),
         };
-        std::thread::Builder::new()
-            .name("toolgate-audit".into())
-            .spawn(move || write_loop(rx, sink, name))
-            .map_err(|e| Error::io("cannot start the audit writer", e))?;
-        Ok(AuditLog { tx, on_error })
+        let sink = Sink {
+            out,
+            name,
+            failing: false,
+        };
+        Ok(AuditLog {
+            sink: Arc::new(Mutex::new(sink)),
+            on_error,
+        })
     }
 
-    /// Writes one record (one JSON line, capped); see the module doc for when
-    /// it returns and what an error means.
+    /// Writes one record (one JSON line, capped); see the module doc for what
+    /// an error means.
     pub async fn record(&self, record: &impl serde::Serialize) -> Result<(), Error> {
         let mut line = serde_json::to_vec(record).map_err(|_| Error::AuditUnavailable)?;
         if line.len() >= MAX_LINE {
             line = clipped(&line);
         }
         line.push(b'\n');
-        if self.on_error == AuditOnError::Continue {
-            if self.tx.send(Msg::Line(line, None)).await.is_err() {
-                tracing::error!("audit writer gone; record lost (on_error = continue)");
-            }
-            return Ok(());
-        }
-        let (ack, written) = oneshot::channel();
-        self.tx
-            .send(Msg::Line(line, Some(ack)))
-            .await
-            .map_err(|_| Error::AuditUnavailable)?;
-        match written.await {
-            Ok(true) => Ok(()),
-            _ => Err(Error::AuditUnavailable),
+        let written = self.write(&line);
+        match (written, self.on_error) {
+            (Ok(()), _) | (Err(_), AuditOnError::Continue) => Ok(()),
+            (Err(_), AuditOnError::FailClosed) => Err(Error::AuditUnavailable),
         }
     }
 
-    /// Waits until everything queued so far is written and flushed.
+    fn write(&self, line: &[u8]) -> std::io::Result<()> {
+        let mut s = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        // After a failure, start on a new line: a part of one may be there.
+        let resync: &[u8] = if s.failing { b"\n" } else { b"" };
+        let result = s
+            .out
+            .write_all(resync)
+            .and_then(|()| s.out.write_all(line))
+            .and_then(|()| s.out.flush());
+        match &result {
+            Ok(()) if s.failing => {
+                tracing::warn!(sink = %s.name, "audit sink writes again");
+                s.failing = false;
+            }
+            Ok(()) => {}
+            Err(e) if !s.failing => {
+                tracing::error!(sink = %s.name, error = %e, "audit sink failed; records lost (with on_error = fail_closed their calls are not released)");
+                s.failing = true;
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
+    /// Flushes the sink (every record is written when `record` returns).
     pub async fn flush(&self) -> Result<(), Error> {
-        let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Msg::Flush(tx))
-            .await
-            .map_err(|_| Error::AuditUnavailable)?;
-        rx.await.map_err(|_| Error::AuditUnavailable)
+        let mut s = self.sink.lock().unwrap_or_else(|p| p.into_inner());
+        s.out.flush().map_err(|_| Error::AuditUnavailable)
     }
 }
 
@@ -128,59 +143,6 @@ fn open(p: &PathBuf) -> Result<std::fs::File, Error> {
         .append(true)
         .open(p)
         .map_err(|e| Error::io(format!("cannot open audit file {}", p.display()), e))
-}
-
-/// Writes every queued record as one batch (one write for a burst), then
-/// answers each record's waiter: written, or not. Runs on its own thread:
-/// file I/O never blocks the runtime. A failed batch is reported and dropped;
-/// the next batch is tried afresh, starting on a new line.
-fn write_loop(mut rx: mpsc::Receiver<Msg>, mut sink: Box<dyn Write + Send>, name: String) {
-    let mut batch: Vec<u8> = Vec::with_capacity(64 * 1024);
-    let mut acks: Vec<oneshot::Sender<bool>> = Vec::new();
-    let mut failing = false;
-    while let Some(first) = rx.blocking_recv() {
-        let mut waiters = Vec::new();
-        let mut next = Some(first);
-        while let Some(msg) = next.take() {
-            match msg {
-                Msg::Line(l, ack) => {
-                    batch.extend_from_slice(&l);
-                    acks.extend(ack);
-                }
-                Msg::Flush(tx) => waiters.push(tx),
-            }
-            if batch.len() < 1 << 20 {
-                next = rx.try_recv().ok();
-            }
-        }
-        let result = sink.write_all(&batch).and_then(|()| sink.flush());
-        batch.clear();
-        match result {
-            Ok(()) => {
-                if failing {
-                    tracing::warn!(sink = %name, "audit sink writes again");
-                    failing = false;
-                }
-                acks.drain(..).for_each(|a| {
-                    let _ = a.send(true);
-                });
-            }
-            Err(e) => {
-                if !failing {
-                    tracing::error!(sink = %name, error = %e, "audit sink failed; records lost (calls waiting on them fail closed)");
-                    failing = true;
-                }
-                acks.drain(..).for_each(|a| {
-                    let _ = a.send(false);
-                });
-                // A partial line may be in the sink: start the next on a new one.
-                batch.push(b'\n');
-            }
-        }
-        for tx in waiters {
-            let _ = tx.send(());
-        }
-    }
 }
 
 /// Lower-case hex.

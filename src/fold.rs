@@ -39,7 +39,7 @@ pub fn is_ignorable(c: char) -> bool {
 /// The caseless form of `s`; borrowed when `s` is already lower-case ASCII
 /// (the common case costs no allocation).
 pub fn fold(s: &str) -> Cow<'_, str> {
-    if s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+    if is_caseless(s) {
         return Cow::Borrowed(s);
     }
     let nfkc: String = s.nfkc().filter(|c| !is_ignorable(*c)).collect();
@@ -54,13 +54,22 @@ pub fn fold(s: &str) -> Cow<'_, str> {
 }
 
 /// True when `key` is not one of `known` but folds to one of them: a key a
-/// lenient reader would take for a known one.
+/// lenient reader would take for a known one. `known` must be in caseless
+/// form already (lower-case ASCII, as every key toolgate reads is).
 pub fn impersonates(key: &str, known: &[&str]) -> bool {
-    if known.contains(&key) {
+    debug_assert!(known.iter().all(|k| matches!(fold(k), Cow::Borrowed(_))));
+    // A key already in caseless form folds to itself: it is a known key or
+    // none (the common case, and no work).
+    if is_caseless(key) || known.contains(&key) {
         return false;
     }
     let f = fold(key);
-    known.iter().any(|k| fold(k) == f)
+    known.iter().any(|k| *k == f)
+}
+
+/// Lower-case ASCII: its own caseless form.
+fn is_caseless(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase())
 }
 
 #[cfg(test)]

@@ -138,8 +138,14 @@ impl std::io::Write for Gather {
     }
 }
 
-/// A JSON value written out as a body (large ones in their own maps).
-pub fn json_body(v: &serde_json::Value) -> Result<Bytes, Error> {
+/// A JSON value written out as a body; `size` is about how long it will be
+/// (large ones go in their own maps).
+pub fn json_body(v: &serde_json::Value, size: usize) -> Result<Bytes, Error> {
+    if size < MAP_MIN {
+        let mut out = Vec::with_capacity(size + size / 8 + 64);
+        serde_json::to_writer(&mut out, v).map_err(|_| Error::Overloaded)?;
+        return Ok(Bytes::from(out));
+    }
     let mut g = Gather::new(None)?;
     serde_json::to_writer(&mut g, v).map_err(|_| Error::Overloaded)?;
     g.finish()

@@ -191,6 +191,7 @@ async fn chat(
     // The parsed tree is charged too, before it is built.
     charge.grow_to(bytes.len() + request::tree_cost(&bytes)?)?;
     let mut chat = request::parse_chat(&bytes)?;
+    let size = bytes.len();
     // From here on only the parsed request exists: what goes upstream is
     // written from it, so the provider reads exactly what toolgate read (a
     // repeated key, say, cannot show it something the gates never saw), and
@@ -217,7 +218,7 @@ async fn chat(
     for name in hidden.iter().flatten() {
         ctx.declared.remove(name);
     }
-    let body = gather::json_body(&chat.body)?;
+    let body = gather::json_body(&chat.body, size)?;
     drop(chat.body);
     let ctx = Arc::new(ctx);
     let up = state.upstream.request(

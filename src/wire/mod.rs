@@ -79,32 +79,31 @@ pub fn map_guard(m: &Map<String, Value>, known: &[&str]) -> Result<(), Error> {
     fold_guard(m.keys().any(|k| crate::fold::impersonates(k, known)))
 }
 
-#[allow(clippy::expect_used)] // constant patterns
-static NEEDLES: LazyLock<aho_corasick::AhoCorasick> = LazyLock::new(|| {
-    aho_corasick::AhoCorasick::builder()
-        .ascii_case_insensitive(true)
-        .build([
-            "tool_calls",
-            "function_call",
-            // A JSON escape could spell either key (`"tool\u005fcalls"`).
-            "\\u",
-            "\"error\"",
-        ])
-        .expect("needles")
+static NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+    [
+        Finder::new(b"tool_calls"),
+        Finder::new(b"function_call"),
+        // A JSON escape could spell either key (`"tool\u005fcalls"`).
+        Finder::new(b"\\u"),
+        Finder::new(b"\"error\""),
+    ]
 });
 
 /// False only when `data` cannot hold a tool call or an error object in any JSON
 /// reading of it, including readers that match keys without regard to case:
 /// then the event may be forwarded without parsing. Any non-ASCII byte could
 /// be part of a key that folds to a known one, so it needs the parse too.
-pub fn may_need_gate(data: &[u8]) -> bool {
-    !data.is_ascii() || names_a_call(data)
+/// `scratch` is reused for the lower-cased copy the search runs over.
+pub fn may_need_gate(data: &[u8], scratch: &mut Vec<u8>) -> bool {
+    !data.is_ascii() || names_a_call(data, scratch)
 }
 
 /// True when `data` holds, in any ASCII case, a key a call or an error is
 /// read from (or a `\u` escape that could spell one).
-pub fn names_a_call(data: &[u8]) -> bool {
-    NEEDLES.is_match(data)
+pub fn names_a_call(data: &[u8], scratch: &mut Vec<u8>) -> bool {
+    scratch.clear();
+    scratch.extend(data.iter().map(u8::to_ascii_lowercase));
+    NEEDLES.iter().any(|f| f.find(scratch).is_some())
 }
 
 static FINISH: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
@@ -161,6 +160,7 @@ mod tests {
 
     #[test]
     fn prefilter_catches_keys_escapes_and_errors() {
+        let may_need_gate = |d: &[u8]| super::may_need_gate(d, &mut Vec::new());
         assert!(!may_need_gate(
             br#"{"choices":[{"delta":{"content":"hi"}}]}"#
         ));

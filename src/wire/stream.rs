@@ -24,8 +24,8 @@ use super::assemble::Assembler;
 use super::chunk::{is_empty_chunk, set_finish};
 use super::sse::{SseDecoder, SseEvent};
 use super::{
-    has_finish, has_text, keys, map_guard, may_need_gate, names_a_call, write_event,
-    write_raw_data, ToolCall, DONE,
+    has_finish, has_text, keys, map_guard, names_a_call, write_event, write_raw_data, ToolCall,
+    DONE,
 };
 use crate::error::Error;
 
@@ -84,6 +84,8 @@ pub struct StreamRewriter {
     neutral: String,
     last_call_delta: Option<Instant>,
     late_deltas: u64,
+    /// Reused by the prefilter's case-insensitive search.
+    scratch: Vec<u8>,
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -104,6 +106,7 @@ impl StreamRewriter {
             neutral: o.neutral_message.clone(),
             last_call_delta: None,
             late_deltas: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -226,7 +229,10 @@ impl StreamRewriter {
             }
             return Ok(());
         }
-        let risky = may_need_gate(data);
+        // `may_need_gate`, in two parts: a call can only be named by a needle
+        // (in any case), or hide behind a non-ASCII byte.
+        let names_call = names_a_call(data, &mut self.scratch);
+        let risky = names_call || !data.is_ascii();
         if !risky && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
             if !self.text_seen && has_text(data) {
                 self.text_seen = true;
@@ -236,7 +242,7 @@ impl StreamRewriter {
         }
         // Data that is not JSON fails the stream only if it could name a call
         // (a non-ASCII byte alone sends an event to the parse, not to an error).
-        self.slow(raw, data, names_a_call(data), out)
+        self.slow(raw, data, names_call, out)
     }
 
     /// Parses the chunk, strips tool deltas into the assembler, and rewrites finishes.
