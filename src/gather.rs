@@ -178,12 +178,12 @@ pub async fn request(
     charge: &mut Charge,
 ) -> Result<Bytes, Error> {
     let announced = announced.and_then(|n| usize::try_from(n).ok());
-    if let Some(n) = announced {
-        if n > limit {
-            return Err(Error::PayloadTooLarge { limit });
-        }
-        charge.grow_to(n)?;
+    if announced.is_some_and(|n| n > limit) {
+        return Err(Error::PayloadTooLarge { limit });
     }
+    // Charged as bytes arrive, not as announced: a slow client announcing a
+    // large body holds no budget it has not sent (an untouched map costs no
+    // memory either).
     let mut g = Gather::new(announced)?;
     while let Some(frame) = body.frame().await {
         let frame =
@@ -214,9 +214,6 @@ pub async fn response(
     let announced = announced
         .and_then(|n| usize::try_from(n).ok())
         .filter(|&n| n <= limit && matches!(dec, ContentDecoder::Identity));
-    if let Some(n) = announced {
-        charge.grow_to(n)?;
-    }
     let mut g = Gather::new(announced)?;
     loop {
         match tokio::time::timeout_at(deadline, body.frame()).await {
