@@ -29,16 +29,10 @@ impl Budget {
     /// An empty charge against this budget, grown as a body arrives.
     pub fn charge(&self) -> Charge {
         Charge {
-            sem: self.sem.clone(),
+            sem: Some(self.sem.clone()),
             units: 0,
             permit: None,
         }
-    }
-
-    /// A charge against a budget of its own that never runs out (for small,
-    /// capped bodies not worth counting).
-    pub fn unbounded_charge() -> Charge {
-        Budget::new(usize::MAX).charge()
     }
 
     /// Units free now (for tests and metrics).
@@ -49,22 +43,34 @@ impl Budget {
 
 /// Bytes one body holds of the budget; given back on drop.
 pub struct Charge {
-    sem: Arc<Semaphore>,
+    /// `None`: a body too small and capped to be worth counting.
+    sem: Option<Arc<Semaphore>>,
     units: usize,
     permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Charge {
+    /// A charge against no budget (small, capped bodies such as error bodies).
+    pub fn uncounted() -> Charge {
+        Charge {
+            sem: None,
+            units: 0,
+            permit: None,
+        }
+    }
+
     /// Holds enough of the budget for `bytes` in all; `Error::Overloaded`
     /// (nothing more is taken) when the budget has not that much left.
     pub fn grow_to(&mut self, bytes: usize) -> Result<(), Error> {
         let want = bytes.div_ceil(UNIT);
+        let Some(sem) = &self.sem else {
+            return Ok(());
+        };
         if want <= self.units {
             return Ok(());
         }
         let more = u32::try_from(want - self.units).map_err(|_| Error::Overloaded)?;
-        let p = self
-            .sem
+        let p = sem
             .clone()
             .try_acquire_many_owned(more)
             .map_err(|_| Error::Overloaded)?;

@@ -52,14 +52,6 @@ impl ContentDecoder {
         }
     }
 
-    /// The same for an owned piece: identity passes it without a copy.
-    pub fn decode_bytes(&mut self, input: bytes::Bytes) -> Result<bytes::Bytes, Error> {
-        match self {
-            ContentDecoder::Identity => Ok(input),
-            _ => Ok(bytes::Bytes::from(self.decode(&input)?.into_owned())),
-        }
-    }
-
     /// At end of body: what is left, or an error for a truncated encoding.
     pub fn finish(&mut self) -> Result<Vec<u8>, Error> {
         match self {

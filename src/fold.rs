@@ -12,28 +12,42 @@ use std::borrow::Cow;
 
 use unicode_normalization::UnicodeNormalization;
 
-/// Code points that render as nothing and that no reader should count.
+/// Code points that render as nothing (zero-width spaces and joiners, soft
+/// hyphens, bidi controls, variation selectors, tags, fillers), as inclusive
+/// ranges: no reader should count them. The content fence reads the same
+/// table to find marker words with invisible characters inside.
+pub const IGNORABLE: [(u32, u32); 17] = [
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+];
+
+/// True for a code point of [`IGNORABLE`].
 pub fn is_ignorable(c: char) -> bool {
-    matches!(
-        c as u32,
-        0x00AD
-            | 0x034F
-            | 0x061C
-            | 0x115F..=0x1160
-            | 0x17B4..=0x17B5
-            | 0x180B..=0x180F
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x206F
-            | 0x3164
-            | 0xFE00..=0xFE0F
-            | 0xFEFF
-            | 0xFFA0
-            | 0xFFF0..=0xFFF8
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0000..=0xE0FFF
-    )
+    let c = c as u32;
+    IGNORABLE.iter().any(|&(lo, hi)| (lo..=hi).contains(&c))
+}
+
+/// [`IGNORABLE`] as the inside of a regex character class.
+pub fn ignorable_class() -> String {
+    IGNORABLE
+        .iter()
+        .map(|(lo, hi)| format!("\\u{{{lo:X}}}-\\u{{{hi:X}}}"))
+        .collect()
 }
 
 /// The caseless form of `s`; borrowed when `s` is already lower-case ASCII

@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 
 use crate::auth;
 use crate::body;
-use crate::budget::Budget;
+use crate::budget::Charge;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gather::{self, content_length};
@@ -396,7 +396,7 @@ async fn upstream_status(
             None,
             MAX_ERROR_BODY,
             deadline,
-            &mut Budget::unbounded_charge(),
+            &mut Charge::uncounted(),
         )
         .await
         .unwrap_or_default(),

@@ -29,17 +29,14 @@ impl Integrity {
         if call.arguments.trim().is_empty() {
             return Outcome::allow("well_formed");
         }
-        match serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments) {
-            Err(_) => return Outcome::reject("args_not_json"),
-            Ok(_) if !call.arguments.trim_start().starts_with('{') => {
-                return Outcome::reject("args_not_object")
+        match crate::wire::json::ambiguous_keys(&call.arguments) {
+            None => Outcome::reject("args_not_json"),
+            Some(_) if !call.arguments.trim_start().starts_with('{') => {
+                Outcome::reject("args_not_object")
             }
-            Ok(_) => {}
+            Some(true) => Outcome::reject("args_ambiguous_keys"),
+            Some(false) => Outcome::allow("well_formed"),
         }
-        if crate::wire::json::ambiguous_keys(&call.arguments) {
-            return Outcome::reject("args_ambiguous_keys");
-        }
-        Outcome::allow("well_formed")
     }
 }
 

@@ -36,14 +36,13 @@ pub const DATAMARK: char = '▁';
 const OPEN: &str = "<<UNTRUSTED_EXTERNAL_CONTENT";
 const CLOSE: &str = "<<END_UNTRUSTED_EXTERNAL_CONTENT";
 
-/// Characters that render as nothing (and so could hide inside a marker word).
-const INVISIBLE: &str = r"\u{00AD}\u{034F}\u{061C}\u{115F}\u{1160}\u{17B4}\u{17B5}\u{180E}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{206F}\u{3164}\u{FE00}-\u{FE0F}\u{FEFF}\u{FFA0}\u{E0000}-\u{E007F}";
-
 #[allow(clippy::expect_used)] // a constant pattern, exercised by the tests
 static MARKER_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    let inv = format!("[{INVISIBLE}]*");
+    // Characters that render as nothing could hide inside a marker word.
+    let invisible = crate::fold::ignorable_class();
+    let inv = format!("[{invisible}]*");
     let word = |w: &str| w.chars().map(|c| format!("{c}{inv}")).collect::<String>();
-    let sep = format!("[\\s_\\-{INVISIBLE}]*");
+    let sep = format!("[\\s_\\-{invisible}]*");
     let pattern = format!(
         "(?i){}{sep}{}{sep}{}",
         word("untrusted"),

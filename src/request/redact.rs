@@ -127,28 +127,32 @@ static BASE64_RUN: LazyLock<Regex> =
 const MAX_ENCODED: usize = 64 * 1024;
 
 impl Redactor {
-    /// Replaces base64 runs whose decoded text holds a secret.
+    /// Replaces base64 runs whose decoded text holds a secret; `None` (and
+    /// no copy of the text) when there is none.
     fn encoded(&self, text: &str, counts: &mut Counts) -> Option<String> {
-        let mut hits = 0u64;
-        let out = BASE64_RUN.replace_all(text, |c: &regex::Captures| {
-            let run = &c[0];
-            let secret = run.len() <= MAX_ENCODED
+        let holds_secret = |run: &str| {
+            run.len() <= MAX_ENCODED
                 && decode_base64(run).is_some_and(|d| {
                     let d = String::from_utf8_lossy(&d);
                     SECRETS.any.is_match(&d)
                         || self.exact.iter().any(|(v, _)| d.contains(v.as_str()))
-                });
-            if secret {
-                hits += 1;
-                "[REDACTED:base64_secret]".to_string()
-            } else {
-                run.to_string()
-            }
-        });
+                })
+        };
+        let hits = BASE64_RUN
+            .find_iter(text)
+            .filter(|m| holds_secret(m.as_str()))
+            .count();
         if hits == 0 {
             return None;
         }
-        *counts.entry("base64_secret").or_default() += hits;
+        *counts.entry("base64_secret").or_default() += hits as u64;
+        let out = BASE64_RUN.replace_all(text, |c: &regex::Captures| {
+            if holds_secret(&c[0]) {
+                "[REDACTED:base64_secret]".to_string()
+            } else {
+                c[0].to_string()
+            }
+        });
         Some(out.into_owned())
     }
 }

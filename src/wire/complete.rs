@@ -126,9 +126,9 @@ impl<'a> Completion<'a> {
         self.calls = Vec::new();
     }
 
-    /// The body with the calls whose `allowed` entry is false removed (a
-    /// missing entry counts as false); `None` when every call is allowed and
-    /// the body can go out as it came.
+    /// Writes the body with the calls whose `allowed` entry is false removed
+    /// (a missing entry counts as false); false, with nothing written, when
+    /// every call is allowed and the body can go out as it came.
     ///
     /// `out` receives the body: values that stay as they came are written
     /// with [`Sink::raw`], so a [`super::json::Spliced`] sink copies none of
@@ -248,8 +248,9 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
         field(&mut new_msg, "content", &s);
     }
     new_msg.push('}');
+    let mut new_msg = Some(new_msg);
     write_obj(out, &ch.obj, |k, v| match k {
-        "message" => Some(new_msg.clone()),
+        "message" => new_msg.take(),
         "finish_reason" if none_left => Some("\"stop\"".into()),
         "native_finish_reason" if none_left && !is_null(v) => Some("\"stop\"".into()),
         _ => None,
@@ -257,7 +258,11 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
 }
 
 /// Writes `obj` with the values `replace` returns in place of the raw ones.
-fn write_obj(out: &mut impl Sink, obj: &Obj, replace: impl Fn(&str, &RawValue) -> Option<String>) {
+fn write_obj(
+    out: &mut impl Sink,
+    obj: &Obj,
+    mut replace: impl FnMut(&str, &RawValue) -> Option<String>,
+) {
     out.text("{");
     for (i, (k, v)) in obj.entries.iter().enumerate() {
         if i > 0 {

@@ -192,11 +192,11 @@ pub fn write_string(out: &mut impl Sink, s: &str) {
     }
 }
 
-/// True when `args` (a JSON text) has an object with two keys that are the
+/// Whether `args` (a JSON text) has an object with two keys that are the
 /// same, or the same up to [`fold::fold`], at any depth: decoders would read
-/// different values for it. Text that is not JSON is not ambiguous (other
-/// checks reject it).
-pub fn ambiguous_keys(args: &str) -> bool {
+/// different values for it. `None` when it is not JSON at all (one pass
+/// answers both).
+pub fn ambiguous_keys(args: &str) -> Option<bool> {
     struct Check(bool);
     impl<'de> Deserialize<'de> for Check {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -244,7 +244,7 @@ pub fn ambiguous_keys(args: &str) -> bool {
             Ok(Check(bad))
         }
     }
-    serde_json::from_str::<Check>(args).is_ok_and(|c| c.0)
+    serde_json::from_str::<Check>(args).ok().map(|c| c.0)
 }
 
 /// Values at least this long are built by [`lean_value`] piece by piece.
@@ -418,15 +418,11 @@ mod tests {
             r#"{"a":1,"a":2}"#,
             r#"{"o":{"file\u200b":1,"file":2}}"#,
         ] {
-            assert!(ambiguous_keys(bad), "{bad}");
+            assert_eq!(ambiguous_keys(bad), Some(true), "{bad}");
         }
-        for ok in [
-            r#"{"path":"/tmp/a","paths":["b"]}"#,
-            "{}",
-            "[1]",
-            "not json",
-        ] {
-            assert!(!ambiguous_keys(ok), "{ok}");
+        for ok in [r#"{"path":"/tmp/a","paths":["b"]}"#, "{}", "[1]"] {
+            assert_eq!(ambiguous_keys(ok), Some(false), "{ok}");
         }
+        assert_eq!(ambiguous_keys("not json"), None, "not JSON is told apart");
     }
 }

@@ -89,21 +89,28 @@ static NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
     ]
 });
 
-/// False only when `data` cannot hold a tool call or an error object in any JSON
-/// reading of it, including readers that match keys without regard to case:
-/// then the event may be forwarded without parsing. Any non-ASCII byte could
-/// be part of a key that folds to a known one, so it needs the parse too.
-/// `scratch` is reused for the lower-cased copy the search runs over.
-pub fn may_need_gate(data: &[u8], scratch: &mut Vec<u8>) -> bool {
-    !data.is_ascii() || names_a_call(data, scratch)
+/// What the prefilter says of an event's data.
+pub struct Prefilter {
+    /// It holds, in any ASCII case, a key a call or an error is read from (or
+    /// a `\u` escape that could spell one): data that is not JSON is an error.
+    pub names_call: bool,
+    /// False only when it cannot hold a tool call or an error object in any
+    /// JSON reading, readers that match keys without regard to case included:
+    /// then the event may be forwarded without parsing. Any non-ASCII byte
+    /// could be part of a key that folds to a known one, so it needs the parse.
+    pub risky: bool,
 }
 
-/// True when `data` holds, in any ASCII case, a key a call or an error is
-/// read from (or a `\u` escape that could spell one).
-pub fn names_a_call(data: &[u8], scratch: &mut Vec<u8>) -> bool {
+/// Looks at `data` without parsing it; `scratch` is reused for the
+/// lower-cased copy the search runs over.
+pub fn prefilter(data: &[u8], scratch: &mut Vec<u8>) -> Prefilter {
     scratch.clear();
     scratch.extend(data.iter().map(u8::to_ascii_lowercase));
-    NEEDLES.iter().any(|f| f.find(scratch).is_some())
+    let names_call = NEEDLES.iter().any(|f| f.find(scratch).is_some());
+    Prefilter {
+        names_call,
+        risky: names_call || !data.is_ascii(),
+    }
 }
 
 static FINISH: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
@@ -160,7 +167,7 @@ mod tests {
 
     #[test]
     fn prefilter_catches_keys_escapes_and_errors() {
-        let may_need_gate = |d: &[u8]| super::may_need_gate(d, &mut Vec::new());
+        let may_need_gate = |d: &[u8]| prefilter(d, &mut Vec::new()).risky;
         assert!(!may_need_gate(
             br#"{"choices":[{"delta":{"content":"hi"}}]}"#
         ));

@@ -35,6 +35,26 @@ pub struct SseEvent {
     pub clean: bool,
 }
 
+impl SseEvent {
+    /// The bytes to send on for this block: as it came when clean, else
+    /// written anew from its event name and data (a block of unknown lines
+    /// only, with no data, sends nothing).
+    pub fn forwardable(&self) -> Option<Bytes> {
+        if self.clean {
+            return Some(self.raw.clone());
+        }
+        let data = self.data.as_deref()?;
+        let mut b = BytesMut::new();
+        if let Some(name) = &self.event {
+            b.extend_from_slice(b"event: ");
+            b.extend_from_slice(name.as_bytes());
+            b.extend_from_slice(b"\n");
+        }
+        super::write_raw_data(&mut b, data);
+        Some(b.freeze())
+    }
+}
+
 /// The block grew past the configured maximum without ending.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventTooLarge;

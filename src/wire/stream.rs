@@ -9,7 +9,7 @@
 //! the finish chunk. At end of input call [`StreamRewriter::end`]; on any error
 //! call [`StreamRewriter::fail`], which never releases held calls.
 //!
-//! Events that cannot carry a tool call ([`super::may_need_gate`]) nor a finish
+//! Events that cannot carry a tool call ([`super::prefilter`]) nor a finish
 //! are forwarded byte for byte without parsing while nothing is held. Finishes
 //! are parsed so that tool-call deltas arriving after their choice finished are
 //! recognised and stripped.
@@ -24,8 +24,8 @@ use super::assemble::Assembler;
 use super::chunk::{is_empty_chunk, set_finish};
 use super::sse::{SseDecoder, SseEvent};
 use super::{
-    has_finish, has_text, keys, map_guard, names_a_call, write_event, write_raw_data, ToolCall,
-    DONE,
+    has_finish, has_text, keys, map_guard, prefilter, write_event, write_raw_data, Prefilter,
+    ToolCall, DONE,
 };
 use crate::error::Error;
 
@@ -185,27 +185,16 @@ impl StreamRewriter {
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
-        let event = ev.event.as_deref();
-        let Some(data) = ev.data.as_deref() else {
-            // Comments (keep-alives) pass; a block of unknown lines is dropped.
-            if ev.clean {
-                out.put_slice(&ev.raw);
-            }
+        // Only lines every reader agrees on go on as they came; a block of
+        // unknown lines only is dropped.
+        let Some(raw) = ev.forwardable() else {
             return Ok(());
         };
-        // Only lines every reader agrees on are forwarded: otherwise the event
-        // is written anew from what was parsed.
-        let raw = if ev.clean {
-            ev.raw
-        } else {
-            let mut b = BytesMut::new();
-            if let Some(name) = event {
-                b.put_slice(b"event: ");
-                b.put_slice(name.as_bytes());
-                b.put_slice(b"\n");
-            }
-            write_raw_data(&mut b, data);
-            b.freeze()
+        let event = ev.event.as_deref();
+        let Some(data) = ev.data.as_deref() else {
+            // Comments (keep-alives).
+            out.put_slice(&raw);
+            return Ok(());
         };
         if event == Some("error") {
             return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
@@ -229,10 +218,7 @@ impl StreamRewriter {
             }
             return Ok(());
         }
-        // `may_need_gate`, in two parts: a call can only be named by a needle
-        // (in any case), or hide behind a non-ASCII byte.
-        let names_call = names_a_call(data, &mut self.scratch);
-        let risky = names_call || !data.is_ascii();
+        let Prefilter { names_call, risky } = prefilter(data, &mut self.scratch);
         if !risky && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
             if !self.text_seen && has_text(data) {
                 self.text_seen = true;
