@@ -247,6 +247,69 @@ pub fn ambiguous_keys(args: &str) -> Option<bool> {
     serde_json::from_str::<Check>(args).ok().map(|c| c.0)
 }
 
+/// The tree of `data`, refused when any object repeats a key: a tree keeps
+/// only one value of a repeated key, and a reader that keeps the other would
+/// see what toolgate never looked at (`{"tool_calls": [call], "tool_calls":
+/// null}`).
+pub fn strict_value(data: &[u8]) -> Result<serde_json::Value, serde_json::Error> {
+    struct Strict(serde_json::Value);
+    impl<'de> Deserialize<'de> for Strict {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(StrictVisitor)
+        }
+    }
+    struct StrictVisitor;
+    impl<'de> Visitor<'de> for StrictVisitor {
+        type Value = Strict;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, b: bool) -> Result<Strict, E> {
+            Ok(Strict(b.into()))
+        }
+        fn visit_i64<E>(self, n: i64) -> Result<Strict, E> {
+            Ok(Strict(n.into()))
+        }
+        fn visit_u64<E>(self, n: u64) -> Result<Strict, E> {
+            Ok(Strict(n.into()))
+        }
+        fn visit_f64<E>(self, n: f64) -> Result<Strict, E> {
+            Ok(Strict(n.into()))
+        }
+        fn visit_str<E>(self, s: &str) -> Result<Strict, E> {
+            Ok(Strict(s.into()))
+        }
+        fn visit_string<E>(self, s: String) -> Result<Strict, E> {
+            Ok(Strict(s.into()))
+        }
+        fn visit_unit<E>(self) -> Result<Strict, E> {
+            Ok(Strict(serde_json::Value::Null))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Strict, A::Error> {
+            let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0).min(256));
+            while let Some(Strict(x)) = s.next_element()? {
+                v.push(x);
+            }
+            Ok(Strict(serde_json::Value::Array(v)))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Strict, A::Error> {
+            let mut map = serde_json::Map::new();
+            while let Some((k, Strict(v))) = m.next_entry::<String, Strict>()? {
+                match map.entry(k) {
+                    serde_json::map::Entry::Vacant(e) => {
+                        e.insert(v);
+                    }
+                    serde_json::map::Entry::Occupied(_) => {
+                        return Err(de::Error::custom("repeated key"))
+                    }
+                }
+            }
+            Ok(Strict(serde_json::Value::Object(map)))
+        }
+    }
+    serde_json::from_slice::<Strict>(data).map(|s| s.0)
+}
+
 /// Values at least this long are built by [`lean_value`] piece by piece.
 const LEAN_MIN: usize = 64 * 1024;
 
@@ -378,6 +441,19 @@ mod tests {
         let o: Obj = serde_json::from_str(r#"{"Choices":[]}"#).unwrap();
         assert!(o.ambiguous(&["choices"]));
         assert!(!o.ambiguous(&["id"]));
+    }
+
+    #[test]
+    fn the_strict_tree_refuses_repeated_keys_at_any_depth() {
+        let ok = r#"{"a":[1,-2,3.5,"x",null,true],"b":{"c":{}}}"#;
+        let full: serde_json::Value = serde_json::from_str(ok).unwrap();
+        assert_eq!(strict_value(ok.as_bytes()).unwrap(), full);
+        for bad in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[1],"tool_calls":null}}]}"#,
+        ] {
+            assert!(strict_value(bad.as_bytes()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub fn fold_guard(ambiguous: bool) -> Result<(), Error> {
     Ok(())
 }
 
-/// The same check over a parsed map (whose repeated keys are already merged).
+/// The same check over a parsed map (repeated keys are refused by the parse,
+/// [`json::strict_value`]).
 pub fn map_guard(m: &Map<String, Value>, known: &[&str]) -> Result<(), Error> {
     fold_guard(m.keys().any(|k| crate::fold::impersonates(k, known)))
 }

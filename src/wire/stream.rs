@@ -239,7 +239,9 @@ impl StreamRewriter {
         risky: bool,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
-        let mut obj = match serde_json::from_slice::<Value>(data) {
+        // Repeated keys are refused: the tree would keep one value of a key and
+        // a reader could act on the other.
+        let mut obj = match super::json::strict_value(data) {
             Ok(Value::Object(o)) => o,
             _ if risky => return Err(malformed("event data is not a JSON object")),
             _ => {

@@ -295,3 +295,17 @@ fn oversized_arguments_reach_the_gate_marked() {
     });
     assert_eq!(seen, [("first".into(), true), ("second".into(), false)]);
 }
+
+#[test]
+fn a_call_hidden_behind_a_repeated_key_fails_the_stream() {
+    // A tree keeps the last `tool_calls` (null); a reader that keeps the
+    // first would run the call. The stream fails closed instead.
+    let hidden = r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"shell","arguments":"{}"}}],"tool_calls":null},"finish_reason":null}]}"#;
+    let input = format!(
+        "{hidden}\n\n{}data: [DONE]\n\n",
+        chunk("{}", "\"tool_calls\"")
+    );
+    let out = run(&input, &[]);
+    assert!(!out.contains("shell"), "{out}");
+    assert!(out.contains("\"error\""), "{out}");
+}
