@@ -9,9 +9,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::{json, Value};
+use toolgate::fence::redact::Redactor;
+use toolgate::fence::Settings;
 use toolgate::policy::PolicySet;
-use toolgate::request::redact::Redactor;
-use toolgate::request::tool_results::{apply, Settings};
+use toolgate::protocol::Protocol;
 
 fn page(n: usize) -> String {
     let line = "The quarterly report shows revenue of $12,400 up 8% from last year; see https://corp.example/q3 for details. ";
@@ -52,11 +53,11 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("fence_and_redact");
     g.throughput(Throughput::Bytes(1 << 20));
     g.bench_function("one_1mb_tool_result", |b| {
-        b.iter(|| apply(&mut big.clone(), &s))
+        b.iter(|| Protocol::Chat.fence(&mut big.clone(), &s))
     });
     g.throughput(Throughput::Bytes(50 * 400));
     g.bench_function("fifty_small_tool_results", |b| {
-        b.iter(|| apply(&mut small.clone(), &s))
+        b.iter(|| Protocol::Chat.fence(&mut small.clone(), &s))
     });
     g.finish();
 }

@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
+use toolgate::call::Call;
+use toolgate::context::{Context, Declared};
 use toolgate::gate::{Gates, Parts};
 use toolgate::policy::PolicySet;
-use toolgate::request::{Context, Declared};
-use toolgate::wire::ToolCall;
 
 /// 100 rules with three-clause conditions; `applying` of them name `target`.
 fn policy(applying: usize, all_apply: bool) -> String {
@@ -35,7 +35,7 @@ fn policy(applying: usize, all_apply: bool) -> String {
     s
 }
 
-fn call() -> ToolCall {
+fn call() -> Call {
     let body = "lorem ipsum dolor sit amet ".repeat(72);
     let args = json!({"to": "finance@corp.example", "amount": 12.5, "url": "https://reports.corp.example/q3", "body": body});
     let arguments = args.to_string();
@@ -44,12 +44,12 @@ fn call() -> ToolCall {
         "{}",
         arguments.len()
     );
-    ToolCall {
+    Call {
         id: "c1".into(),
         name: "send_report".into(),
         arguments,
-        kind: Some("function".into()),
-        ..ToolCall::default()
+        kind: toolgate::call::Kind::Function,
+        ..Call::default()
     }
 }
 

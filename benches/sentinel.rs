@@ -18,12 +18,12 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
+use toolgate::call::Call;
+use toolgate::context::{Context, Declared};
 use toolgate::gate::sentinel::Sentinel;
 use toolgate::gate::{Gates, Parts};
 use toolgate::judge::Judge;
 use toolgate::policy::PolicySet;
-use toolgate::request::{Context, Declared};
-use toolgate::wire::ToolCall;
 
 async fn judge_server() -> std::net::SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -95,12 +95,12 @@ fn bench(c: &mut Criterion) {
     ctx.original_request = Some("Send John the confirmation".into());
     ctx.declared
         .insert("email.send".into(), Declared { parameters: None });
-    let call = |i: u64| ToolCall {
+    let call = |i: u64| Call {
         id: "c".into(),
         name: "email.send".into(),
         arguments: format!("{{\"to\":\"john@example.com\",\"n\":{i}}}"),
-        kind: Some("function".into()),
-        ..ToolCall::default()
+        kind: toolgate::call::Kind::Function,
+        ..Call::default()
     };
 
     // Uncached: distinct arguments each time; compared with a bare round trip.

@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
-use toolgate::wire::stream::{Options, StreamRewriter};
+use toolgate::protocol::{chat::stream::StreamRewriter, sync_driver::RunSync, Options};
 
 fn chunk(delta: serde_json::Value, finish: Option<&str>) -> String {
     let v = json!({"id": "chatcmpl-CMKAuuvC6E26nL6HLZzTrysEvC8Ln", "object": "chat.completion.chunk", "created": 1759436804,
@@ -61,6 +61,7 @@ fn opts() -> Options {
         max_event_bytes: 1 << 24,
         max_call_bytes: 1 << 20,
         max_held_bytes: 1 << 24,
+        id_key: [0; 32],
     }
 }
 

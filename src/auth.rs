@@ -23,7 +23,7 @@ pub fn principal(clients: &[Client], headers: &HeaderMap) -> Result<String, Erro
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or(Error::Unauthorized)?;
-    let hash = crate::audit::sha256(token.as_bytes());
+    let hash = crate::digest::sha256(token.as_bytes());
     // Compare every entry in full, so timing says nothing about which matched.
     let mut found = None;
     for c in clients {
@@ -47,12 +47,12 @@ mod tests {
         vec![
             Client {
                 name: "alpha".into(),
-                token_sha256: crate::audit::sha256(b"tok-alpha"),
+                token_sha256: crate::digest::sha256(b"tok-alpha"),
                 token: None,
             },
             Client {
                 name: "beta".into(),
-                token_sha256: crate::audit::sha256(b"tok-beta"),
+                token_sha256: crate::digest::sha256(b"tok-beta"),
                 token: None,
             },
         ]

@@ -1,4 +1,4 @@
-//! The body adapter: drives the sans-IO [`StreamRewriter`] over the upstream body.
+//! The body adapter: drives a protocol's sans-IO [`Rewriter`] over the upstream body.
 //!
 //! A task reads upstream frames, feeds the rewriter, sends what the agent may
 //! see into a small channel, and awaits the gates (sending `: keepalive`
@@ -20,14 +20,14 @@ use hyper::body::Incoming;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::context::Context;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gate::Gates;
+use crate::protocol::KEEPALIVE;
+use crate::protocol::{Protocol, Rewriter, Step};
 use crate::release;
-use crate::request::Context;
 use crate::state::State;
-use crate::wire::stream::{Step, StreamRewriter};
-use crate::wire::KEEPALIVE;
 
 /// The error a response body may end with: the agent sees a cut-off response.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
@@ -184,13 +184,14 @@ struct Driver {
     /// The pipeline the request started with (a reload does not change it mid-request).
     gates: Arc<Gates>,
     ctx: Arc<Context>,
-    rw: StreamRewriter,
+    rw: Box<dyn Rewriter>,
     out: BytesMut,
     tx: mpsc::Sender<Piece>,
 }
 
 /// Starts gating `body` and returns the agent's response body.
 pub fn gated_stream(
+    protocol: Protocol,
     state: Arc<State>,
     gates: Arc<Gates>,
     ctx: Arc<Context>,
@@ -199,7 +200,7 @@ pub fn gated_stream(
     deadline: Instant,
 ) -> ChannelBody {
     let (tx, rx) = mpsc::channel(32);
-    let rw = StreamRewriter::new(&state.stream_options());
+    let rw = protocol.rewriter(&state.stream_options());
     let mut d = Driver {
         state,
         gates,
@@ -318,7 +319,7 @@ impl Driver {
                 &self.state,
                 &self.gates,
                 &self.ctx,
-                self.rw.pending_calls()
+                self.rw.pending()
             ));
             match futures_util::poll!(decide.as_mut()) {
                 Poll::Ready(a) => a,
@@ -338,6 +339,11 @@ impl Driver {
             }
         };
         self.rw.resolve(&allowed, &mut self.out);
+        // Remembered before anything of this answer goes out, so a request
+        // that continues from it finds the record.
+        if let Some(w) = self.rw.take_withheld() {
+            self.state.remember_withheld(w);
+        }
         if let Some(t) = since {
             self.state.metrics.release_latency.observe(t.elapsed());
         }

@@ -54,6 +54,9 @@ pub enum Error {
     UnsupportedEndpoint,
     /// The method is not allowed on a gated endpoint.
     MethodNotAllowed,
+    /// A known endpoint that toolgate refuses on purpose (it would hand out
+    /// ungated tool calls); the message says which and why.
+    NotServed(&'static str),
     /// The upstream could not be reached.
     UpstreamConnect(String),
     /// The upstream did not answer within `[upstream] timeout_secs`.
@@ -93,6 +96,7 @@ impl fmt::Display for Error {
             Error::PayloadTooLarge { limit } => write!(f, "request body over {limit} bytes"),
             Error::UnsupportedEndpoint => write!(f, "unsupported endpoint"),
             Error::MethodNotAllowed => write!(f, "method not allowed"),
+            Error::NotServed(m) => write!(f, "not served: {m}"),
             Error::UpstreamConnect(m) => write!(f, "upstream unreachable: {m}"),
             Error::UpstreamTimeout => write!(f, "upstream timed out"),
             Error::UpstreamStatus { status, .. } => write!(f, "upstream returned {status}"),
@@ -131,6 +135,7 @@ impl Error {
             | Error::Unauthorized
             | Error::PayloadTooLarge { .. }
             | Error::UnsupportedEndpoint
+            | Error::NotServed(_)
             | Error::MethodNotAllowed => Side::Client,
             Error::UpstreamConnect(_)
             | Error::UpstreamTimeout
@@ -148,7 +153,7 @@ impl Error {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Error::UnsupportedEndpoint => StatusCode::NOT_FOUND,
+            Error::UnsupportedEndpoint | Error::NotServed(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::UpstreamConnect(_) | Error::UpstreamUnreadable(_) | Error::UpstreamEvent(_) => {
                 StatusCode::BAD_GATEWAY
@@ -164,7 +169,7 @@ impl Error {
     }
 
     /// The OpenAI error `type` and the generic message the agent sees.
-    fn public(&self) -> (&'static str, String) {
+    pub fn public_message(&self) -> (&'static str, String) {
         match self {
             Error::BadRequest(m) => ("invalid_request_error", m.clone()),
             Error::Unauthorized => (
@@ -177,8 +182,10 @@ impl Error {
             ),
             Error::UnsupportedEndpoint => (
                 "invalid_request_error",
-                "This endpoint is not supported. Use POST /v1/chat/completions.".to_string(),
+                "This endpoint is not supported. Use POST /v1/chat/completions or POST /v1/responses."
+                    .to_string(),
             ),
+            Error::NotServed(m) => ("invalid_request_error", m.to_string()),
             Error::MethodNotAllowed => (
                 "invalid_request_error",
                 "Method not allowed on this endpoint.".to_string(),
@@ -215,7 +222,7 @@ impl Error {
 
     /// The OpenAI-shaped JSON error body for this error.
     pub fn json_body(&self) -> Bytes {
-        let (kind, message) = self.public();
+        let (kind, message) = self.public_message();
         error_body(kind, &message)
     }
 

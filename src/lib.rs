@@ -4,41 +4,44 @@
 //! The data flow, one way:
 //!
 //! ```text
-//! agent ─► server ─► proxy (route, size cap, parse, context) ─► upstream ─► provider
-//! provider ─► proxy (status, content type) ─► body adapter ─► wire::stream
-//!          (SSE decode → text passes at once; tool-call deltas assembled and held)
-//!          ─► release (gates decide, audit records) ─► wire rewrite ─► agent
+//! agent ─► server ─► proxy (route → protocol, size cap, parse, context, fence) ─► upstream
+//! provider ─► proxy (status, content type) ─► body adapter ─► protocol rewriter
+//!          (SSE decode → text passes at once; calls assembled into canonical Calls, held)
+//!          ─► release (gates decide on Call + Context, audit records) ─► protocol encoder ─► agent
 //! side sinks: audit · metrics · tracing
 //! ```
 //!
-//! `wire` and `gate` never touch sockets; only [`body`] and [`proxy`] do.
+//! [`protocol`] and [`gate`] never touch sockets, and never import each other:
+//! they meet at [`call`] and [`context`]. Only [`body`] and [`proxy`] do I/O.
 //! See `docs/ARCHITECTURE.md` for the code map.
 
 pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod budget;
+pub mod call;
 pub mod cli;
 pub mod config;
+pub mod context;
+pub mod digest;
 pub mod encoding;
 pub mod error;
 pub mod facts;
+pub mod fence;
 pub mod fold;
 pub mod gate;
 pub mod gather;
 pub mod judge;
 pub mod metrics;
 pub mod policy;
+pub mod protocol;
 pub mod proxy;
 pub mod release;
-pub mod request;
-pub mod secrets;
 pub mod server;
 pub mod stamp;
 pub mod state;
 pub mod tls;
 pub mod upstream;
-pub mod wire;
 
 pub use config::Config;
 pub use error::Error;

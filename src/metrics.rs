@@ -48,7 +48,7 @@ impl Histogram {
 }
 
 /// Route labels, in the order of [`Metrics::requests`]'s rows.
-pub const ROUTES: [&str; 3] = ["chat_completions", "passthrough", "refused"];
+pub const ROUTES: [&str; 4] = ["chat_completions", "responses", "passthrough", "refused"];
 
 pub struct Metrics {
     /// Requests by route and status: one lock-free counter per (route, status 0..600).

@@ -5,12 +5,12 @@
 
 use serde::Serialize;
 
-use crate::audit::{now_rfc3339, sha256_hex};
+use crate::call::{Call, Release};
+use crate::context::Context;
+use crate::digest::{now_rfc3339, sha256_hex};
 use crate::gate::{Decision, Gates};
 use crate::policy::Verdict;
-use crate::request::Context;
 use crate::state::State;
-use crate::wire::ToolCall;
 
 /// Longest tool name written to the audit trail (names are model output).
 const MAX_NAME: usize = 256;
@@ -28,7 +28,9 @@ struct Record<'a> {
     ts: String,
     request_id: &'a str,
     principal: &'a str,
+    protocol: &'static str,
     choice: u32,
+    kind: &'a str,
     tool: &'a str,
     call_id: &'a str,
     verdict: &'static str,
@@ -53,17 +55,14 @@ struct StepOut {
     us: u64,
 }
 
-fn record<'a>(
-    ctx: &'a Context,
-    call: &'a ToolCall,
-    d: &'a Decision,
-    policy: &'a str,
-) -> Record<'a> {
+fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str) -> Record<'a> {
     Record {
         ts: now_rfc3339(),
         request_id: &ctx.request_id,
         principal: &ctx.principal,
+        protocol: ctx.protocol,
         choice: call.choice,
+        kind: call.kind.as_str(),
         tool: clip(&call.name),
         call_id: clip(&call.id),
         verdict: d.verdict.as_str(),
@@ -88,9 +87,10 @@ fn record<'a>(
     }
 }
 
-/// Gates `calls` concurrently and audits each; `true` = release. In monitor
-/// mode every audited call is released, its verdict only recorded.
-pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[ToolCall]) -> Vec<bool> {
+/// Gates `calls` concurrently and audits each; one [`Release`] per call, in
+/// order. In monitor mode every audited call is released, its verdict only
+/// recorded.
+pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Vec<Release> {
     let decisions = gates.decide_all(calls, ctx).await;
     let version = &gates.policy().version;
     let monitor = state.monitor();
@@ -111,7 +111,11 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[ToolCa
         };
         state.metrics.tool_call(counted);
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
-        allowed.push(release);
+        allowed.push(if release {
+            Release::Allow
+        } else {
+            Release::Withhold
+        });
     }
     allowed
 }
@@ -121,7 +125,7 @@ pub async fn dropped(
     state: &State,
     gates: &Gates,
     ctx: &Context,
-    calls: &[ToolCall],
+    calls: &[Call],
     reason: &'static str,
 ) {
     let version = &gates.policy().version;

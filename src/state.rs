@@ -8,14 +8,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::audit::AuditLog;
 use crate::config::{Config, ErrorMode, PolicyMode};
 use crate::error::Error;
+use crate::fence::redact::Redactor;
 use crate::gate::fact_check::FactChecker;
 use crate::gate::sentinel::Sentinel;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
-use crate::request::redact::Redactor;
+use crate::protocol::{Options, Withheld};
 use crate::upstream::Upstream;
-use crate::wire::stream::Options;
 
 pub struct State {
     pub config: Config,
@@ -34,6 +34,8 @@ pub struct State {
     pub reload_requested: tokio::sync::Notify,
     /// Body bytes in flight (request bodies, whole response bodies).
     pub budget: crate::budget::Budget,
+    /// Calls withheld from stored responses, by response id (`[responses]`).
+    withheld: moka::sync::Cache<String, Arc<Vec<(String, String)>>>,
 }
 
 impl State {
@@ -92,6 +94,10 @@ impl State {
         );
         let redactor = Redactor::new(exact);
         let budget = crate::budget::Budget::new(config.limits.max_body_bytes_in_flight);
+        let withheld = moka::sync::Cache::builder()
+            .max_capacity(config.responses.remember_max)
+            .time_to_live(config.responses.remember_ttl)
+            .build();
         Ok(State {
             fence_secret,
             redactor,
@@ -101,10 +107,11 @@ impl State {
             upstream,
             audit,
             metrics: Arc::new(Metrics::default()),
-            id_prefix: crate::audit::sha256_hex(seed.as_bytes())[..10].to_string(),
+            id_prefix: crate::digest::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
             reload_requested: tokio::sync::Notify::new(),
             budget,
+            withheld,
         })
     }
 
@@ -160,7 +167,33 @@ impl State {
             max_event_bytes: l.max_event_bytes,
             max_call_bytes: l.max_tool_args_bytes,
             max_held_bytes: l.max_held_args_bytes,
+            id_key: self.id_key(),
         }
+    }
+
+    /// The key of the ids given to messages that replace withheld calls.
+    pub fn id_key(&self) -> [u8; 32] {
+        crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"replacement message ids"])
+    }
+
+    /// Records calls withheld from a stored response (added to what was
+    /// already recorded for it).
+    pub fn remember_withheld(&self, w: Withheld) {
+        if w.calls.is_empty() || w.response_id.is_empty() {
+            return;
+        }
+        let mut calls = self
+            .withheld
+            .get(&w.response_id)
+            .map(|c| c.as_ref().clone())
+            .unwrap_or_default();
+        calls.extend(w.calls);
+        self.withheld.insert(w.response_id, Arc::new(calls));
+    }
+
+    /// The calls withheld from stored response `id`, if toolgate remembers it.
+    pub fn withheld(&self, id: &str) -> Option<Arc<Vec<(String, String)>>> {
+        self.withheld.get(id)
     }
 
     pub fn passthrough_errors(&self) -> bool {
@@ -187,7 +220,7 @@ fn fence_secret(key_env: &str) -> Vec<u8> {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf));
     if random.is_err() {
         let seed = format!("{:?}-{}-{:p}", SystemTime::now(), std::process::id(), &buf);
-        buf = crate::audit::sha256_hex(seed.as_bytes()).into_bytes();
+        buf = crate::digest::sha256_hex(seed.as_bytes()).into_bytes();
     }
     buf
 }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::call::Call;
 use crate::config::Config;
+use crate::context::{Context, Declared};
 use crate::error::Error;
 use crate::gate::{Gates, Parts};
 use crate::policy::PolicySet;
-use crate::request::{Context, Declared};
-use crate::wire::ToolCall;
 
 /// What `explain` is asked about.
 #[derive(Debug, Clone, Default)]
@@ -55,12 +55,12 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
     };
     ctx.declared
         .insert(q.tool.clone(), Declared { parameters: None });
-    let call = ToolCall {
+    let call = Call {
         id: "explain".into(),
         name: q.tool.clone(),
         arguments: q.args.clone(),
-        kind: Some("function".into()),
-        ..ToolCall::default()
+        kind: crate::call::Kind::Function,
+        ..Call::default()
     };
     let d = gates.decide(&call, &ctx).await;
     let rule = d.outcome.rule.as_deref().map(|name| {

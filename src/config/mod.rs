@@ -26,6 +26,7 @@ pub struct Config {
     pub rewrite: Rewrite,
     pub limits: Limits,
     pub stream: Stream,
+    pub responses: Responses,
     pub fence: Fence,
     pub judge: Option<Judge>,
     pub clients: Vec<Client>,
@@ -125,6 +126,12 @@ impl Config {
                 "policy.namespace_separators must not hold an empty string".into(),
             );
         }
+        if raw.responses.remember_ttl_secs == 0 {
+            bad(
+                0..0,
+                "responses.remember_ttl_secs must be greater than 0".into(),
+            );
+        }
         if raw.stream.keepalive_ms == 0 {
             bad(0..0, "stream.keepalive_ms must be greater than 0".into());
         }
@@ -159,7 +166,7 @@ impl Config {
             let c = c.get_ref();
             let (hash, token) = match (&c.token_env, &c.token_sha256) {
                 (Some(env), None) => match std::env::var(env).ok().filter(|t| !t.is_empty()) {
-                    Some(t) => (Some(crate::audit::sha256(t.as_bytes())), Some(t)),
+                    Some(t) => (Some(crate::digest::sha256(t.as_bytes())), Some(t)),
                     None => {
                         bad(
                             at.clone(),
@@ -168,7 +175,7 @@ impl Config {
                         (None, None)
                     }
                 },
-                (None, Some(hex)) => match crate::audit::unhex32(hex) {
+                (None, Some(hex)) => match crate::digest::unhex32(hex) {
                     Some(h) => (Some(h), None),
                     None => {
                         bad(
@@ -310,6 +317,10 @@ impl Config {
             },
             stream: Stream {
                 keepalive: Duration::from_millis(raw.stream.keepalive_ms),
+            },
+            responses: Responses {
+                remember_max: raw.responses.remember_max,
+                remember_ttl: Duration::from_secs(raw.responses.remember_ttl_secs),
             },
             fence: Fence {
                 enabled: raw.fence.enabled,

@@ -16,6 +16,7 @@ pub(crate) struct RawConfig {
     pub(crate) rewrite: RawRewrite,
     pub(crate) limits: RawLimits,
     pub(crate) stream: RawStream,
+    pub(crate) responses: RawResponses,
     pub(crate) fence: RawFence,
     pub(crate) judge: Option<RawJudge>,
     pub(crate) client: Vec<Spanned<RawClient>>,
@@ -285,5 +286,22 @@ pub(crate) struct RawStream {
 impl Default for RawStream {
     fn default() -> Self {
         RawStream { keepalive_ms: 5000 }
+    }
+}
+
+/// `[responses]`: what toolgate remembers of stored Responses-API answers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawResponses {
+    pub(crate) remember_max: u64,
+    pub(crate) remember_ttl_secs: u64,
+}
+
+impl Default for RawResponses {
+    fn default() -> Self {
+        RawResponses {
+            remember_max: 10_000,
+            remember_ttl_secs: 24 * 3600,
+        }
     }
 }

@@ -193,3 +193,13 @@ pub struct Fence {
 pub struct Stream {
     pub keepalive: Duration,
 }
+
+/// `[responses]`: the record of withheld calls per stored response, so a
+/// request continuing from one (`previous_response_id`) can answer them.
+#[derive(Debug, Clone, Copy)]
+pub struct Responses {
+    /// How many responses are remembered (0 = none).
+    pub remember_max: u64,
+    /// How long a record is kept.
+    pub remember_ttl: Duration,
+}

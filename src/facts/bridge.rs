@@ -208,7 +208,7 @@ pub fn import(dir: &Path, out: &Path) -> Result<Report, Error> {
     if facts != before || !out.exists() {
         let file = FactFile {
             id: "trace-learned".into(),
-            generated_at: Some(crate::audit::now_rfc3339()),
+            generated_at: Some(crate::digest::now_rfc3339()),
             facts,
         };
         let text = serde_json::to_string_pretty(&file)

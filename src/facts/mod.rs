@@ -107,7 +107,7 @@ impl Registry {
                     h.update([0]);
                 }
             }
-            crate::audit::hex(&h.finalize()[..6])
+            crate::digest::hex(&h.finalize()[..6])
         };
         let mut subjects: Vec<String> = Vec::new();
         let mut ids: HashMap<String, usize> = HashMap::new();

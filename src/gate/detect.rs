@@ -104,7 +104,7 @@ pub fn detect(strings: &[(String, &str)]) -> Value {
         traversal |= (memchr::memmem::find(b, b"..").is_some()
             || memchr::memchr(b'%', b).is_some())
             && p.traversal.is_match(s);
-        for kind in crate::secrets::kinds(s) {
+        for kind in crate::fence::secrets::kinds(s) {
             push(&mut secrets, json!(kind));
         }
         if b.iter().any(u8::is_ascii_digit) {

@@ -6,17 +6,17 @@
 //! Whether the tool is declared, and its schema, are signals for the policy.
 
 use super::{BoxFuture, Gate, Outcome};
-use crate::request::Context;
-use crate::wire::ToolCall;
+use crate::call::{Call, Kind};
+use crate::context::Context;
 
 pub struct Integrity;
 
 impl Integrity {
-    pub fn judge(call: &ToolCall) -> Outcome {
+    pub fn judge(call: &Call) -> Outcome {
         if call.oversized {
             return Outcome::reject("args_too_large");
         }
-        if call.kind.as_deref().is_some_and(|k| k != "function") {
+        if matches!(call.kind, Kind::Other(_)) {
             return Outcome::reject("unsupported_call_type");
         }
         if call.name_too_long {
@@ -29,7 +29,7 @@ impl Integrity {
         if call.arguments.trim().is_empty() {
             return Outcome::allow("well_formed");
         }
-        match crate::wire::json::ambiguous_keys(&call.arguments) {
+        match crate::protocol::json::ambiguous_keys(&call.arguments) {
             None => Outcome::reject("args_not_json"),
             Some(_) if !call.arguments.trim_start().starts_with('{') => {
                 Outcome::reject("args_not_object")
@@ -45,7 +45,7 @@ impl Gate for Integrity {
         "integrity"
     }
 
-    fn check<'a>(&'a self, call: &'a ToolCall, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+    fn check<'a>(&'a self, call: &'a Call, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
         let o = Integrity::judge(call);
         Box::pin(async move { o })
     }
@@ -58,10 +58,10 @@ mod tests {
 
     #[test]
     fn each_failure_has_its_reason() {
-        let c = |name: &str, args: &str| ToolCall {
+        let c = |name: &str, args: &str| Call {
             name: name.into(),
             arguments: args.into(),
-            ..ToolCall::default()
+            ..Call::default()
         };
         let cases = [
             (c("t", "{\"a\":1}"), Verdict::Allow, "well_formed"),
@@ -80,7 +80,7 @@ mod tests {
                 "args_ambiguous_keys",
             ),
             (
-                ToolCall {
+                Call {
                     name_too_long: true,
                     ..c("", "{}")
                 },
@@ -88,7 +88,7 @@ mod tests {
                 "name_too_long",
             ),
             (
-                ToolCall {
+                Call {
                     oversized: true,
                     ..c("t", "")
                 },
@@ -96,8 +96,8 @@ mod tests {
                 "args_too_large",
             ),
             (
-                ToolCall {
-                    kind: Some("custom".into()),
+                Call {
+                    kind: Kind::Other("custom".into()),
                     ..c("t", "{}")
                 },
                 Verdict::Reject,

@@ -28,9 +28,9 @@ use schema::SchemaCache;
 use sensor::Sensor;
 use signals::Signals;
 
+use crate::call::Call;
+use crate::context::Context;
 use crate::policy::{PolicySet, Verdict};
-use crate::request::Context;
-use crate::wire::ToolCall;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -68,7 +68,7 @@ impl Outcome {
 
 pub trait Gate: Send + Sync {
     fn name(&self) -> &'static str;
-    fn check<'a>(&'a self, call: &'a ToolCall, ctx: &'a Context) -> BoxFuture<'a, Outcome>;
+    fn check<'a>(&'a self, call: &'a Call, ctx: &'a Context) -> BoxFuture<'a, Outcome>;
 }
 
 /// One gate's step in a decision, for the audit trail.
@@ -127,7 +127,7 @@ impl Gates {
     }
 
     /// Runs the gates of one call in order; the most severe verdict stands.
-    pub async fn decide(&self, call: &ToolCall, ctx: &Context) -> Decision {
+    pub async fn decide(&self, call: &Call, ctx: &Context) -> Decision {
         let gates: Vec<&dyn Gate> = [&self.integrity as &dyn Gate, &self.policy_gate as &dyn Gate]
             .into_iter()
             .chain(self.extra.iter().map(|g| g.as_ref()))
@@ -167,7 +167,7 @@ impl Gates {
     }
 
     /// Decides every call concurrently; results are in the order of `calls`.
-    pub async fn decide_all(&self, calls: &[ToolCall], ctx: &Context) -> Vec<Decision> {
+    pub async fn decide_all(&self, calls: &[Call], ctx: &Context) -> Vec<Decision> {
         futures_util::future::join_all(calls.iter().map(|c| self.decide(c, ctx))).await
     }
 }

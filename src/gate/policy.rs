@@ -13,11 +13,11 @@ use super::schema::SchemaCache;
 use super::sensor::Sensor;
 use super::signals::{self, Needs, Signals};
 use super::{BoxFuture, Gate, Outcome};
+use crate::call::Call;
+use crate::context::Context;
 use crate::policy::expr::Bindings;
 use crate::policy::limits::LimitKey;
 use crate::policy::{FailMode, PolicySet, Rule, Verdict};
-use crate::request::Context;
-use crate::wire::ToolCall;
 
 /// Variables that do not depend on a call's arguments.
 const STATIC_VARS: [&str; 6] = ["tool", "phase", "principal", "session", "agent", "mission"];
@@ -146,7 +146,7 @@ impl PolicyGate {
     }
 
     /// Takes a token from every limit on this tool; the first one over its limit, if any.
-    fn rate(&self, call: &ToolCall, ctx: &Context) -> Option<String> {
+    fn rate(&self, call: &Call, ctx: &Context) -> Option<String> {
         let mut over = None;
         for l in self
             .policy
@@ -166,7 +166,7 @@ impl PolicyGate {
         over
     }
 
-    async fn judge(&self, call: &ToolCall, ctx: &Context) -> Outcome {
+    async fn judge(&self, call: &Call, ctx: &Context) -> Outcome {
         let rules = self.policy.rules_for(&call.name);
         // Compute what the rules read (everything for `explain`).
         // The top-level variables the applicable rules read (all for `explain`).
@@ -239,7 +239,7 @@ impl PolicyGate {
     /// Runs the sensors the matched rules require, then the rules again.
     async fn assisted(
         &self,
-        call: &ToolCall,
+        call: &Call,
         ctx: &Context,
         scope: Scope<'_>,
         matched: &[&Rule],
@@ -310,7 +310,7 @@ impl Gate for PolicyGate {
         "policy"
     }
 
-    fn check<'a>(&'a self, call: &'a ToolCall, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+    fn check<'a>(&'a self, call: &'a Call, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
         Box::pin(self.judge(call, ctx))
     }
 }

@@ -5,9 +5,9 @@ use serde_json::{json, Value};
 
 use super::signals::Signals;
 use super::BoxFuture;
+use crate::call::Call;
+use crate::context::Context;
 use crate::judge::Answer;
-use crate::request::Context;
-use crate::wire::ToolCall;
 
 /// One proposed assisted signal.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +23,7 @@ pub trait Sensor: Send + Sync {
     /// Proposes signals for one call; an error is a sensor failure (the rule's `fail` decides).
     fn sense<'a>(
         &'a self,
-        call: &'a ToolCall,
+        call: &'a Call,
         ctx: &'a Context,
         signals: &'a Signals,
     ) -> BoxFuture<'a, Result<Vec<Assisted>, String>>;

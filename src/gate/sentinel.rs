@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use super::sensor::{from_answer, Assisted, Fields, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
+use crate::call::Call;
+use crate::context::Context;
 use crate::judge::{Judge, Question};
-use crate::request::Context;
-use crate::wire::ToolCall;
 
 /// Bumped whenever the prompt changes, so cached answers of an old prompt are not reused.
 pub const PROMPT_VERSION: &str = "sentinel-v1";
@@ -116,7 +116,7 @@ impl Sensor for Sentinel {
 
     fn sense<'a>(
         &'a self,
-        call: &'a ToolCall,
+        call: &'a Call,
         ctx: &'a Context,
         signals: &'a Signals,
     ) -> BoxFuture<'a, Result<Vec<Assisted>, String>> {

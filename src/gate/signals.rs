@@ -12,9 +12,9 @@ use serde_json::{json, Map, Value};
 
 use super::detect;
 use super::schema::{self, SchemaCache};
+use crate::call::Call;
+use crate::context::Context;
 use crate::policy::{PolicySet, ToolClass};
-use crate::request::Context;
-use crate::wire::ToolCall;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -292,7 +292,7 @@ impl Needs {
 /// The deterministic signals of a call except `rate.*` (the engine sets those);
 /// the costlier groups only when `needs` says so.
 pub fn deterministic(
-    call: &ToolCall,
+    call: &Call,
     ctx: &Context,
     policy: &PolicySet,
     seps: &[String],
@@ -332,7 +332,7 @@ pub fn deterministic(
 /// `schema.valid` and `schema.errors`: the declared schema and the catalog's.
 fn schema_signals(
     s: &mut Signals,
-    call: &ToolCall,
+    call: &Call,
     ctx: &Context,
     policy: &PolicySet,
     schemas: &SchemaCache,

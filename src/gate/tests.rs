@@ -2,7 +2,7 @@
 
 use super::sensor::Assisted;
 use super::*;
-use crate::request::Declared;
+use crate::context::Declared;
 use serde_json::json;
 
 fn ctx(phase: &str) -> Context {
@@ -24,11 +24,11 @@ fn ctx(phase: &str) -> Context {
     c
 }
 
-fn call(name: &str, args: &str) -> ToolCall {
-    ToolCall {
+fn call(name: &str, args: &str) -> Call {
+    Call {
         name: name.into(),
         arguments: args.into(),
-        ..ToolCall::default()
+        ..Call::default()
     }
 }
 
@@ -77,7 +77,7 @@ impl Sensor for Scripted {
     }
     fn sense<'a>(
         &'a self,
-        _: &'a ToolCall,
+        _: &'a Call,
         _: &'a Context,
         _: &'a Signals,
     ) -> BoxFuture<'a, Result<Vec<Assisted>, String>> {

@@ -288,7 +288,7 @@ impl PolicySet {
             limits: out.limits,
             fences: out.fences,
             default_verdict: default.map(|d| d.0).unwrap_or(Verdict::Deny),
-            version: crate::audit::hex(&digest[..6]),
+            version: crate::digest::hex(&digest[..6]),
             files,
             facts,
         })

@@ -394,7 +394,7 @@ async fn the_audit_trail_has_a_hash_of_the_arguments_never_the_arguments() {
     }
     assert_eq!(
         r["args_sha256"],
-        toolgate::audit::sha256_hex(secret_args.as_bytes())
+        toolgate::digest::sha256_hex(secret_args.as_bytes())
     );
     assert_eq!(r["args_bytes"], secret_args.len());
     assert_eq!(

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use toolgate::request::fence::{self, restore, Mode, Source};
+use toolgate::fence::marker::{self as fence, restore, Mode, Source};
 
 use crate::support::*;
 

@@ -301,7 +301,8 @@ async fn no_spelling_of_a_path_reaches_the_provider_ungated() {
         "/v1/chat/completions.json",
         "/v1/chat/completions:stream",
         "/v1/responses;",
-        "/v1/responses",
+        "/v1/responses.json",
+        "/v1/responses/x/y",
         "/v1/something/new",
     ] {
         let a = post(&bin, path, &chat_request(false, &["shell"]), &[]).await;

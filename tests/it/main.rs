@@ -49,3 +49,5 @@ mod deploy;
 mod output;
 // The black-box audit's holes, each through the real binary.
 mod holes;
+/// `POST /v1/responses` through a real toolgate.
+mod responses;

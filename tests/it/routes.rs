@@ -90,11 +90,11 @@ async fn endpoints_that_could_return_ungated_tool_calls_are_refused() {
     let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for path in [
-        "/v1/responses",
+        "/v1/responses/resp_1",
         "/v1/messages",
         "/v1/chat/completions/cmpl_1",
         "/v1/threads/t/runs",
-        "/v1/RESPONSES",
+        "/v1/RESPONSES/x/y",
     ] {
         let a = send("POST", &format!("{}{path}", gate.url), &[], "{}").await;
         assert_eq!(a.status, 404, "{path}");

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 use serde_json::json;
+use toolgate::call::Call;
+use toolgate::context::Context;
 use toolgate::gate::{BoxFuture, Gate, Outcome};
-use toolgate::request::Context;
-use toolgate::wire::ToolCall;
 
 use crate::accumulate::Acc;
 use crate::support::*;
@@ -25,7 +25,7 @@ impl Gate for Slow {
     fn name(&self) -> &'static str {
         "slow"
     }
-    fn check<'a>(&'a self, call: &'a ToolCall, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+    fn check<'a>(&'a self, call: &'a Call, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
             self.peak.fetch_max(now, Ordering::SeqCst);

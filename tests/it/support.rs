@@ -69,11 +69,44 @@ pub fn chat_fixtures() -> Vec<PathBuf> {
     v
 }
 
-/// Skips a test with a clear message when `../shared` is absent.
+/// Every Responses-API stream in the shared set.
+pub fn responses_fixtures() -> Vec<PathBuf> {
+    let Some(dir) = fixtures_dir() else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.ends_with(".sse") && (n.contains("-responses-") || n.starts_with("bedrock-mantle"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The `response` of a Responses stream's `response.completed` event.
+pub fn responses_final(sse: &[u8]) -> Value {
+    String::from_utf8_lossy(sse)
+        .split("\n")
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .find(|v| v["type"] == "response.completed")
+        .map(|v| v["response"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Skips a test with a clear message when `../shared` is absent, unless
+/// `TOOLGATE_REQUIRE_FIXTURES=1` (set by CI), where a missing set fails.
 #[macro_export]
 macro_rules! need_fixtures {
     () => {
         if $crate::support::fixtures_dir().is_none() {
+            assert!(
+                std::env::var("TOOLGATE_REQUIRE_FIXTURES").as_deref() != Ok("1"),
+                "../shared/fixtures/sse is absent and TOOLGATE_REQUIRE_FIXTURES=1"
+            );
             eprintln!("SKIPPED: ../shared/fixtures/sse is absent (clone with ../shared beside the repository)");
             return;
         }
@@ -165,12 +198,17 @@ fn gzip(b: &[u8]) -> Bytes {
 }
 
 fn fixture_reply(req: &Value, chunk: usize) -> Reply {
-    let msgs = req["messages"].as_array().cloned().unwrap_or_default();
+    let msgs = req["messages"]
+        .as_array()
+        .or(req["input"].as_array())
+        .cloned()
+        .unwrap_or_default();
     let name = msgs
         .iter()
         .rev()
         .find(|m| m["role"] == "user")
         .and_then(|m| m["content"].as_str())
+        .or(req["input"].as_str())
         .and_then(|c| c.strip_prefix("fixture:"))
         .unwrap_or("missing")
         .to_string();
@@ -188,6 +226,10 @@ fn fixture_reply(req: &Value, chunk: usize) -> Reply {
             reset: false,
             gzip: false,
         };
+    }
+    if req.get("input").is_some() {
+        // A Responses stream's non-streamed equivalent: its final response.
+        return Reply::json(200, responses_final(&body).to_string());
     }
     let acc = Acc::from_sse(&body);
     if acc.error {

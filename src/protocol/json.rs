@@ -178,6 +178,27 @@ impl Sink for Spliced<'_> {
     }
 }
 
+/// Writes `obj` with some values replaced: `replace(key, value)` gives a
+/// value's new text, or `None` to keep it as it came.
+pub fn write_obj(
+    out: &mut impl Sink,
+    obj: &Obj,
+    mut replace: impl FnMut(&str, &RawValue) -> Option<String>,
+) {
+    out.text("{");
+    for (i, (k, v)) in obj.entries.iter().enumerate() {
+        if i > 0 {
+            out.text(",");
+        }
+        write_key(out, k);
+        match replace(k, v) {
+            Some(r) => out.text(&r),
+            None => out.raw(v),
+        }
+    }
+    out.text("}");
+}
+
 /// Writes `"key":` with the key escaped.
 pub fn write_key(out: &mut impl Sink, key: &str) {
     write_string(out, key);

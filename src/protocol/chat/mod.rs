@@ -1,52 +1,76 @@
-//! OpenAI chat-completions wire formats; no I/O.
+//! The Chat Completions codec (`POST /v1/chat/completions`); no I/O.
 //!
-//! - [`sse`]: bytes → server-sent events (incremental).
-//! - [`assemble`]: tool-call deltas → complete [`ToolCall`]s.
+//! - [`request`]: the request's declared tools, texts and tool results.
+//! - [`hide`]: removes denied tools from the request.
+//! - [`assemble`]: tool-call deltas → complete calls.
 //! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
 //! - [`complete`]: the same gating over a non-streaming response.
 
 pub mod assemble;
 pub mod chunk;
 pub mod complete;
-pub mod json;
-pub mod sse;
+pub mod hide;
+pub mod request;
 pub mod stream;
-mod sync_driver;
+
+use std::ops::{Deref, DerefMut};
 
 use std::sync::LazyLock;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use memchr::memmem::Finder;
 use serde_json::{Map, Value};
 
-use crate::error::Error;
+use crate::call::{Call, Kind};
 
-/// One tool call as the model proposed it, assembled and ready for the gates.
+/// Where a chat call sits, and what of its entry is re-emitted besides the call.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolCall {
-    /// The choice (`choices[].index`) it belongs to.
-    pub choice: u32,
+pub struct Site {
     /// Its assembly key: the upstream `index` (streaming) or array position (non-streaming).
     pub index: u64,
-    pub id: String,
-    /// The `type` the upstream gave, if any (`function` for every call we can gate).
-    pub kind: Option<String>,
-    pub name: String,
-    /// The raw argument text (expected to be a JSON object).
-    pub arguments: String,
     /// A legacy `function_call` rather than a `tool_calls` entry.
     pub legacy: bool,
-    /// The arguments went over `[limits]`; they were dropped and the call must be rejected.
-    pub oversized: bool,
-    /// The name went over [`MAX_NAME_BYTES`]; it was dropped and the call must be rejected.
-    pub name_too_long: bool,
     /// Other keys of the upstream entry (e.g. Gemini's `extra_content`), re-emitted as they were.
     pub extra: Map<String, Value>,
 }
 
-/// The longest tool name a call may have (providers allow 64 bytes); a longer
-/// one is dropped as it arrives and the call rejected.
-pub const MAX_NAME_BYTES: usize = 256;
+/// A chat call as it is assembled: the canonical call and its [`Site`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatCall {
+    pub call: Call,
+    pub site: Site,
+    /// The entry's `type`, if any; only `function` can be carried.
+    pub wire_type: Option<String>,
+}
+
+impl ChatCall {
+    /// The canonical call (its kind settled) and its site.
+    pub fn into_parts(mut self) -> (Call, Site) {
+        self.call.kind = kind_of(self.wire_type.as_deref());
+        (self.call, self.site)
+    }
+}
+
+impl Deref for ChatCall {
+    type Target = Call;
+    fn deref(&self) -> &Call {
+        &self.call
+    }
+}
+
+impl DerefMut for ChatCall {
+    fn deref_mut(&mut self) -> &mut Call {
+        &mut self.call
+    }
+}
+
+/// The canonical kind of an entry's `type`: chat carries function calls only.
+pub fn kind_of(wire_type: Option<&str>) -> Kind {
+    match wire_type {
+        None | Some("function") => Kind::Function,
+        Some(other) => Kind::Other(other.to_string()),
+    }
+}
 
 /// The keys toolgate reads, per level of a chat-completions body. A key that
 /// is not one of them but folds to one ([`crate::fold`]) fails the body.
@@ -62,22 +86,6 @@ pub mod keys {
     pub const MESSAGE: [&str; 4] = ["tool_calls", "function_call", "content", "role"];
     pub const ENTRY: [&str; 4] = ["index", "id", "type", "function"];
     pub const FUNCTION: [&str; 2] = ["name", "arguments"];
-}
-
-/// An error when `ambiguous` (see [`json::Obj::ambiguous`]).
-pub fn fold_guard(ambiguous: bool) -> Result<(), Error> {
-    if ambiguous {
-        return Err(Error::UpstreamUnreadable(
-            "a key differs from a known key only by case or spelling",
-        ));
-    }
-    Ok(())
-}
-
-/// The same check over a parsed map (repeated keys are refused by the parse,
-/// [`json::strict_value`]).
-pub fn map_guard(m: &Map<String, Value>, known: &[&str]) -> Result<(), Error> {
-    fold_guard(m.keys().any(|k| crate::fold::impersonates(k, known)))
 }
 
 static NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
@@ -149,18 +157,7 @@ pub fn write_event(out: &mut BytesMut, v: &Value) {
     out.put_slice(b"\n\n");
 }
 
-/// Appends a data event whose payload is `data` (split on line ends).
-pub fn write_raw_data(out: &mut BytesMut, data: &[u8]) {
-    for line in data.split(|&b| b == b'\n') {
-        out.put_slice(b"data: ");
-        out.put_slice(line.strip_suffix(b"\r").unwrap_or(line));
-        out.put_slice(b"\n");
-    }
-    out.put_slice(b"\n");
-}
-
 pub const DONE: &[u8] = b"data: [DONE]\n\n";
-pub const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");
 
 #[cfg(test)]
 mod tests {
@@ -191,12 +188,5 @@ mod tests {
         assert!(has_finish(br#"{"finish_reason":"stop"}"#));
         assert!(has_finish(br#"{"finish_reason": "stop"}"#));
         assert!(!has_finish(br#"{"finish_reason":null}"#));
-    }
-
-    #[test]
-    fn raw_data_is_split_into_data_lines() {
-        let mut out = BytesMut::new();
-        write_raw_data(&mut out, b"a\nb");
-        assert_eq!(&out[..], b"data: a\ndata: b\n\n");
     }
 }

@@ -3,12 +3,15 @@
 use super::*;
 use serde_json::Value;
 
+use crate::protocol::sync_driver::RunSync;
+
 fn opts() -> Options {
     Options {
         neutral_message: "NEUTRAL".into(),
         max_event_bytes: 1 << 20,
         max_call_bytes: 1 << 16,
         max_held_bytes: 1 << 20,
+        id_key: [0; 32],
     }
 }
 

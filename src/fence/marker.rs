@@ -119,7 +119,7 @@ pub fn hmac_sha256(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
 
 /// The fence id of one piece of content.
 pub fn fence_id(secret: &[u8], call_id: &str, content: &str) -> String {
-    crate::audit::hex(&hmac_sha256(secret, &[call_id.as_bytes(), &[0], content.as_bytes()])[..8])
+    crate::digest::hex(&hmac_sha256(secret, &[call_id.as_bytes(), &[0], content.as_bytes()])[..8])
 }
 
 /// A value safe inside a marker: no spaces, quotes or angle brackets.
@@ -226,7 +226,7 @@ mod tests {
     fn hmac_matches_rfc_4231_test_case_2() {
         let mac = hmac_sha256(b"Jefe", &[b"what do ya want ", b"for nothing?"]);
         assert_eq!(
-            crate::audit::hex(&mac),
+            crate::digest::hex(&mac),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }

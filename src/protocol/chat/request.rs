@@ -1,31 +1,95 @@
-//! Applies redaction and the fence to every tool result in a chat request
-//! (`role: "tool"` and legacy `role: "function"` messages), and adds the notice
-//! once. The same request always produces the same bytes.
+//! The Chat Completions request: declared tools (`tools[].function`, legacy
+//! `functions[]`), texts by role, tool results (`role: "tool"` and legacy
+//! `role: "function"` messages) and where the fence notice goes.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::fence::{self, Mode, Source};
-use super::redact::{Counts, Redactor};
-use crate::policy::PolicySet;
+use crate::context::{content_text, Declared, Texts};
+use crate::error::Error;
+use crate::fence::{first_url, ToolResult};
+use crate::protocol::{array, stream_flag, Parsed};
 
-/// What fencing did to one request.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// Tool results fenced.
-    pub fenced: usize,
-    pub redactions: Counts,
-    pub truncated: usize,
+fn bad(m: impl Into<String>) -> Error {
+    Error::BadRequest(m.into())
 }
 
-/// How to fence.
-pub struct Settings<'a> {
-    pub secret: &'a [u8],
-    pub redactor: &'a Redactor,
-    pub policy: &'a PolicySet,
-    pub max_bytes: Option<usize>,
+/// Records one function declaration (`{name, parameters}`) found at `at`.
+fn declare(declared: &mut HashMap<String, Declared>, f: &Value, at: &str) -> Result<(), Error> {
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad(format!("{at}.name must be a non-empty string.")))?;
+    let parameters = f.get("parameters").cloned();
+    declared.insert(name.to_string(), Declared { parameters });
+    Ok(())
+}
+
+/// Checks the request and reads its declared tools. Errors are about the agent's own input.
+pub fn parse(body: Value) -> Result<Parsed, Error> {
+    let stream = stream_flag(&body)?;
+    let mut declared = HashMap::new();
+    for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
+        if t.get("type").and_then(Value::as_str).unwrap_or("function") != "function" {
+            continue;
+        }
+        let f = t
+            .get("function")
+            .ok_or_else(|| bad(format!("tools[{i}].function is missing.")))?;
+        declare(&mut declared, f, &format!("tools[{i}].function"))?;
+    }
+    for (i, f) in array(body.get("functions"), "functions")?
+        .iter()
+        .enumerate()
+    {
+        declare(&mut declared, f, &format!("functions[{i}]"))?;
+    }
+    Ok(Parsed {
+        body,
+        declared,
+        stream,
+        hosted: Vec::new(),
+    })
+}
+
+/// The texts of `body`'s messages; all user and tool text only when `all`
+/// (argument provenance reads them; nothing else does).
+pub fn texts(body: &Value, all: bool) -> Texts {
+    let mut t = Texts::default();
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let text = m.get("content").map(content_text).unwrap_or_default();
+        match m.get("role").and_then(Value::as_str).unwrap_or("") {
+            "system" | "developer" => {
+                if !t.system.is_empty() {
+                    t.system.push('\n');
+                }
+                t.system.push_str(&text);
+            }
+            "user" => {
+                if t.first_user.is_none() {
+                    t.first_user = Some(text.to_string());
+                }
+                if all {
+                    t.user.push_str(&text);
+                    t.user.push('\n');
+                }
+                t.last_user = Some(text.into_owned());
+            }
+            "tool" | "function" if all => {
+                t.tool.push_str(&text);
+                t.tool.push('\n');
+            }
+            _ => {}
+        }
+    }
+    t
 }
 
 /// `call id → (tool name, first URL in its arguments)`, from the assistant messages.
@@ -49,109 +113,50 @@ fn sources(messages: &[Value]) -> HashMap<String, (String, Option<String>)> {
     m
 }
 
-fn first_url(text: &str) -> Option<String> {
-    let start = ["https://", "http://"]
-        .iter()
-        .filter_map(|p| text.find(p))
-        .min()?;
-    let url: String = text[start..]
-        .chars()
-        .take_while(|c| !c.is_whitespace() && !"\"'<>\\".contains(*c))
-        .collect();
-    Some(url)
-}
-
-fn truncate<'a>(text: &'a str, max: Option<usize>, report: &mut Report) -> Cow<'a, str> {
-    match max {
-        Some(max) if text.len() > max => {
-            let mut cut = max;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            report.truncated += 1;
-            Cow::Owned(format!(
-                "{}\n[truncated: {} of {} bytes removed]",
-                &text[..cut],
-                text.len() - cut,
-                text.len()
-            ))
-        }
-        _ => Cow::Borrowed(text),
-    }
-}
-
-/// Redacts, truncates and wraps one piece of text.
-fn process(
-    text: &str,
-    src: &Source<'_>,
-    mode: Mode,
-    s: &Settings<'_>,
-    report: &mut Report,
-) -> String {
-    let redacted = s.redactor.redact(text, &mut report.redactions);
-    let text = truncate(redacted.as_deref().unwrap_or(text), s.max_bytes, report);
-    fence::wrap(s.secret, src, &text, mode)
-}
-
-/// Fences the request's tool results in place.
-pub fn apply(body: &mut Value, s: &Settings<'_>) -> Report {
-    let mut report = Report::default();
+/// The request's tool results, each with the tool and URL of the call it answers.
+pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
     let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
-        return report;
+        return Vec::new();
     };
     let sources = sources(messages);
-    let mut modes = Vec::new();
+    let mut out = Vec::new();
     for msg in messages.iter_mut() {
         let role = msg["role"].as_str().unwrap_or("");
         if role != "tool" && role != "function" {
             continue;
         }
-        let call_id = msg["tool_call_id"].as_str().unwrap_or("").to_string();
+        let Value::Object(m) = msg else { continue };
+        let call_id = m
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let (tool, url) = match sources.get(&call_id) {
             Some((t, u)) => (t.clone(), u.clone()),
-            None => (msg["name"].as_str().unwrap_or("unknown").to_string(), None),
+            None => (
+                m.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string(),
+                None,
+            ),
         };
-        let mode = s.policy.fence_mode(&tool);
-        if mode == Mode::Off {
-            continue;
-        }
-        modes.push(mode);
-        let src = Source {
-            tool: &tool,
-            call_id: &call_id,
-            url: url.as_deref(),
-        };
-        match msg.get_mut("content") {
-            Some(Value::Array(parts)) => {
-                // Any part carrying text (`text`, `input_text`, …) is fenced; images and other parts are not.
-                for p in parts.iter_mut().filter(|p| p["text"].is_string()) {
-                    let text = p["text"].as_str().unwrap_or("").to_string();
-                    p["text"] = json!(process(&text, &src, mode, s, &mut report));
-                }
-            }
-            Some(Value::String(t)) => {
-                let t = std::mem::take(t);
-                msg["content"] = json!(process(&t, &src, mode, s, &mut report));
-            }
-            None | Some(Value::Null) => {
-                msg["content"] = json!(process("", &src, mode, s, &mut report))
-            }
-            // A non-standard object or number: fenced as its JSON text, nothing lost.
-            Some(other) => {
-                let text = other.to_string();
-                msg["content"] = json!(process(&text, &src, mode, s, &mut report));
-            }
-        }
-        report.fenced += 1;
+        let content = m.entry("content").or_insert(Value::Null);
+        out.push(ToolResult {
+            call_id,
+            tool,
+            url,
+            content,
+        });
     }
-    if report.fenced > 0 {
-        add_notice(messages, &fence::notice(&modes));
-    }
-    report
+    out
 }
 
 /// Appends the notice to the first system or developer message, or inserts one.
-fn add_notice(messages: &mut Vec<Value>, notice: &str) {
+pub fn add_notice(body: &mut Value, notice: &str) {
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
     let first = messages
         .iter_mut()
         .find(|m| m["role"] == "system" || m["role"] == "developer");
@@ -173,6 +178,47 @@ fn add_notice(messages: &mut Vec<Value>, notice: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_chat(b: &[u8]) -> Result<Parsed, Error> {
+        crate::protocol::Protocol::Chat.parse(b)
+    }
+
+    #[test]
+    fn declared_tools_come_from_tools_and_functions() {
+        let r = parse_chat(br#"{"model":"m","tools":[{"type":"function","function":{"name":"a","parameters":{"type":"object"}}},{"type":"web_search"}],"functions":[{"name":"b"}]}"#).unwrap();
+        let mut names: Vec<_> = r.declared.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        assert!(r.declared["a"].parameters.is_some());
+    }
+
+    #[test]
+    fn bad_requests_are_client_errors() {
+        for b in [
+            &b"{"[..],
+            b"[]",
+            br#"{"tools":{}}"#,
+            br#"{"tools":[{"type":"function"}]}"#,
+            br#"{"tools":[{"function":{"name":""}}]}"#,
+            br#"{"functions":[{}]}"#,
+        ] {
+            let e = parse_chat(b).unwrap_err();
+            assert_eq!(e.status(), 400, "{}", String::from_utf8_lossy(b));
+        }
+    }
+}
+
+#[cfg(test)]
+mod fence_tests {
+    use super::*;
+    use crate::fence::{redact::Redactor, Settings};
+    use crate::policy::PolicySet;
+    use crate::protocol::Protocol;
+    use serde_json::json;
+
+    fn apply(b: &mut Value, s: &Settings<'_>) -> crate::fence::Report {
+        Protocol::Chat.fence(b, s)
+    }
 
     fn settings<'a>(redactor: &'a Redactor, policy: &'a PolicySet) -> Settings<'a> {
         Settings {

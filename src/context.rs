@@ -1,12 +1,44 @@
-//! The context of a request (DESIGN section 2): who asks, in which phase and
-//! session, for what mission, and the texts that argument provenance is read from.
+//! The context of a request, whatever its wire format: who asks, in which
+//! phase and session, for what mission, which tools it declares, and the
+//! texts that argument provenance is read from.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::Context;
+/// A tool the request declares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declared {
+    /// The declared JSON Schema of its arguments, if any.
+    pub parameters: Option<Value>,
+}
+
+/// What the gates know about the request a call answers.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    pub request_id: String,
+    pub principal: String,
+    /// The wire format the request came in (`chat`, `responses`), for the audit trail.
+    pub protocol: &'static str,
+    /// `x-toolgate-phase`, `/phase/{name}/…`, `[policy] default_phase`, else `unknown`.
+    pub phase: String,
+    /// `x-toolgate-session`, else a fingerprint of the system prompt and first user message.
+    pub session: String,
+    /// `x-toolgate-agent`, else the principal.
+    pub agent: String,
+    /// `x-toolgate-mission`, else the system prompt.
+    pub mission: Option<String>,
+    /// The latest user message.
+    pub original_request: Option<String>,
+    /// Declared tools by name; built-in tools under their type (`web_search`, `shell`, …).
+    pub declared: HashMap<String, Declared>,
+    /// All user, system and tool-result text, for argument provenance.
+    pub user_text: String,
+    pub system_text: String,
+    pub tool_text: String,
+}
 
 /// The text of a message's `content` (a string or an array of text parts).
 pub fn content_text(content: &Value) -> Cow<'_, str> {
@@ -31,7 +63,7 @@ fn header(h: &HeaderMap, name: &str) -> Option<String> {
         .map(String::from)
 }
 
-/// What the request's messages say, by role.
+/// What the request's messages say, by role (each protocol reads its own).
 #[derive(Debug, Default)]
 pub struct Texts {
     pub system: String,
@@ -41,64 +73,23 @@ pub struct Texts {
     pub tool: String,
 }
 
-/// The texts of `body`'s messages; all user and tool text only when `all`
-/// (argument provenance reads them; nothing else does).
-pub fn texts(body: &Value, all: bool) -> Texts {
-    let mut t = Texts::default();
-    for m in body
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let text = m.get("content").map(content_text).unwrap_or_default();
-        match m.get("role").and_then(Value::as_str).unwrap_or("") {
-            "system" | "developer" => {
-                if !t.system.is_empty() {
-                    t.system.push('\n');
-                }
-                t.system.push_str(&text);
-            }
-            "user" => {
-                if t.first_user.is_none() {
-                    t.first_user = Some(text.to_string());
-                }
-                if all {
-                    t.user.push_str(&text);
-                    t.user.push('\n');
-                }
-                t.last_user = Some(text.into_owned());
-            }
-            "tool" | "function" if all => {
-                t.tool.push_str(&text);
-                t.tool.push('\n');
-            }
-            _ => {}
-        }
-    }
-    t
-}
-
 /// Fills the context from headers, the path's phase, the config's default
-/// phase and the body; the provenance texts (all user and tool text) only
-/// when `provenance` (a rule reads them), so a large history is not copied
-/// for nothing.
+/// phase and the request's texts (the provenance texts are empty unless a
+/// rule reads them, so a large history is not copied for nothing).
 pub fn fill(
     ctx: &mut Context,
     h: &HeaderMap,
     path_phase: Option<&str>,
     default_phase: Option<&str>,
-    body: &Value,
-    provenance: bool,
+    t: Texts,
 ) {
-    let t = texts(body, provenance);
     ctx.phase = header(h, "x-toolgate-phase")
         .or_else(|| path_phase.map(String::from))
         .or_else(|| default_phase.map(String::from))
         .unwrap_or_else(|| "unknown".into());
     ctx.session = header(h, "x-toolgate-session").unwrap_or_else(|| {
         let seed = format!("{}\u{0}{}", t.system, t.first_user.as_deref().unwrap_or(""));
-        format!("fp-{}", &crate::audit::sha256_hex(seed.as_bytes())[..16])
+        format!("fp-{}", &crate::digest::sha256_hex(seed.as_bytes())[..16])
     });
     ctx.agent = header(h, "x-toolgate-agent").unwrap_or_else(|| ctx.principal.clone());
     ctx.mission = header(h, "x-toolgate-mission")
@@ -112,6 +103,7 @@ pub fn fill(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Protocol;
     use serde_json::json;
 
     fn body() -> Value {
@@ -130,23 +122,34 @@ mod tests {
             principal: "p".into(),
             ..Context::default()
         };
-        fill(&mut c, &h, None, None, &body(), true);
+        fill(&mut c, &h, None, None, Protocol::Chat.texts(&body(), true));
         assert_eq!(c.phase, "unknown");
-        fill(&mut c, &h, None, Some("planning"), &body(), true);
+        fill(
+            &mut c,
+            &h,
+            None,
+            Some("planning"),
+            Protocol::Chat.texts(&body(), true),
+        );
         assert_eq!(c.phase, "planning");
         fill(
             &mut c,
             &h,
             Some("execution"),
             Some("planning"),
-            &body(),
-            true,
+            Protocol::Chat.texts(&body(), true),
         );
         assert_eq!(c.phase, "execution");
         h.insert("x-toolgate-phase", "review".parse().unwrap());
         h.insert("x-toolgate-session", "s1".parse().unwrap());
         h.insert("x-toolgate-agent", "a1".parse().unwrap());
-        fill(&mut c, &h, Some("execution"), None, &body(), true);
+        fill(
+            &mut c,
+            &h,
+            Some("execution"),
+            None,
+            Protocol::Chat.texts(&body(), true),
+        );
         assert_eq!(
             (c.phase.as_str(), c.session.as_str(), c.agent.as_str()),
             ("review", "s1", "a1")
@@ -159,7 +162,13 @@ mod tests {
             principal: "p".into(),
             ..Context::default()
         };
-        fill(&mut c, &HeaderMap::new(), None, None, &body(), true);
+        fill(
+            &mut c,
+            &HeaderMap::new(),
+            None,
+            None,
+            Protocol::Chat.texts(&body(), true),
+        );
         assert_eq!(c.mission.as_deref(), Some("You are a mail assistant."));
         assert_eq!(c.original_request.as_deref(), Some("now"));
         assert_eq!(c.agent, "p");
@@ -174,7 +183,13 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"role": "user", "content": "again"}));
-        fill(&mut c2, &HeaderMap::new(), None, None, &later, true);
+        fill(
+            &mut c2,
+            &HeaderMap::new(),
+            None,
+            None,
+            Protocol::Chat.texts(&later, true),
+        );
         assert_eq!(
             c.session, c2.session,
             "the fingerprint is stable as a conversation grows"

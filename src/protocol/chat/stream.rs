@@ -1,13 +1,10 @@
 //! The streaming rewriter: text passes at once, tool calls are held until gated.
 //!
-//! Sans-IO. Feed upstream bytes with [`StreamRewriter::push`], then call
-//! [`StreamRewriter::process`]: it appends what the agent may see now to `out`
-//! and stops with [`Step::Gate`] when a choice finishes while holding calls.
-//! The driver gates [`StreamRewriter::pending_calls`] and hands the verdicts to
-//! [`StreamRewriter::resolve`], which emits each allowed call as one complete
-//! delta (indices renumbered from 0), a neutral message when none is left, and
-//! the finish chunk. At end of input call [`StreamRewriter::end`]; on any error
-//! call [`StreamRewriter::fail`], which never releases held calls.
+//! Sans-IO ([`Rewriter`]). A gate is due when a choice finishes while holding
+//! calls; [`Rewriter::resolve`] emits each allowed call as one complete delta
+//! (indices renumbered from 0), a neutral message when none is left, and the
+//! finish chunk. A failure ends the stream with an error data event and
+//! `[DONE]`, never releasing held calls.
 //!
 //! Events that cannot carry a tool call ([`super::prefilter`]) nor a finish
 //! are forwarded byte for byte without parsing while nothing is held. Finishes
@@ -22,30 +19,11 @@ use serde_json::{json, Map, Value};
 
 use super::assemble::Assembler;
 use super::chunk::{is_empty_chunk, set_finish};
-use super::sse::{SseDecoder, SseEvent};
-use super::{
-    has_finish, has_text, keys, map_guard, prefilter, write_event, write_raw_data, Prefilter,
-    ToolCall, DONE,
-};
+use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefilter, Site, DONE};
+use crate::call::{Call, Release};
 use crate::error::Error;
-
-/// What the driver must do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// Everything available was processed; push more bytes (or call `end`).
-    NeedMore,
-    /// Gate [`StreamRewriter::pending_calls`] and call [`StreamRewriter::resolve`].
-    Gate,
-}
-
-/// Limits and texts for one response.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub neutral_message: String,
-    pub max_event_bytes: usize,
-    pub max_call_bytes: usize,
-    pub max_held_bytes: usize,
-}
+use crate::protocol::sse::{SseDecoder, SseEvent};
+use crate::protocol::{map_guard, write_raw_data, Options, Rewriter, Step};
 
 /// The finish reason the agent was sent for a choice.
 #[derive(Debug)]
@@ -64,7 +42,9 @@ struct PendingChoice {
 #[derive(Debug)]
 struct Pending {
     choices: Vec<PendingChoice>,
-    calls: Vec<ToolCall>,
+    calls: Vec<Call>,
+    /// Where each of `calls` sits.
+    sites: Vec<Site>,
     /// The finish chunk, tool deltas stripped, emitted after the calls.
     chunk: Option<Map<String, Value>>,
     /// `[DONE]`, emitted last when it triggered the gate.
@@ -108,80 +88,6 @@ impl StreamRewriter {
             late_deltas: 0,
             scratch: Vec::new(),
         }
-    }
-
-    pub fn push(&mut self, bytes: &[u8]) {
-        if !self.ended {
-            self.decoder.push(bytes);
-        }
-    }
-
-    /// Calls held behind the current gate.
-    pub fn pending_calls(&self) -> &[ToolCall] {
-        self.pending.as_ref().map(|p| &p.calls[..]).unwrap_or(&[])
-    }
-
-    /// When the last tool-call delta arrived from upstream.
-    pub fn last_call_delta(&self) -> Option<Instant> {
-        self.last_call_delta
-    }
-
-    /// Tool-call deltas that arrived after their choice had finished (stripped).
-    pub fn late_deltas(&self) -> u64 {
-        self.late_deltas
-    }
-
-    /// Processes every complete event; see the module doc.
-    pub fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        loop {
-            if self.pending.is_some() {
-                return Ok(Step::Gate);
-            }
-            if self.ended {
-                self.decoder.clear();
-                return Ok(Step::NeedMore);
-            }
-            match self.decoder.next_event() {
-                Ok(Some(ev)) => self.handle(ev, out)?,
-                Ok(None) => return Ok(Step::NeedMore),
-                Err(_) => return Err(malformed("event larger than limits.max_event_bytes")),
-            }
-        }
-    }
-
-    /// At end of input. Returns `Gate` when the last (unterminated) event finished
-    /// a choice; an error when calls are still held without a finish.
-    pub fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        if self.pending.is_some() {
-            return Ok(Step::Gate);
-        }
-        if !self.ended {
-            if let Some(ev) = self.decoder.finish() {
-                self.handle(ev, out)?;
-                if self.pending.is_some() {
-                    return Ok(Step::Gate);
-                }
-            }
-        }
-        if self.asm.any() {
-            return Err(malformed("stream ended before its tool calls finished"));
-        }
-        Ok(Step::NeedMore)
-    }
-
-    /// Ends the stream after `err`: an SSE error event and `[DONE]`. Returns the
-    /// calls that were held and are now dropped without release.
-    pub fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<ToolCall> {
-        self.ended = true;
-        self.decoder.clear();
-        let mut dropped = self.pending.take().map(|p| p.calls).unwrap_or_default();
-        dropped.extend(self.asm.take_all());
-        match err {
-            Error::UpstreamEvent(body) if passthrough => write_raw_data(out, body),
-            _ => write_raw_data(out, &err.json_body()),
-        }
-        out.put_slice(DONE);
-        dropped
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
@@ -241,7 +147,7 @@ impl StreamRewriter {
     ) -> Result<(), Error> {
         // Repeated keys are refused: the tree would keep one value of a key and
         // a reader could act on the other.
-        let mut obj = match super::json::strict_value(data) {
+        let mut obj = match crate::protocol::json::strict_value(data) {
             Ok(Value::Object(o)) => o,
             _ if risky => return Err(malformed("event data is not a JSON object")),
             _ => {
@@ -387,36 +293,137 @@ impl StreamRewriter {
         chunk: Option<Map<String, Value>>,
         then_raw: Option<Bytes>,
     ) {
-        let calls = choices
+        let (calls, sites) = choices
             .iter()
             .flat_map(|pc| self.asm.take(pc.choice))
-            .collect();
+            .map(ChatCall::into_parts)
+            .unzip();
         self.pending = Some(Pending {
             choices,
             calls,
+            sites,
             chunk,
             then_raw,
         });
     }
 
+    fn call_chunk(&self, choice: u32, j: usize, call: &Call, site: &Site) -> Value {
+        let function = json!({ "name": call.name, "arguments": call.arguments });
+        let delta = if site.legacy {
+            json!({ "function_call": function })
+        } else {
+            let mut entry = Map::new();
+            entry.insert("index".into(), json!(j));
+            entry.insert("id".into(), json!(call.id));
+            entry.insert("type".into(), json!("function"));
+            entry.insert("function".into(), function);
+            for (k, v) in &site.extra {
+                entry.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+            json!({ "tool_calls": [Value::Object(entry)] })
+        };
+        self.chunk_with(choice, delta, Value::Null)
+    }
+
+    fn chunk_with(&self, choice: u32, delta: Value, finish: Value) -> Value {
+        let mut obj = self.template.clone();
+        obj.entry("object")
+            .or_insert_with(|| json!("chat.completion.chunk"));
+        obj.insert(
+            "choices".into(),
+            json!([{ "index": choice, "delta": delta, "finish_reason": finish }]),
+        );
+        Value::Object(obj)
+    }
+}
+
+impl Rewriter for StreamRewriter {
+    fn push(&mut self, bytes: &[u8]) {
+        if !self.ended {
+            self.decoder.push(bytes);
+        }
+    }
+
+    fn pending(&self) -> &[Call] {
+        self.pending.as_ref().map(|p| &p.calls[..]).unwrap_or(&[])
+    }
+
+    fn last_call_delta(&self) -> Option<Instant> {
+        self.last_call_delta
+    }
+
+    /// Tool-call deltas that arrived after their choice had finished (stripped).
+    fn late_deltas(&self) -> u64 {
+        self.late_deltas
+    }
+
+    fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
+        loop {
+            if self.pending.is_some() {
+                return Ok(Step::Gate);
+            }
+            if self.ended {
+                self.decoder.clear();
+                return Ok(Step::NeedMore);
+            }
+            match self.decoder.next_event() {
+                Ok(Some(ev)) => self.handle(ev, out)?,
+                Ok(None) => return Ok(Step::NeedMore),
+                Err(_) => return Err(malformed("event larger than limits.max_event_bytes")),
+            }
+        }
+    }
+
+    fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
+        if self.pending.is_some() {
+            return Ok(Step::Gate);
+        }
+        if !self.ended {
+            if let Some(ev) = self.decoder.finish() {
+                self.handle(ev, out)?;
+                if self.pending.is_some() {
+                    return Ok(Step::Gate);
+                }
+            }
+        }
+        if self.asm.any() {
+            return Err(malformed("stream ended before its tool calls finished"));
+        }
+        Ok(Step::NeedMore)
+    }
+
+    fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call> {
+        self.ended = true;
+        self.decoder.clear();
+        let mut dropped = self.pending.take().map(|p| p.calls).unwrap_or_default();
+        dropped.extend(self.asm.take_all().into_iter().map(|c| c.into_parts().0));
+        match err {
+            Error::UpstreamEvent(body) if passthrough => write_raw_data(out, body),
+            _ => write_raw_data(out, &err.json_body()),
+        }
+        out.put_slice(DONE);
+        dropped
+    }
+
     /// Emits the gated choices: allowed calls (one complete delta each, indices
     /// from 0), a neutral message when none is left, then the finish.
-    /// `allowed[i]` answers `pending_calls()[i]`; a missing answer counts as no.
-    pub fn resolve(&mut self, allowed: &[bool], out: &mut BytesMut) {
+    /// `verdicts[i]` answers `pending()[i]`; a missing answer withholds.
+    fn resolve(&mut self, verdicts: &[Release], out: &mut BytesMut) {
         let Some(p) = self.pending.take() else {
             return;
         };
         let mut chunk = p.chunk;
         for pc in &p.choices {
-            let kept: Vec<&ToolCall> = p
+            let kept: Vec<(&Call, &Site)> = p
                 .calls
                 .iter()
+                .zip(&p.sites)
                 .enumerate()
-                .filter(|(i, c)| c.choice == pc.choice && allowed.get(*i).copied().unwrap_or(false))
-                .map(|(_, c)| c)
+                .filter(|(i, (c, _))| c.choice == pc.choice && Release::at(verdicts, *i).allowed())
+                .map(|(_, cs)| cs)
                 .collect();
-            for (j, call) in kept.iter().enumerate() {
-                write_event(out, &self.call_chunk(pc.choice, j, call));
+            for (j, (call, site)) in kept.iter().enumerate() {
+                write_event(out, &self.call_chunk(pc.choice, j, call, site));
             }
             let sent = if kept.is_empty() {
                 let text = if self.text_seen {
@@ -431,7 +438,7 @@ impl StreamRewriter {
                 "stop".to_string()
             } else {
                 pc.finish.clone().unwrap_or_else(|| {
-                    let legacy = kept.iter().all(|c| c.legacy);
+                    let legacy = kept.iter().all(|(_, s)| s.legacy);
                     (if legacy {
                         "function_call"
                     } else {
@@ -462,35 +469,6 @@ impl StreamRewriter {
             out.put_slice(&raw);
             self.ended = true;
         }
-    }
-
-    fn call_chunk(&self, choice: u32, j: usize, call: &ToolCall) -> Value {
-        let function = json!({ "name": call.name, "arguments": call.arguments });
-        let delta = if call.legacy {
-            json!({ "function_call": function })
-        } else {
-            let mut entry = Map::new();
-            entry.insert("index".into(), json!(j));
-            entry.insert("id".into(), json!(call.id));
-            entry.insert("type".into(), json!("function"));
-            entry.insert("function".into(), function);
-            for (k, v) in &call.extra {
-                entry.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            json!({ "tool_calls": [Value::Object(entry)] })
-        };
-        self.chunk_with(choice, delta, Value::Null)
-    }
-
-    fn chunk_with(&self, choice: u32, delta: Value, finish: Value) -> Value {
-        let mut obj = self.template.clone();
-        obj.entry("object")
-            .or_insert_with(|| json!("chat.completion.chunk"));
-        obj.insert(
-            "choices".into(),
-            json!([{ "index": choice, "delta": delta, "finish_reason": finish }]),
-        );
-        Value::Object(obj)
     }
 }
 

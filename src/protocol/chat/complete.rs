@@ -1,6 +1,6 @@
 //! Non-streaming chat completions: find every call, then drop the rejected ones.
 //!
-//! The body is read borrowed ([`super::json::Obj`]): no JSON tree is built,
+//! The body is read borrowed ([`crate::protocol::json::Obj`]): no JSON tree is built,
 //! so a large body costs little more than its own size. Calls come from
 //! `choices[].message.tool_calls` and legacy `choices[].message.function_call`,
 //! in body order, and verdicts are bound to them in that order. Allowed
@@ -16,11 +16,12 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use super::assemble::LEGACY_KEY;
-use super::json::{self, is_null, write_key, write_string, Obj, Sink};
 use super::keys::{CHOICE, ENTRY, FUNCTION, MESSAGE, TOP};
-use super::{fold_guard, ToolCall, MAX_NAME_BYTES};
+use super::kind_of;
+use crate::call::{Call, Release, MAX_NAME_BYTES};
 use crate::error::Error;
+use crate::protocol::fold_guard;
+use crate::protocol::json::{self, is_null, write_key, write_obj, write_string, Obj, Sink};
 
 fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
@@ -44,7 +45,7 @@ struct Choice<'a> {
 pub struct Completion<'a> {
     top: Obj<'a>,
     choices: Option<Vec<Choice<'a>>>,
-    calls: Vec<ToolCall>,
+    calls: Vec<Call>,
 }
 
 impl<'a> Completion<'a> {
@@ -91,7 +92,7 @@ impl<'a> Completion<'a> {
                     for (i, e) in ch.entries.iter().enumerate() {
                         let e = Obj::of(e)
                             .ok_or_else(|| malformed("tool call entry is not an object"))?;
-                        calls.push(call(index, i as u64, &e, false, max_call_bytes)?);
+                        calls.push(call(index, &e, max_call_bytes)?);
                         ch.slots.push(Slot::Tool(i));
                     }
                 }
@@ -102,7 +103,7 @@ impl<'a> Completion<'a> {
                     let wrapped = Obj {
                         entries: vec![(Cow::Borrowed("function"), f)],
                     };
-                    calls.push(call(index, LEGACY_KEY, &wrapped, true, max_call_bytes)?);
+                    calls.push(call(index, &wrapped, max_call_bytes)?);
                     ch.slots.push(Slot::Legacy);
                 }
                 ch.message = Some(msg);
@@ -117,7 +118,7 @@ impl<'a> Completion<'a> {
     }
 
     /// The calls, in body order.
-    pub fn calls(&self) -> &[ToolCall] {
+    pub fn calls(&self) -> &[Call] {
         &self.calls
     }
 
@@ -133,12 +134,12 @@ impl<'a> Completion<'a> {
     /// `out` receives the body: values that stay as they came are written
     /// with [`Sink::raw`], so a [`super::json::Spliced`] sink copies none of
     /// them.
-    pub fn rewrite(&self, allowed: &[bool], neutral: &str, out: &mut impl Sink) -> bool {
+    pub fn rewrite(&self, verdicts: &[Release], neutral: &str, out: &mut impl Sink) -> bool {
         let Some(choices) = self.choices.as_ref() else {
             return false;
         };
         let total: usize = choices.iter().map(|c| c.slots.len()).sum();
-        if (0..total).all(|i| allowed.get(i).copied().unwrap_or(false)) {
+        if (0..total).all(|i| Release::at(verdicts, i).allowed()) {
             return false;
         }
         let mut next = 0usize;
@@ -154,9 +155,9 @@ impl<'a> Completion<'a> {
                     if j > 0 {
                         out.text(",");
                     }
-                    let verdicts = allowed_slice(allowed, next, ch.slots.len());
+                    let allowed = allowed_slice(verdicts, next, ch.slots.len());
                     next += ch.slots.len();
-                    write_choice(out, ch, &verdicts, neutral);
+                    write_choice(out, ch, &allowed, neutral);
                 }
                 out.text("]");
             } else {
@@ -168,9 +169,9 @@ impl<'a> Completion<'a> {
     }
 }
 
-fn allowed_slice(allowed: &[bool], from: usize, n: usize) -> Vec<bool> {
+fn allowed_slice(verdicts: &[Release], from: usize, n: usize) -> Vec<bool> {
     (from..from + n)
-        .map(|i| allowed.get(i).copied().unwrap_or(false))
+        .map(|i| Release::at(verdicts, i).allowed())
         .collect()
 }
 
@@ -258,25 +259,6 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
 }
 
 /// Writes `obj` with the values `replace` returns in place of the raw ones.
-fn write_obj(
-    out: &mut impl Sink,
-    obj: &Obj,
-    mut replace: impl FnMut(&str, &RawValue) -> Option<String>,
-) {
-    out.text("{");
-    for (i, (k, v)) in obj.entries.iter().enumerate() {
-        if i > 0 {
-            out.text(",");
-        }
-        write_key(out, k);
-        match replace(k, v) {
-            Some(r) => out.text(&r),
-            None => out.raw(v),
-        }
-    }
-    out.text("}");
-}
-
 fn choice_index(ch: &Obj, pos: usize) -> Result<u32, Error> {
     match ch.present("index") {
         None => u32::try_from(pos).ok(),
@@ -294,7 +276,7 @@ fn string_field(v: Option<&RawValue>) -> Result<String, Error> {
     }
 }
 
-fn call(choice: u32, index: u64, e: &Obj, legacy: bool, max: usize) -> Result<ToolCall, Error> {
+fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
     fold_guard(e.ambiguous(&ENTRY))?;
     let f = match e.present("function") {
         None => None,
@@ -315,20 +297,17 @@ fn call(choice: u32, index: u64, e: &Obj, legacy: bool, max: usize) -> Result<To
     let name = string_field(f.as_ref().and_then(|f| f.get("name")))?;
     let oversized = arguments.len() > max;
     let name_too_long = name.len() > MAX_NAME_BYTES;
-    Ok(ToolCall {
+    Ok(Call {
         choice,
-        index,
         id: string_field(e.get("id"))?,
         kind: match e.present("type") {
-            None => None,
-            Some(v) => Some(string_field(Some(v))?),
+            None => kind_of(None),
+            Some(v) => kind_of(Some(&string_field(Some(v))?)),
         },
         name: if name_too_long { String::new() } else { name },
         name_too_long,
         arguments: if oversized { String::new() } else { arguments },
-        legacy,
         oversized,
-        extra: serde_json::Map::new(),
     })
 }
 
@@ -345,7 +324,15 @@ mod tests {
         ]}}]}).to_string()
     }
 
+    fn verdicts(allowed: &[bool]) -> Vec<Release> {
+        allowed
+            .iter()
+            .map(|&a| if a { Release::Allow } else { Release::Withhold })
+            .collect()
+    }
+
     fn rewrite(text: &str, allowed: &[bool]) -> Value {
+        let allowed = &verdicts(allowed)[..];
         let c = Completion::parse(text, 1024).unwrap();
         let mut out = String::new();
         assert!(c.rewrite(allowed, "N", &mut out));
@@ -353,7 +340,7 @@ mod tests {
         let body = bytes::Bytes::copy_from_slice(text.as_bytes());
         let base = std::str::from_utf8(&body).unwrap();
         let again = Completion::parse(base, 1024).unwrap();
-        let mut spliced = super::super::json::Spliced::new(base, &body).slicing_all();
+        let mut spliced = crate::protocol::json::Spliced::new(base, &body).slicing_all();
         again.rewrite(allowed, "N", &mut spliced);
         let joined: Vec<u8> = spliced.finish().concat();
         assert_eq!(joined, out.as_bytes());
@@ -380,7 +367,7 @@ mod tests {
     fn all_allowed_means_unchanged() {
         let b = body();
         assert!(!Completion::parse(&b, 1024).unwrap().rewrite(
-            &[true, true],
+            &verdicts(&[true, true]),
             "N",
             &mut String::new()
         ));
@@ -410,7 +397,7 @@ mod tests {
     fn legacy_function_call_is_found_and_removed() {
         let t = json!({"choices":[{"index":0,"finish_reason":"function_call","message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}}]}).to_string();
         let c = Completion::parse(&t, 1024).unwrap();
-        assert!(c.calls()[0].legacy);
+        assert_eq!(c.calls()[0].name, "f");
         let b = rewrite(&t, &[false]);
         assert!(b["choices"][0]["message"].get("function_call").is_none());
         assert_eq!(b["choices"][0]["finish_reason"], "stop");

@@ -1,6 +1,6 @@
 //! Tool-call deltas → complete calls, keyed by (choice, index); memory bounded.
 //!
-//! Providers differ (see `../shared/fixtures/sse/SOURCES.md`): a header then
+//! Providers differ: a header then
 //! argument fragments, a whole call in one entry, a missing `index` (Mistral,
 //! Gemini), `index` starting at 1, `id: ""` or `name: ""` on continuations
 //! (Qwen, GLM), legacy `function_call` with neither index nor id. Anything that
@@ -11,8 +11,10 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::keys::{ENTRY, FUNCTION};
-use super::{map_guard, ToolCall, MAX_NAME_BYTES};
+use super::{ChatCall, Site};
+use crate::call::{Call, MAX_NAME_BYTES};
 use crate::error::Error;
+use crate::protocol::map_guard;
 
 /// How many calls one choice may hold, and how many choices may hold calls.
 const MAX_CALLS_PER_CHOICE: usize = 128;
@@ -25,7 +27,7 @@ const SYNTHETIC_BASE: u64 = 1 << 40;
 #[derive(Debug, Default)]
 struct ChoiceCalls {
     /// In order of first appearance, with their assembly key.
-    calls: Vec<(u64, ToolCall)>,
+    calls: Vec<(u64, ChatCall)>,
     /// Bytes of each call's other keys (`extra`), counted against its cap.
     extra_bytes: Vec<usize>,
 }
@@ -67,19 +69,19 @@ impl Assembler {
     }
 
     /// Removes and returns a choice's calls in order of first appearance.
-    pub fn take(&mut self, choice: u32) -> Vec<ToolCall> {
+    pub fn take(&mut self, choice: u32) -> Vec<ChatCall> {
         let Some(held) = self.choices.remove(&choice) else {
             return Vec::new();
         };
         let extra: usize = held.extra_bytes.iter().sum();
-        let calls: Vec<ToolCall> = held.calls.into_iter().map(|(_, c)| c).collect();
+        let calls: Vec<ChatCall> = held.calls.into_iter().map(|(_, c)| c).collect();
         let args: usize = calls.iter().map(|c| c.arguments.len()).sum();
         self.held_bytes = self.held_bytes.saturating_sub(args + extra);
         calls
     }
 
     /// Removes every held call (used when a stream fails).
-    pub fn take_all(&mut self) -> Vec<ToolCall> {
+    pub fn take_all(&mut self) -> Vec<ChatCall> {
         let keys = self.held_choices();
         keys.into_iter().flat_map(|k| self.take(k)).collect()
     }
@@ -167,11 +169,17 @@ impl Assembler {
                 }
                 slot.calls.push((
                     key,
-                    ToolCall {
-                        choice,
-                        index: key,
-                        legacy,
-                        ..ToolCall::default()
+                    ChatCall {
+                        call: Call {
+                            choice,
+                            ..Call::default()
+                        },
+                        site: Site {
+                            index: key,
+                            legacy,
+                            ..Site::default()
+                        },
+                        wire_type: None,
                     },
                 ));
                 slot.extra_bytes.push(0);
@@ -188,7 +196,7 @@ impl Assembler {
             }
         }
         if let Some(k) = kind.filter(|s| !s.is_empty()) {
-            call.kind.get_or_insert(k);
+            call.wire_type.get_or_insert(k);
         }
         if let Some(n) = name.filter(|s| !s.is_empty() && !call.name_too_long) {
             if call.name.is_empty() {
@@ -208,7 +216,7 @@ impl Assembler {
         let mut added = args.len();
         let mut new_extra = Vec::new();
         for (k, v) in extra {
-            if !call.extra.contains_key(&k) {
+            if !call.site.extra.contains_key(&k) {
                 added += k.len() + serde_json::to_string(&v).map_or(0, |t| t.len());
                 new_extra.push((k, v));
             }
@@ -221,14 +229,14 @@ impl Assembler {
             self.held_bytes -= own;
             *extra_bytes = 0;
             call.arguments = String::new();
-            call.extra.clear();
+            call.site.extra.clear();
             call.oversized = true;
             return Ok(());
         }
         self.held_bytes += added;
         *extra_bytes += added - args.len();
         call.arguments.push_str(&args);
-        call.extra.extend(new_extra);
+        call.site.extra.extend(new_extra);
         Ok(())
     }
 }
@@ -311,7 +319,7 @@ mod tests {
         a.push_legacy(0, json!({"arguments":"{\"c\":1}"})).unwrap();
         assert_eq!(a.held_choices(), [0, 1]);
         let c0 = a.take(0);
-        assert!(c0[0].legacy);
+        assert!(c0[0].site.legacy);
         assert_eq!(c0[0].arguments, "{\"c\":1}");
         assert_eq!(a.take(1)[0].name, "n1");
     }
@@ -370,7 +378,7 @@ mod tests {
         }
         let c = a.take(0);
         assert!(c[0].oversized, "unknown keys filled the call's cap");
-        assert!(c[0].extra.is_empty());
+        assert!(c[0].site.extra.is_empty());
     }
 
     #[test]
@@ -408,6 +416,6 @@ mod tests {
         a.push_tool(0, 0, json!({"index":0,"id":"i","extra_content":{"g":1},"function":{"name":"n","arguments":{"a":1}}})).unwrap();
         let c = a.take(0);
         assert_eq!(c[0].arguments, "{\"a\":1}");
-        assert_eq!(c[0].extra["extra_content"], json!({"g":1}));
+        assert_eq!(c[0].site.extra["extra_content"], json!({"g":1}));
     }
 }

@@ -1,0 +1,284 @@
+//! The protocol layer: one codec per wire format around the canonical [`Call`].
+//!
+//! A codec knows everything about its wire format and nothing about the
+//! gates: it reads the request's declared tools, texts and tool results
+//! ([`Parsed`]), rewrites the request (fence, hidden tools), and turns the
+//! upstream response into held [`Call`]s, releasing each one byte-identical or
+//! replacing it by a neutral failure as the [`Release`] verdicts say. The
+//! gates see only [`Call`] and [`crate::context::Context`].
+//!
+//! - [`chat`]: Chat Completions (`/v1/chat/completions`).
+//! - [`responses`]: the Responses API (`/v1/responses`).
+//! - [`sse`], [`json`]: the event-stream decoder and borrowed JSON, shared.
+//!
+//! Adding a wire format: a folder with its request reader, stream rewriter
+//! and whole-body rewriter; a variant of [`Protocol`] and an arm in each of
+//! its matches; a row in the route table (`proxy::route`).
+
+pub mod chat;
+pub mod json;
+pub mod responses;
+pub mod sse;
+pub mod sync_driver;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Map, Value};
+
+use crate::call::{Call, Release};
+use crate::context::{Declared, Texts};
+use crate::error::Error;
+use crate::fence::{self, ToolResult};
+
+/// The wire formats toolgate gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Chat,
+    Responses,
+}
+
+impl Protocol {
+    /// The route label in metrics and the protocol named in audit records.
+    pub fn label(self) -> &'static str {
+        match self {
+            Protocol::Chat => "chat_completions",
+            Protocol::Responses => "responses",
+        }
+    }
+
+    /// Reads the request body: its declared tools and whether it streams.
+    pub fn parse(self, bytes: &[u8]) -> Result<Parsed, Error> {
+        let body = request_tree(bytes)?;
+        match self {
+            Protocol::Chat => chat::request::parse(body),
+            Protocol::Responses => responses::request::parse(body),
+        }
+    }
+
+    /// The request's texts by role; all user and tool text only when `all`.
+    pub fn texts(self, body: &Value, all: bool) -> Texts {
+        match self {
+            Protocol::Chat => chat::request::texts(body, all),
+            Protocol::Responses => responses::request::texts(body, all),
+        }
+    }
+
+    /// The request's tool results, to be fenced in place.
+    pub fn tool_results(self, body: &mut Value) -> Vec<ToolResult<'_>> {
+        match self {
+            Protocol::Chat => chat::request::tool_results(body),
+            Protocol::Responses => responses::request::tool_results(body),
+        }
+    }
+
+    /// Redacts and fences the request's tool results in place, and adds the
+    /// notice once when any was fenced.
+    pub fn fence(self, body: &mut Value, s: &fence::Settings<'_>) -> fence::Report {
+        let report = fence::apply(self.tool_results(body), s);
+        if report.fenced > 0 {
+            self.add_notice(body, &fence::marker::notice(&report.modes));
+        }
+        report
+    }
+
+    /// Adds the fence notice to the request's system text (once).
+    pub fn add_notice(self, body: &mut Value, notice: &str) {
+        match self {
+            Protocol::Chat => chat::request::add_notice(body, notice),
+            Protocol::Responses => responses::request::add_notice(body, notice),
+        }
+    }
+
+    /// Removes the named tools from the request; whether the body changed.
+    pub fn hide(self, body: &mut Value, names: &[String]) -> bool {
+        match self {
+            Protocol::Chat => chat::hide::remove_tools(body, names),
+            Protocol::Responses => responses::hide::remove_tools(body, names),
+        }
+    }
+
+    /// A streaming rewriter for one response.
+    pub fn rewriter(self, o: &Options) -> Box<dyn Rewriter> {
+        match self {
+            Protocol::Chat => Box::new(chat::stream::StreamRewriter::new(o)),
+            Protocol::Responses => Box::new(responses::stream::StreamRewriter::new(o)),
+        }
+    }
+}
+
+/// A parsed request.
+#[derive(Debug)]
+pub struct Parsed {
+    pub body: Value,
+    pub declared: HashMap<String, Declared>,
+    /// `stream: true`: the answer must be an event stream (else JSON).
+    pub stream: bool,
+    /// Declared tools the provider runs itself: their calls never pass
+    /// toolgate, so they are gated on the request alone.
+    pub hosted: Vec<String>,
+}
+
+/// What a streaming rewriter's driver must do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Everything available was processed; push more bytes (or call `end`).
+    NeedMore,
+    /// Gate [`Rewriter::pending`] and call [`Rewriter::resolve`].
+    Gate,
+}
+
+/// Limits and texts for one response.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub neutral_message: String,
+    pub max_event_bytes: usize,
+    pub max_call_bytes: usize,
+    pub max_held_bytes: usize,
+    /// Keys the ids of messages that replace withheld calls.
+    pub id_key: [u8; 32],
+}
+
+/// The calls of a stored response that were withheld, so that a request
+/// continuing from it can answer them (the provider still holds them).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Withheld {
+    pub response_id: String,
+    /// `(call id, item type)` of each withheld call.
+    pub calls: Vec<(String, String)>,
+}
+
+/// A sans-IO streaming rewriter: one per response, one implementation per
+/// wire format. Text passes at once; a call is held from its first event to
+/// its last, then gated.
+///
+/// Feed upstream bytes with [`Rewriter::push`], then call
+/// [`Rewriter::process`]: it appends what the agent may see now to `out` and
+/// stops with [`Step::Gate`] when calls are held and complete. The driver
+/// gates [`Rewriter::pending`] and hands one verdict per call to
+/// [`Rewriter::resolve`]. At end of input call [`Rewriter::end`]; on any
+/// error call [`Rewriter::fail`], which never releases held calls.
+pub trait Rewriter: Send {
+    fn push(&mut self, bytes: &[u8]);
+    fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error>;
+    /// At end of input: `Gate` when the last events completed held calls;
+    /// an error when calls are held that never completed.
+    fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error>;
+    /// The calls held behind the current gate.
+    fn pending(&self) -> &[Call];
+    /// Releases or replaces the pending calls; a missing verdict withholds.
+    fn resolve(&mut self, verdicts: &[Release], out: &mut BytesMut);
+    /// Ends the stream after `err` with the format's error ending. Returns
+    /// the calls that were held and are now dropped without release.
+    fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call>;
+    /// When the last call event arrived from upstream.
+    fn last_call_delta(&self) -> Option<Instant>;
+    /// Call events that arrived after their call was decided (stripped).
+    fn late_deltas(&self) -> u64 {
+        0
+    }
+    /// Calls withheld since the last time this was asked, by stored response.
+    fn take_withheld(&mut self) -> Option<Withheld> {
+        None
+    }
+}
+
+/// An error when `ambiguous` (see [`json::Obj::ambiguous`]).
+pub fn fold_guard(ambiguous: bool) -> Result<(), Error> {
+    if ambiguous {
+        return Err(Error::UpstreamUnreadable(
+            "a key differs from a known key only by case or spelling",
+        ));
+    }
+    Ok(())
+}
+
+/// The same check over a parsed map (repeated keys are refused by the parse,
+/// [`json::strict_value`]).
+pub fn map_guard(m: &Map<String, Value>, known: &[&str]) -> Result<(), Error> {
+    fold_guard(m.keys().any(|k| crate::fold::impersonates(k, known)))
+}
+
+/// Appends a data event whose payload is `data` (split on line ends).
+pub fn write_raw_data(out: &mut BytesMut, data: &[u8]) {
+    for line in data.split(|&b| b == b'\n') {
+        out.put_slice(b"data: ");
+        out.put_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        out.put_slice(b"\n");
+    }
+    out.put_slice(b"\n");
+}
+
+/// A comment line sent while a slow gate decides.
+pub const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");
+
+/// A request may take at most this many times its size as a parsed tree,
+/// plus [`TREE_SLACK`] (a long conversation of short messages is legitimate).
+const MAX_TREE_FACTOR: usize = 3;
+const TREE_SLACK: usize = 8 << 20;
+
+/// Bodies this large are parsed with [`json::lean_value`].
+const LEAN_MIN: usize = 1 << 20;
+
+fn bad(m: impl Into<String>) -> Error {
+    Error::BadRequest(m.into())
+}
+
+/// What parsing `bytes` will take in memory; a body of many tiny values,
+/// which would take many times its size as a tree, is refused before the tree
+/// is built.
+pub fn tree_cost(bytes: &[u8]) -> Result<usize, Error> {
+    let cost = json::tree_cost(bytes);
+    if cost > MAX_TREE_FACTOR * bytes.len() + TREE_SLACK {
+        return Err(bad("Request body has too many JSON values for its size."));
+    }
+    Ok(cost)
+}
+
+/// The request body as a tree; an error about the agent's own input when it
+/// is not a JSON object.
+fn request_tree(bytes: &[u8]) -> Result<Value, Error> {
+    let invalid = |e: serde_json::Error| bad(format!("Request body is not valid JSON: {e}"));
+    let body: Value = if bytes.len() < LEAN_MIN {
+        serde_json::from_slice(bytes).map_err(invalid)?
+    } else {
+        // Large bodies: built so memory stays near their size.
+        let raw: &serde_json::value::RawValue = serde_json::from_slice(bytes).map_err(invalid)?;
+        json::lean_value(raw).map_err(invalid)?
+    };
+    if !body.is_object() {
+        return Err(bad("Request body must be a JSON object."));
+    }
+    Ok(body)
+}
+
+/// The request's `stream` flag: absent or null is false.
+pub fn stream_flag(body: &Value) -> Result<bool, Error> {
+    match body.get("stream") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(bad("'stream' must be a boolean.")),
+    }
+}
+
+/// A top-level array field; absent or null reads as empty.
+pub fn array<'a>(v: Option<&'a Value>, name: &str) -> Result<&'a [Value], Error> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(bad(format!("'{name}' must be an array."))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_data_is_split_into_data_lines() {
+        let mut out = BytesMut::new();
+        write_raw_data(&mut out, b"a\nb");
+        assert_eq!(&out[..], b"data: a\ndata: b\n\n");
+    }
+}

@@ -1,0 +1,283 @@
+//! The Responses API codec (`POST /v1/responses`); no I/O.
+//!
+//! - [`request`]: declared tools (functions, custom and built-in tools), texts
+//!   from `instructions` and `input`, tool results from `*_call_output` items.
+//! - [`hide`]: removes denied tools from the request.
+//! - [`stream`]: the streaming rewriter: an output item that is a call is held
+//!   from `response.output_item.added` to `response.output_item.done`, then
+//!   released as it came or replaced by an assistant message at the same
+//!   `output_index`.
+//! - [`complete`]: the same over a non-streamed response's `output`.
+//!
+//! The calls a client runs are items of type `function_call`,
+//! `custom_tool_call`, `shell_call`, `local_shell_call`, `apply_patch_call`
+//! and `computer_call`; any other item type ending in `_call` that is not a
+//! tool the provider runs itself is held too, and rejected. Provider-run
+//! tools (`web_search_call`, …) already ran when their item arrives: they are
+//! gated on the request, where a denied one is removed or refused.
+
+pub mod complete;
+pub mod hide;
+pub mod request;
+pub mod stream;
+
+use serde_json::{json, Value};
+
+use crate::call::{Call, Kind, MAX_NAME_BYTES};
+use crate::error::Error;
+
+/// Output item types of tools the provider runs itself (never held).
+const HOSTED_CALLS: [&str; 6] = [
+    "web_search_call",
+    "file_search_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "tool_search_call",
+];
+
+/// How an output item of type `t` is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemClass {
+    /// A call the client runs: held and gated.
+    Call,
+    /// Reasoning: dropped from a final `output` when it leads only to withheld calls.
+    Reasoning,
+    /// Anything else (messages, provider-run tools): passes.
+    Other,
+}
+
+pub fn classify(t: &str) -> ItemClass {
+    match t {
+        "reasoning" => ItemClass::Reasoning,
+        _ if HOSTED_CALLS.contains(&t) => ItemClass::Other,
+        _ if t.ends_with("_call") => ItemClass::Call,
+        _ => ItemClass::Other,
+    }
+}
+
+/// The tool name a built-in tool type is declared and gated under.
+pub fn builtin_name(tool_type: &str) -> &str {
+    match tool_type {
+        t if t.starts_with("web_search") => "web_search",
+        "computer_use_preview" | "computer_use" => "computer",
+        t => t,
+    }
+}
+
+fn malformed(why: &'static str) -> Error {
+    Error::UpstreamUnreadable(why)
+}
+
+fn str_field<'a>(item: &'a Value, key: &str) -> Result<&'a str, Error> {
+    match item.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(malformed("an output item field is not a string")),
+    }
+}
+
+/// The canonical call of a complete call item (`item.type` classified as
+/// [`ItemClass::Call`]); arguments over `max` bytes are dropped and marked.
+pub fn call_of(item: &Value, max: usize) -> Result<Call, Error> {
+    let t = str_field(item, "type")?;
+    let json_of = |key: &str| item.get(key).map(Value::to_string).unwrap_or_default();
+    let (kind, name, arguments) = match t {
+        "function_call" => (
+            Kind::Function,
+            str_field(item, "name")?.to_string(),
+            str_field(item, "arguments")?.to_string(),
+        ),
+        "custom_tool_call" => (
+            Kind::Custom,
+            str_field(item, "name")?.to_string(),
+            json!({ "input": str_field(item, "input")? }).to_string(),
+        ),
+        "shell_call" => (Kind::Shell, "shell".into(), json_of("action")),
+        "local_shell_call" => (Kind::LocalShell, "local_shell".into(), json_of("action")),
+        "apply_patch_call" => (Kind::ApplyPatch, "apply_patch".into(), json_of("operation")),
+        "computer_call" => (Kind::Computer, "computer".into(), json_of("action")),
+        other => (
+            Kind::Other(other.to_string()),
+            other.to_string(),
+            String::new(),
+        ),
+    };
+    let oversized = arguments.len() > max;
+    let name_too_long = name.len() > MAX_NAME_BYTES;
+    Ok(Call {
+        choice: 0,
+        id: call_id(item)?.to_string(),
+        kind,
+        name: if name_too_long { String::new() } else { name },
+        arguments: if oversized { String::new() } else { arguments },
+        oversized,
+        name_too_long,
+    })
+}
+
+/// The id a client answers a call item with: `call_id`, else the item `id`.
+pub fn call_id(item: &Value) -> Result<&str, Error> {
+    match str_field(item, "call_id")? {
+        "" => str_field(item, "id"),
+        id => Ok(id),
+    }
+}
+
+/// Ids of the messages that replace withheld calls: shaped like the
+/// provider's own, the same wherever one call is replaced (stream events and
+/// the final `output`), and not derivable without the deployment's key.
+pub struct Ids {
+    key: [u8; 32],
+}
+
+impl Ids {
+    pub fn new(key: &[u8; 32]) -> Ids {
+        Ids { key: *key }
+    }
+
+    /// The message id standing in for the call item `item_id`.
+    pub fn message_id(&self, item_id: &str) -> String {
+        let mac = crate::fence::marker::hmac_sha256(&self.key, &[item_id.as_bytes()]);
+        format!("msg_{}", crate::digest::hex(&mac[..24]))
+    }
+}
+
+/// The assistant message that stands in for a withheld call.
+pub fn neutral_item(id: &str, text: &str) -> Value {
+    json!({
+        "id": id,
+        "type": "message",
+        "status": "completed",
+        "content": [neutral_part(text)],
+        "role": "assistant",
+    })
+}
+
+fn neutral_part(text: &str) -> Value {
+    json!({ "type": "output_text", "annotations": [], "logprobs": [], "text": text })
+}
+
+/// The item that answers a withheld call of item type `item_type` in a
+/// later request, or `None` when that type has no text answer.
+pub fn neutral_output(call_id: &str, item_type: &str, text: &str) -> Option<Value> {
+    let output_type = match item_type {
+        "function_call" => "function_call_output",
+        "custom_tool_call" => "custom_tool_call_output",
+        "shell_call" => "shell_call_output",
+        "local_shell_call" => "local_shell_call_output",
+        "apply_patch_call" => "apply_patch_call_output",
+        _ => return None,
+    };
+    Some(match output_type {
+        "shell_call_output" => json!({
+            "type": output_type,
+            "call_id": call_id,
+            "output": [{"stdout": "", "stderr": text, "outcome": {"type": "exit", "exit_code": 1}}],
+        }),
+        "apply_patch_call_output" => json!({
+            "type": output_type, "call_id": call_id, "status": "failed", "output": text,
+        }),
+        "local_shell_call_output" => json!({ "type": output_type, "id": call_id, "output": text }),
+        _ => json!({ "type": output_type, "call_id": call_id, "output": text }),
+    })
+}
+
+/// Which reasoning items of `types` (an `output` array's item types, with
+/// whether each call item is withheld) are dropped: a reasoning item whose
+/// following items, up to the next item that is not a call, are all withheld
+/// calls (and at least one).
+pub fn dropped_reasoning(items: &[(ItemClass, bool)]) -> Vec<bool> {
+    let mut out = vec![false; items.len()];
+    for (i, (class, _)) in items.iter().enumerate() {
+        if *class != ItemClass::Reasoning {
+            continue;
+        }
+        let run: Vec<bool> = items[i + 1..]
+            .iter()
+            .take_while(|(c, _)| *c == ItemClass::Call)
+            .map(|(_, withheld)| *withheld)
+            .collect();
+        out[i] = !run.is_empty() && run.iter().all(|w| *w);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_classified_by_type() {
+        for t in [
+            "function_call",
+            "custom_tool_call",
+            "shell_call",
+            "apply_patch_call",
+            "computer_call",
+            "new_thing_call",
+        ] {
+            assert_eq!(classify(t), ItemClass::Call, "{t}");
+        }
+        for t in [
+            "message",
+            "web_search_call",
+            "mcp_call",
+            "mcp_list_tools",
+            "function_call_output",
+        ] {
+            assert_eq!(classify(t), ItemClass::Other, "{t}");
+        }
+        assert_eq!(classify("reasoning"), ItemClass::Reasoning);
+    }
+
+    #[test]
+    fn calls_are_canonical() {
+        let c = call_of(
+            &json!({"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"}),
+            100,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.id.as_str(),
+                c.name.as_str(),
+                c.arguments.as_str(),
+                &c.kind
+            ),
+            ("c1", "f", "{\"a\":1}", &Kind::Function)
+        );
+        let c = call_of(
+            &json!({"type":"custom_tool_call","call_id":"c2","name":"g","input":"x y"}),
+            100,
+        )
+        .unwrap();
+        assert_eq!(c.arguments, "{\"input\":\"x y\"}");
+        let c = call_of(
+            &json!({"type":"shell_call","call_id":"c3","action":{"commands":["ls"]}}),
+            100,
+        )
+        .unwrap();
+        assert_eq!((c.name.as_str(), c.kind.clone()), ("shell", Kind::Shell));
+        assert!(call_of(&json!({"type":"function_call","call_id":"c","name":"f","arguments":"{\"long\":1}"}), 4).unwrap().oversized);
+        assert!(call_of(&json!({"type":"function_call","name":5}), 4).is_err());
+        let c = call_of(&json!({"type":"odd_call","id":"x"}), 4).unwrap();
+        assert!(matches!(c.kind, Kind::Other(_)));
+    }
+
+    #[test]
+    fn reasoning_before_only_withheld_calls_is_dropped() {
+        use ItemClass::*;
+        let d = dropped_reasoning(&[
+            (Reasoning, false),
+            (Call, true),
+            (Call, true),
+            (Reasoning, false),
+            (Call, true),
+            (Call, false),
+            (Reasoning, false),
+            (Other, false),
+        ]);
+        assert_eq!(d, [true, false, false, false, false, false, false, false]);
+    }
+}

@@ -1,0 +1,392 @@
+//! The Responses request: declared tools, texts by role, tool results and
+//! where the fence notice goes (`instructions`).
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::{builtin_name, neutral_output};
+use crate::context::{content_text, Declared, Texts};
+use crate::error::Error;
+use crate::fence::{first_url, ToolResult};
+use crate::protocol::{array, stream_flag, Parsed};
+
+fn bad(m: impl Into<String>) -> Error {
+    Error::BadRequest(m.into())
+}
+
+/// Tool types whose calls come back to the client (and are gated there).
+const CLIENT_TOOLS: [&str; 6] = [
+    "function",
+    "custom",
+    "shell",
+    "local_shell",
+    "apply_patch",
+    "computer",
+];
+
+/// Checks the request and reads its declared tools. `background: true` is
+/// refused: its result is fetched later from an endpoint that is not gated.
+pub fn parse(body: Value) -> Result<Parsed, Error> {
+    let stream = stream_flag(&body)?;
+    match body.get("background") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => {
+            return Err(bad(
+                "Background responses are not supported here: use a streamed or plain request.",
+            ))
+        }
+        Some(_) => return Err(bad("'background' must be a boolean.")),
+    }
+    let mut declared = HashMap::new();
+    let mut hosted = Vec::new();
+    for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
+        let ty = t
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(format!("tools[{i}].type must be a string.")))?;
+        let name = match ty {
+            "function" | "custom" => t
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| bad(format!("tools[{i}].name must be a non-empty string.")))?,
+            other => builtin_name(other),
+        };
+        if !CLIENT_TOOLS.contains(&name) && ty != "function" && ty != "custom" {
+            hosted.push(name.to_string());
+        }
+        let parameters = (ty == "function")
+            .then(|| t.get("parameters").cloned())
+            .flatten();
+        declared.insert(name.to_string(), Declared { parameters });
+    }
+    if let Some(input) = body.get("input") {
+        if !input.is_string() && !input.is_array() && !input.is_null() {
+            return Err(bad("'input' must be a string or an array."));
+        }
+    }
+    Ok(Parsed {
+        body,
+        declared,
+        stream,
+        hosted,
+    })
+}
+
+fn items(body: &Value) -> &[Value] {
+    body.get("input")
+        .and_then(Value::as_array)
+        .map_or(&[], |a| a)
+}
+
+/// Output item types that carry a tool's result.
+const OUTPUTS: [&str; 6] = [
+    "function_call_output",
+    "custom_tool_call_output",
+    "shell_call_output",
+    "local_shell_call_output",
+    "apply_patch_call_output",
+    "computer_call_output",
+];
+
+fn push_line(to: &mut String, text: &str) {
+    if !to.is_empty() {
+        to.push('\n');
+    }
+    to.push_str(text);
+}
+
+/// The request's texts: `instructions` and system/developer messages, user
+/// messages (a string `input` is one), and tool results when `all`.
+pub fn texts(body: &Value, all: bool) -> Texts {
+    let mut t = Texts::default();
+    if let Some(i) = body.get("instructions").and_then(Value::as_str) {
+        t.system.push_str(i);
+    }
+    let user = |t: &mut Texts, text: String| {
+        if t.first_user.is_none() {
+            t.first_user = Some(text.clone());
+        }
+        if all {
+            t.user.push_str(&text);
+            t.user.push('\n');
+        }
+        t.last_user = Some(text);
+    };
+    if let Some(s) = body.get("input").and_then(Value::as_str) {
+        user(&mut t, s.to_string());
+    }
+    for item in items(body) {
+        let ty = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("message");
+        if OUTPUTS.contains(&ty) {
+            if all {
+                let text = item.get("output").map(output_text).unwrap_or_default();
+                t.tool.push_str(&text);
+                t.tool.push('\n');
+            }
+            continue;
+        }
+        if ty != "message" {
+            continue;
+        }
+        let text = item.get("content").map(content_text).unwrap_or_default();
+        match item.get("role").and_then(Value::as_str).unwrap_or("") {
+            "system" | "developer" => push_line(&mut t.system, &text),
+            "user" => user(&mut t, text.into_owned()),
+            _ => {}
+        }
+    }
+    t
+}
+
+/// The text of a tool output: a string, text parts, or shell output streams.
+fn output_text(v: &Value) -> String {
+    match v {
+        Value::Array(parts) => parts
+            .iter()
+            .flat_map(|p| ["text", "stdout", "stderr"].map(|k| p.get(k).and_then(Value::as_str)))
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => content_text(other).into_owned(),
+    }
+}
+
+/// `call id → (tool name, first URL in its arguments)` from the call items.
+fn sources(items: &[Value]) -> HashMap<String, (String, Option<String>)> {
+    let mut m = HashMap::new();
+    for item in items {
+        let ty = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if super::classify(ty) != super::ItemClass::Call {
+            continue;
+        }
+        let Ok(call) = super::call_of(item, usize::MAX) else {
+            continue;
+        };
+        m.insert(call.id.clone(), (call.name, first_url(&call.arguments)));
+    }
+    m
+}
+
+/// The request's tool results. Text is fenced wherever a result holds it: a
+/// string output, the text parts of an array, the `stdout` and `stderr` of
+/// shell output; a screenshot or other non-text output is left alone.
+pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
+    let Some(items) = body.get_mut("input").and_then(Value::as_array_mut) else {
+        return Vec::new();
+    };
+    let sources = sources(items);
+    let mut out = Vec::new();
+    for item in items.iter_mut() {
+        let ty = item
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if !OUTPUTS.contains(&ty.as_str()) {
+            continue;
+        }
+        let Value::Object(m) = item else { continue };
+        let call_id = ["call_id", "id"]
+            .iter()
+            .find_map(|k| m.get(*k).and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string();
+        let (tool, url) = sources
+            .get(&call_id)
+            .cloned()
+            .unwrap_or_else(|| ("unknown".to_string(), None));
+        let Some(output) = m.get_mut("output") else {
+            continue;
+        };
+        let whole = output.is_string()
+            || (ty != "shell_call_output"
+                && output.as_array().is_some_and(|parts| {
+                    parts
+                        .iter()
+                        .any(|p| p.get("text").is_some_and(Value::is_string))
+                }));
+        if whole {
+            out.push(ToolResult {
+                call_id,
+                tool,
+                url,
+                content: output,
+            });
+            continue;
+        }
+        let Value::Array(parts) = output else {
+            continue;
+        };
+        if ty != "shell_call_output" {
+            continue;
+        }
+        for part in parts.iter_mut() {
+            let Value::Object(p) = part else { continue };
+            for (k, v) in p.iter_mut() {
+                if (k == "stdout" || k == "stderr") && v.is_string() {
+                    out.push(ToolResult {
+                        call_id: call_id.clone(),
+                        tool: tool.clone(),
+                        url: url.clone(),
+                        content: v,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Appends the notice to `instructions` (once), or sets it.
+pub fn add_notice(body: &mut Value, notice: &str) {
+    let Value::Object(obj) = body else { return };
+    match obj.get_mut("instructions") {
+        Some(Value::String(s)) if s.contains(notice) => {}
+        Some(Value::String(s)) if !s.is_empty() => {
+            s.push_str("\n\n");
+            s.push_str(notice);
+        }
+        _ => {
+            obj.insert("instructions".into(), json!(notice));
+        }
+    }
+}
+
+/// Adds an answer carrying `text` for each withheld call of the response
+/// this request continues, unless the request answers it already.
+pub fn answer_withheld(body: &mut Value, calls: &[(String, String)], text: &str) {
+    let Value::Object(obj) = body else { return };
+    let input = obj.entry("input").or_insert(Value::Null);
+    if let Value::String(s) = input {
+        *input = json!([{"role": "user", "content": std::mem::take(s)}]);
+    } else if input.is_null() {
+        *input = json!([]);
+    }
+    let Value::Array(items) = input else { return };
+    let answered = |id: &str, items: &[Value]| {
+        items.iter().any(|i| {
+            i.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| OUTPUTS.contains(&t))
+                && ["call_id", "id"]
+                    .iter()
+                    .any(|k| i.get(*k).and_then(Value::as_str) == Some(id))
+        })
+    };
+    let answers: Vec<Value> = calls
+        .iter()
+        .filter(|(id, _)| !answered(id, items))
+        .filter_map(|(id, ty)| neutral_output(id, ty, text))
+        .collect();
+    items.splice(0..0, answers);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Protocol;
+
+    #[test]
+    fn declared_tools_include_built_in_ones() {
+        let r = Protocol::Responses
+            .parse(br#"{"model":"m","tools":[{"type":"function","name":"a","parameters":{"type":"object"}},{"type":"custom","name":"b"},{"type":"web_search_preview"},{"type":"shell"},{"type":"computer_use_preview"}]}"#)
+            .unwrap();
+        let mut names: Vec<_> = r.declared.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["a", "b", "computer", "shell", "web_search"]);
+        assert_eq!(r.hosted, ["web_search"]);
+        assert!(r.declared["a"].parameters.is_some());
+    }
+
+    #[test]
+    fn bad_requests_are_client_errors() {
+        for b in [
+            &br#"{"background":true}"#[..],
+            br#"{"tools":[{"type":"function"}]}"#,
+            br#"{"tools":[{}]}"#,
+            br#"{"input":5}"#,
+            br#"{"stream":"yes"}"#,
+        ] {
+            let e = Protocol::Responses.parse(b).unwrap_err();
+            assert_eq!(e.status(), 400, "{}", String::from_utf8_lossy(b));
+        }
+    }
+
+    #[test]
+    fn texts_come_from_instructions_and_items() {
+        let body = json!({"instructions": "Be brief.", "input": [
+            {"role": "developer", "content": "Use tools."},
+            {"role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+            {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+            {"role": "user", "content": "thanks"}
+        ]});
+        let t = texts(&body, true);
+        assert_eq!(t.system, "Be brief.\nUse tools.");
+        assert_eq!(t.first_user.as_deref(), Some("weather?"));
+        assert_eq!(t.last_user.as_deref(), Some("thanks"));
+        assert!(t.tool.contains("sunny"));
+        assert_eq!(
+            texts(&json!({"input": "hi"}), false).last_user.as_deref(),
+            Some("hi")
+        );
+    }
+
+    #[test]
+    fn tool_results_of_every_kind_are_found() {
+        let mut body = json!({"input": [
+            {"type": "function_call", "call_id": "c1", "name": "fetch", "arguments": "{\"url\":\"https://x.example/a\"}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "page"},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "t"}, {"type": "input_image", "image_url": "data:x"}]},
+            {"type": "shell_call_output", "call_id": "c3", "output": [{"stdout": "out", "stderr": "err", "outcome": {"type": "exit", "exit_code": 0}}]},
+            {"type": "computer_call_output", "call_id": "c4", "output": {"type": "computer_screenshot", "image_url": "data:y"}},
+            {"type": "local_shell_call_output", "id": "c5", "output": "ls"}
+        ]});
+        let r = tool_results(&mut body);
+        let seen: Vec<(&str, &str)> = r
+            .iter()
+            .map(|r| (r.call_id.as_str(), r.tool.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("c1", "fetch"),
+                ("c2", "unknown"),
+                ("c3", "unknown"),
+                ("c3", "unknown"),
+                ("c5", "unknown")
+            ]
+        );
+        assert_eq!(r[0].url.as_deref(), Some("https://x.example/a"));
+    }
+
+    #[test]
+    fn withheld_calls_are_answered_first_once() {
+        let mut body = json!({"previous_response_id": "r1", "input": "go on"});
+        let calls = [
+            ("c1".to_string(), "function_call".to_string()),
+            ("c2".to_string(), "computer_call".to_string()),
+        ];
+        answer_withheld(&mut body, &calls, "N");
+        assert_eq!(
+            body["input"][0],
+            json!({"type": "function_call_output", "call_id": "c1", "output": "N"})
+        );
+        assert_eq!(
+            body["input"][1],
+            json!({"role": "user", "content": "go on"})
+        );
+        assert_eq!(body["input"].as_array().unwrap().len(), 2);
+        answer_withheld(&mut body, &calls, "N");
+        assert_eq!(
+            body["input"].as_array().unwrap().len(),
+            2,
+            "not answered twice"
+        );
+    }
+}

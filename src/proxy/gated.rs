@@ -1,0 +1,269 @@
+//! A gated request, whatever its protocol: read → parse → context → fence →
+//! hide → upstream → the protocol's stream or whole-body rewriter.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::{header, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use super::{full, is_json, upstream_status, ProxyBody, Routed};
+use crate::body;
+use crate::call::Call;
+use crate::context::{self, Context};
+use crate::encoding::ContentDecoder;
+use crate::error::Error;
+use crate::fence;
+use crate::gate::Gates;
+use crate::gather::{self, content_length};
+use crate::protocol::json::Spliced;
+use crate::protocol::{chat, responses, tree_cost, Protocol};
+use crate::release;
+use crate::state::State;
+use crate::upstream::strip_hop_by_hop;
+
+pub async fn handle(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    routed: &Routed,
+    protocol: Protocol,
+    principal: String,
+) -> Result<Response<ProxyBody>, Error> {
+    let (parts, body) = req.into_parts();
+    let limit = state.config.limits.max_request_bytes;
+    let mut charge = state.budget.charge();
+    let announced = content_length(&parts.headers);
+    let bytes = gather::request(body, announced, limit, &mut charge).await?;
+    // The parsed tree is charged too, before it is built.
+    charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
+    let mut req = protocol.parse(&bytes)?;
+    let size = bytes.len();
+    // From here on only the parsed request exists: what goes upstream is
+    // written from it, so the provider reads exactly what toolgate read (a
+    // repeated key, say, cannot show it something the gates never saw), and
+    // the original bytes are not held beside the tree.
+    drop(bytes);
+    let mut ctx = Context {
+        request_id: state.request_id(),
+        principal,
+        protocol: protocol.label(),
+        declared: std::mem::take(&mut req.declared),
+        ..Context::default()
+    };
+    let gates = state.gates();
+    let texts = protocol.texts(&req.body, gates.policy().reads("provenance"));
+    let default_phase = state.config.policy.default_phase.as_deref();
+    context::fill(
+        &mut ctx,
+        &parts.headers,
+        routed.phase.as_deref(),
+        default_phase,
+        texts,
+    );
+    fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
+    // After the fence: these answers are toolgate's own, not a tool's output.
+    if protocol == Protocol::Responses {
+        continue_conversation(state, &mut req.body);
+    }
+    hide_tools(
+        state,
+        &gates,
+        &mut ctx,
+        protocol,
+        &req.hosted,
+        &mut req.body,
+    )?;
+    let body = gather::json_body(&req.body, size)?;
+    drop(req.body);
+    let ctx = Arc::new(ctx);
+    let up = state.upstream.request(
+        parts.method,
+        &routed.rest,
+        parts.uri.query(),
+        &parts.headers,
+        full(body),
+    )?;
+    let sent = Instant::now();
+    let deadline = tokio::time::Instant::now() + state.upstream.timeout;
+    let resp = state.upstream.send(up).await?;
+    state.metrics.upstream_latency.observe(sent.elapsed());
+    let (mut head, body) = resp.into_parts();
+    if !head.status.is_success() {
+        return Err(upstream_status(head.status, &head.headers, body, deadline).await);
+    }
+    let decoder = ContentDecoder::for_headers(&head.headers)?;
+    let content_type = head
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let announced = content_length(&head.headers);
+    strip_hop_by_hop(&mut head.headers);
+    head.headers.remove(header::CONTENT_LENGTH);
+    head.headers.remove(header::CONTENT_ENCODING);
+    let is_sse = content_type.starts_with("text/event-stream");
+    if req.stream != is_sse || (!is_sse && !is_json(&content_type)) {
+        return Err(Error::UpstreamUnreadable(
+            "the response's content type does not match the request",
+        ));
+    }
+    if is_sse {
+        let b = body::gated_stream(protocol, state.clone(), gates, ctx, body, decoder, deadline);
+        return Ok(Response::from_parts(
+            head,
+            b.map_err(|never| match never {}).boxed(),
+        ));
+    }
+    let raw = gather::response(
+        body,
+        decoder,
+        announced,
+        state.config.limits.max_response_bytes,
+        deadline,
+        &mut charge,
+    )
+    .await?;
+    let text = std::str::from_utf8(&raw)
+        .map_err(|_| Error::UpstreamUnreadable("response is not UTF-8"))?;
+    let max_args = state.config.limits.max_tool_args_bytes;
+    let neutral = &state.config.rewrite.neutral_message;
+    // The rewrite is new text and slices of the original: no second copy.
+    let mut out = Spliced::new(text, &raw);
+    let changed = match protocol {
+        Protocol::Chat => {
+            let mut parsed = chat::complete::Completion::parse(text, max_args)?;
+            if parsed.calls().is_empty() {
+                return Ok(Response::from_parts(head, full(raw.clone())));
+            }
+            let verdicts = decide(state, &gates, &ctx, parsed.calls()).await;
+            parsed.forget_calls();
+            parsed.rewrite(&verdicts, neutral, &mut out)
+        }
+        Protocol::Responses => {
+            let mut parsed = responses::complete::Answer::parse(text, max_args)?;
+            let verdicts = decide(state, &gates, &ctx, parsed.calls()).await;
+            parsed.forget_calls();
+            let seed = responses::Ids::new(&state.id_key());
+            let changed = parsed.rewrite(&verdicts, neutral, &seed, &mut out);
+            if let Some(w) = parsed.withheld(&verdicts) {
+                state.remember_withheld(w);
+            }
+            changed
+        }
+    };
+    if !changed {
+        return Ok(Response::from_parts(head, full(raw.clone())));
+    }
+    Ok(Response::from_parts(
+        head,
+        body::Pieces::new(out.finish()).boxed(),
+    ))
+}
+
+async fn decide(
+    state: &State,
+    gates: &Gates,
+    ctx: &Context,
+    calls: &[Call],
+) -> Vec<crate::call::Release> {
+    if calls.is_empty() {
+        return Vec::new();
+    }
+    release::decide(state, gates, ctx, calls).await
+}
+
+/// A request that continues a stored response answers the calls toolgate
+/// withheld from it (the provider still holds them) with the neutral text.
+fn continue_conversation(state: &State, body: &mut Value) {
+    let Some(prev) = body.get("previous_response_id").and_then(Value::as_str) else {
+        return;
+    };
+    let Some(calls) = state.withheld(prev) else {
+        return;
+    };
+    responses::request::answer_withheld(body, &calls, &state.config.rewrite.neutral_message);
+}
+
+/// Redacts and fences the request's tool results in place. Requests whose
+/// results had secrets or were truncated get an audit record.
+async fn fence_tool_results(
+    state: &State,
+    gates: &Gates,
+    ctx: &Context,
+    protocol: Protocol,
+    body: &mut Value,
+) -> Result<(), Error> {
+    if !state.config.fence.enabled {
+        return Ok(());
+    }
+    let settings = fence::Settings {
+        secret: &state.fence_secret,
+        redactor: &state.redactor,
+        policy: gates.policy(),
+        max_bytes: state.config.fence.max_tool_result_bytes,
+    };
+    let report = protocol.fence(body, &settings);
+    state
+        .metrics
+        .fenced_tool_results
+        .fetch_add(report.fenced as u64, std::sync::atomic::Ordering::Relaxed);
+    if !report.redactions.is_empty() || report.truncated > 0 {
+        state.metrics.redacted(&report.redactions);
+        let record = serde_json::json!({
+            "ts": crate::digest::now_rfc3339(),
+            "request_id": ctx.request_id,
+            "principal": ctx.principal,
+            "protocol": ctx.protocol,
+            "event": "tool_results",
+            "fenced": report.fenced,
+            "redactions": report.redactions,
+            "truncated": report.truncated,
+        });
+        state.audit.record(&record).await?;
+    }
+    Ok(())
+}
+
+/// Tools the rules deny whatever the arguments. With `hide_denied_tools`
+/// they are removed from the request. A denied tool the provider runs itself
+/// (`hosted`: its calls never pass toolgate) is removed too, and without
+/// `hide_denied_tools` the request is refused.
+fn hide_tools(
+    state: &State,
+    gates: &Gates,
+    ctx: &mut Context,
+    protocol: Protocol,
+    hosted: &[String],
+    body: &mut Value,
+) -> Result<(), Error> {
+    if state.monitor() {
+        return Ok(());
+    }
+    let hide = state.config.policy.hide_denied_tools;
+    let mut names: Vec<String> = ctx
+        .declared
+        .keys()
+        .filter(|n| hide || hosted.contains(n))
+        .filter(|n| gates.policy_gate.always_denied(n, ctx))
+        .cloned()
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    names.sort();
+    if !hide {
+        return Err(Error::BadRequest(format!(
+            "Tool '{}' is not available.",
+            names[0]
+        )));
+    }
+    if protocol.hide(body, &names) {
+        for name in &names {
+            ctx.declared.remove(name);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,131 @@
+//! The one place the phase order of a request is written.
+//!
+//! 1. authenticate, then route ([`route`]): a gated endpoint goes through its
+//!    protocol's codec, a short allow-list of endpoints that cannot return
+//!    tool calls passes through, everything else is refused;
+//! 2. gated ([`gated`]): read the body (size-capped) → parse → context →
+//!    fence → hide denied tools → upstream;
+//! 3. response: error status → generic error; the body's reader is chosen by
+//!    what the request asked for (`stream`) and must match what arrived:
+//!    SSE → the protocol's stream rewriter, JSON → its whole-body rewriter,
+//!    anything else → 502.
+
+mod gated;
+pub mod route;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+
+use crate::auth;
+use crate::body;
+use crate::budget::Charge;
+use crate::encoding::ContentDecoder;
+use crate::error::Error;
+use crate::gather;
+use crate::state::State;
+use crate::upstream::strip_hop_by_hop;
+pub use route::{route, Route, Routed};
+
+pub type ProxyBody = BoxBody<Bytes, body::BodyError>;
+
+/// How much of an upstream error body is kept for `errors = "passthrough"`.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// A whole body, as a response body or an upstream request body.
+fn full<E: 'static>(b: Bytes) -> BoxBody<Bytes, E> {
+    Full::new(b).map_err(|never| match never {}).boxed()
+}
+
+/// Handles one agent request; never fails (errors become responses here).
+/// Phases: authenticate (principal) → route → chat or pass-through.
+pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let routed = auth::principal(&state.config.clients, req.headers())
+        .and_then(|p| route(req.method(), req.uri().path()).map(|r| (p, r)));
+    let label = routed
+        .as_ref()
+        .map(|(_, r)| r.route.label())
+        .unwrap_or("refused");
+    let result = match routed {
+        Ok((principal, r)) => match r.route {
+            Route::Gated(protocol) => gated::handle(&state, req, &r, protocol, principal).await,
+            Route::Pass => pass(&state, req, &r.rest).await,
+        },
+        Err(e) => Err(e),
+    };
+    let resp = result.unwrap_or_else(|e| {
+        match e.side() {
+            crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
+            _ => tracing::warn!(error = %e, "request failed"),
+        }
+        e.into_response(state.passthrough_errors(), full)
+    });
+    state.metrics.request(label, resp.status().as_u16());
+    resp
+}
+
+/// `application/json` or a `+json` type (parameters aside).
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+async fn pass(
+    state: &Arc<State>,
+    req: Request<Incoming>,
+    rest: &str,
+) -> Result<Response<ProxyBody>, Error> {
+    let (parts, body) = req.into_parts();
+    let up = state.upstream.request(
+        parts.method,
+        rest,
+        parts.uri.query(),
+        &parts.headers,
+        body.boxed(),
+    )?;
+    let deadline = tokio::time::Instant::now() + state.upstream.timeout;
+    let resp = state.upstream.send(up).await?;
+    let (mut head, body) = resp.into_parts();
+    if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
+    {
+        return Err(upstream_status(head.status, &head.headers, body, deadline).await);
+    }
+    strip_hop_by_hop(&mut head.headers);
+    Ok(Response::from_parts(
+        head,
+        body::Deadline::new(body, deadline).boxed(),
+    ))
+}
+
+/// An upstream error status; the body is kept (capped) for passthrough mode.
+async fn upstream_status(
+    status: StatusCode,
+    h: &HeaderMap,
+    body: Incoming,
+    deadline: tokio::time::Instant,
+) -> Error {
+    let retry_after = h.get(header::RETRY_AFTER).cloned();
+    let body = match ContentDecoder::for_headers(h) {
+        // Small and capped: not charged to the shared budget.
+        Ok(dec) => gather::response(
+            body,
+            dec,
+            None,
+            MAX_ERROR_BODY,
+            deadline,
+            &mut Charge::uncounted(),
+        )
+        .await
+        .unwrap_or_default(),
+        Err(_) => Bytes::new(),
+    };
+    Error::UpstreamStatus {
+        status,
+        retry_after,
+        body,
+    }
+}

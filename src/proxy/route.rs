@@ -1,0 +1,273 @@
+//! The route table: `(method, path)` → gated by a protocol, passed through, or refused.
+//!
+//! Paths are matched after an optional `/phase/{name}` and `/v1`, segment by
+//! segment (ASCII case aside). Only listed endpoints reach the provider: a
+//! gated one through its protocol's codec, a pass-through one (which cannot
+//! return a tool call) as it is; every other path is refused, so no spelling
+//! (`;x`, `.json`, `:suffix`, a new API) reaches the provider ungated.
+
+use http::Method;
+
+use crate::error::Error;
+use crate::protocol::Protocol;
+
+/// Which way a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Gated through this protocol's codec.
+    Gated(Protocol),
+    /// Passed through as it is: the endpoint cannot return a tool call.
+    Pass,
+}
+
+impl Route {
+    /// The route label in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Gated(p) => p.label(),
+            Route::Pass => "passthrough",
+        }
+    }
+}
+
+/// What a table row does with a request.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    Go(Route),
+    /// Refused with this message: the endpoint would hand out ungated tool calls.
+    Refuse(&'static str),
+}
+
+const STORED: &str =
+    "Stored responses are not served here: they hold tool calls that were not checked. \
+    Use the response returned by POST /v1/responses.";
+const CONVERSATIONS: &str = "The Conversations API is not served here.";
+
+/// `(method, path pattern, target)`, path after `/v1`, each segment matched
+/// exactly (ASCII case aside); `+` is any one segment, a final `*` one or
+/// more segments; method `*` is any method. The first matching row wins.
+const TABLE: &[(&str, &str, Target)] = &[
+    (
+        "POST",
+        "chat/completions",
+        Target::Go(Route::Gated(Protocol::Chat)),
+    ),
+    (
+        "POST",
+        "responses",
+        Target::Go(Route::Gated(Protocol::Responses)),
+    ),
+    ("POST", "responses/input_tokens", Target::Go(Route::Pass)),
+    ("POST", "responses/+/cancel", Target::Go(Route::Pass)),
+    ("DELETE", "responses/+", Target::Go(Route::Pass)),
+    ("GET", "responses/+", Target::Refuse(STORED)),
+    ("GET", "responses/+/input_items", Target::Refuse(STORED)),
+    ("*", "conversations", Target::Refuse(CONVERSATIONS)),
+    ("*", "conversations/*", Target::Refuse(CONVERSATIONS)),
+    ("GET", "models", Target::Go(Route::Pass)),
+    ("GET", "models/*", Target::Go(Route::Pass)),
+    ("HEAD", "models", Target::Go(Route::Pass)),
+    ("POST", "embeddings", Target::Go(Route::Pass)),
+    ("POST", "moderations", Target::Go(Route::Pass)),
+    ("POST", "completions", Target::Go(Route::Pass)),
+    ("POST", "audio/speech", Target::Go(Route::Pass)),
+    ("POST", "audio/transcriptions", Target::Go(Route::Pass)),
+    ("POST", "audio/translations", Target::Go(Route::Pass)),
+    ("POST", "images/generations", Target::Go(Route::Pass)),
+    ("POST", "images/edits", Target::Go(Route::Pass)),
+    ("POST", "images/variations", Target::Go(Route::Pass)),
+    ("GET", "files", Target::Go(Route::Pass)),
+];
+
+fn matches(pattern: &str, segs: &[String]) -> bool {
+    let pat: Vec<&str> = pattern.split('/').collect();
+    let seg_eq = |p: &&str, s: &String| *p == "+" || p == s;
+    match pat.split_last() {
+        Some((&"*", head)) => {
+            segs.len() > head.len() && head.iter().zip(segs).all(|(p, s)| seg_eq(p, s))
+        }
+        _ => pat.len() == segs.len() && pat.iter().zip(segs).all(|(p, s)| seg_eq(p, s)),
+    }
+}
+
+/// The row for `(method, segs)`: a path that only a gated row's pattern
+/// matches, with another method, is a 405; an unknown path a 404.
+fn lookup(method: &Method, segs: &[String]) -> Result<Route, Error> {
+    let row = TABLE
+        .iter()
+        .find(|(m, p, _)| (*m == "*" || method.as_str() == *m) && matches(p, segs));
+    match row {
+        Some((_, _, Target::Go(r))) => Ok(*r),
+        Some((_, _, Target::Refuse(m))) => Err(Error::NotServed(m)),
+        None if TABLE
+            .iter()
+            .any(|(_, p, t)| matches!(t, Target::Go(Route::Gated(_))) && matches(p, segs)) =>
+        {
+            Err(Error::MethodNotAllowed)
+        }
+        None => Err(Error::UnsupportedEndpoint),
+    }
+}
+
+/// A classified request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    pub route: Route,
+    /// The path to forward, after `/phase/{name}` and `/v1`.
+    pub rest: String,
+    /// The phase named by a `/phase/{name}/…` prefix.
+    pub phase: Option<String>,
+}
+
+/// Classifies a path. Paths that could be read two ways (percent escapes, dot
+/// segments, backslashes) are refused so that no spelling reaches an ungated
+/// endpoint.
+pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
+    if path.contains(['%', '\\']) {
+        return Err(Error::BadRequest("The request path is not valid.".into()));
+    }
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if segs.iter().any(|s| *s == "." || *s == "..") {
+        return Err(Error::BadRequest("The request path is not valid.".into()));
+    }
+    let (phase, segs) = match segs.as_slice() {
+        [p, name, rest @ ..] if p.eq_ignore_ascii_case("phase") => {
+            if !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(Error::BadRequest(
+                    "The phase in the path is not valid.".into(),
+                ));
+            }
+            (Some(name.to_string()), rest)
+        }
+        s => (None, s),
+    };
+    let segs = match segs.first() {
+        Some(s) if s.eq_ignore_ascii_case("v1") => &segs[1..],
+        _ => segs,
+    };
+    let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
+    let lower: Vec<String> = segs.iter().map(|s| s.to_ascii_lowercase()).collect();
+    Ok(Routed {
+        route: lookup(method, &lower)?,
+        rest,
+        phase,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_by_canonical_path() {
+        let post = Method::POST;
+        let ok = |p: &str| route(&post, p).ok().map(|r| (r.route, r.rest));
+        assert_eq!(
+            ok("/v1/chat/completions"),
+            Some((Route::Gated(Protocol::Chat), "/chat/completions".into()))
+        );
+        assert_eq!(
+            ok("/v1//chat/completions/"),
+            Some((Route::Gated(Protocol::Chat), "/chat/completions".into()))
+        );
+        assert_eq!(
+            ok("/V1/Chat/Completions").map(|r| r.0),
+            Some(Route::Gated(Protocol::Chat))
+        );
+        assert_eq!(
+            ok("/chat/completions").map(|r| r.0),
+            Some(Route::Gated(Protocol::Chat))
+        );
+        let get = |p: &str| route(&Method::GET, p).ok().map(|r| (r.route, r.rest));
+        assert_eq!(get("/v1/models"), Some((Route::Pass, "/models".into())));
+        assert_eq!(
+            get("/v1/models/openai/gpt-4.1:free").map(|r| r.0),
+            Some(Route::Pass)
+        );
+        assert_eq!(ok("/v1/embeddings").map(|r| r.0), Some(Route::Pass));
+        let r = route(&post, "/phase/execution/v1/chat/completions").unwrap();
+        assert_eq!(
+            (r.route, r.rest.as_str(), r.phase.as_deref()),
+            (
+                Route::Gated(Protocol::Chat),
+                "/chat/completions",
+                Some("execution")
+            )
+        );
+        assert!(matches!(
+            route(&post, "/phase/exe:cution/v1/chat/completions"),
+            Err(Error::BadRequest(_))
+        ));
+        assert_eq!(
+            route(&post, "/phase/x/v1/responses")
+                .map(|r| (r.route, r.phase))
+                .ok(),
+            Some((Route::Gated(Protocol::Responses), Some("x".into())))
+        );
+        let with = |m: Method, p: &str| route(&m, p).map(|r| r.route);
+        assert_eq!(
+            with(Method::POST, "/v1/responses/resp_1/cancel").ok(),
+            Some(Route::Pass)
+        );
+        assert_eq!(
+            with(Method::DELETE, "/v1/responses/resp_1").ok(),
+            Some(Route::Pass)
+        );
+        assert_eq!(
+            with(Method::POST, "/v1/responses/input_tokens").ok(),
+            Some(Route::Pass)
+        );
+        for (m, p) in [
+            (Method::GET, "/v1/responses/resp_1"),
+            (Method::GET, "/v1/responses/resp_1/input_items"),
+            (Method::POST, "/v1/conversations"),
+            (Method::GET, "/v1/conversations/c/items"),
+        ] {
+            assert!(matches!(with(m, p), Err(Error::NotServed(_))), "{p}");
+        }
+        assert!(matches!(
+            with(Method::GET, "/v1/responses"),
+            Err(Error::MethodNotAllowed)
+        ));
+        for p in [
+            "/v1/responses/resp_1",
+            "/v1/responses/resp_1/input_items",
+            "/v1/messages",
+            "/v1/threads/t/runs",
+            "/v1/chat/completions/abc",
+            "/v1/files/f/content",
+            "/v1/v1/chat/completions",
+            "/openai/deployments/d/chat/completions",
+            "/api/v1/Responses",
+            "/v1/chat/completions;",
+            "/v1/chat;x/completions",
+            "/v1/chat/completions.json",
+            "/v1/chat/completions:stream",
+            "/v1/responses;",
+            "/v1/embeddings;x",
+            "/v1/embeddings.json",
+            "/v1/models",
+            "/v1/something-new",
+        ] {
+            assert!(
+                matches!(route(&post, p), Err(Error::UnsupportedEndpoint)),
+                "{p}"
+            );
+        }
+        for p in [
+            "/v1/chat%2Fcompletions",
+            "/v1/./chat/completions",
+            "/v1/x/../responses",
+            "/v1\\chat",
+        ] {
+            assert!(matches!(route(&post, p), Err(Error::BadRequest(_))), "{p}");
+        }
+        assert!(matches!(
+            route(&Method::GET, "/v1/chat/completions"),
+            Err(Error::MethodNotAllowed)
+        ));
+    }
+}
