@@ -410,3 +410,186 @@ async fn a_broken_responses_stream_fails_closed_and_is_audited() {
     );
     gate.stop().await;
 }
+
+/// A Responses stream in OpenAI's own format: text, then `get_weather` and `shell` calls.
+fn scripted_stream() -> (String, Value) {
+    let base = json!({"id": "resp_S", "object": "response", "created_at": 1, "model": "test-model", "status": "in_progress", "output": [], "tools": [], "tool_choice": "auto", "parallel_tool_calls": true});
+    let msg_added = json!({"id": "msg_0", "type": "message", "status": "in_progress", "role": "assistant", "content": []});
+    let msg = json!({"id": "msg_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}]});
+    let fc = |i: u32, call: &str, name: &str, args: &str, done: bool| json!({"id": format!("fc_{i}"), "type": "function_call", "status": if done {"completed"} else {"in_progress"}, "call_id": call, "name": name, "arguments": if done {args} else {""}});
+    let (w, s) = ("{\"city\":\"Paris\"}", "{\"cmd\":\"rm -rf /\"}");
+    let mut fin = base.clone();
+    fin["status"] = json!("completed");
+    fin["output"] = json!([
+        msg,
+        fc(1, "call_W", "get_weather", w, true),
+        fc(2, "call_S", "shell", s, true)
+    ]);
+    let mut events = vec![
+        json!({"type": "response.created", "response": base}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": msg_added}),
+        json!({"type": "response.content_part.added", "output_index": 0, "item_id": "msg_0", "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        json!({"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_0", "content_index": 0, "delta": "Let me check.", "logprobs": []}),
+        json!({"type": "response.output_text.done", "output_index": 0, "item_id": "msg_0", "content_index": 0, "text": "Let me check.", "logprobs": []}),
+        json!({"type": "response.content_part.done", "output_index": 0, "item_id": "msg_0", "content_index": 0, "part": {"type": "output_text", "text": "Let me check.", "annotations": []}}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": msg}),
+    ];
+    for (i, call, name, args) in [(1, "call_W", "get_weather", w), (2, "call_S", "shell", s)] {
+        let id = format!("fc_{i}");
+        events.push(json!({"type": "response.output_item.added", "output_index": i, "item": fc(i, call, name, args, false)}));
+        events.push(json!({"type": "response.function_call_arguments.delta", "output_index": i, "item_id": id, "delta": args}));
+        events.push(json!({"type": "response.function_call_arguments.done", "output_index": i, "item_id": id, "arguments": args}));
+        events.push(json!({"type": "response.output_item.done", "output_index": i, "item": fc(i, call, name, args, true)}));
+    }
+    events.push(json!({"type": "response.completed", "response": fin.clone()}));
+    let sse = events
+        .into_iter()
+        .enumerate()
+        .map(|(n, mut e)| {
+            e["sequence_number"] = json!(n);
+            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
+        })
+        .collect();
+    (sse, fin)
+}
+
+fn run_python(script: &str, args: Vec<String>) -> Option<Value> {
+    let Some(py) = python() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must provide the Python SDKs (TOOLGATE_PYTHON or .venv)"
+        );
+        eprintln!("SKIPPED: no Python with the SDKs (run `bash .ci/test`, which creates .venv)");
+        return None;
+    };
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sdk")
+        .join(script);
+    let out = std::process::Command::new(py)
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_sdk_reads_gated_responses() {
+    let (sse, fin) = scripted_stream();
+    let mock = Mock::start(vec![
+        Reply::sse(sse.clone()),
+        Reply::sse(sse),
+        Reply::json(200, fin.to_string()),
+    ])
+    .await;
+    let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
+    let base = format!("{}/v1", gate.url);
+    let Some(r) = tokio::task::spawn_blocking(move || {
+        run_python("responses_check.py", vec![base, "sdk".into()])
+    })
+    .await
+    .unwrap() else {
+        return;
+    };
+    assert!(r.get("raised").is_none(), "{r:#}");
+    for mode in ["create_stream", "stream", "create"] {
+        assert_eq!(
+            r[mode]["calls"],
+            json!([["call_W", "get_weather", "{\"city\":\"Paris\"}"]]),
+            "{mode}: {r:#}"
+        );
+        let text = r[mode]["text"].as_str().unwrap();
+        assert!(
+            text.contains("Let me check.") && text.contains(NEUTRAL),
+            "{mode}: {text}"
+        );
+        assert!(
+            !r.to_string().contains("call_S") && !r.to_string().contains("rm -rf"),
+            "{r}"
+        );
+    }
+    gate.stop().await;
+}
+
+/// A provider for the agent loop: it asks for `get_weather` or `shell` by
+/// the user's words, answers a tool result with text, and, like OpenAI,
+/// refuses to continue a response whose calls were not answered.
+fn agent_provider(req: &Value) -> (u16, String) {
+    let input = req["input"].clone();
+    let items = input.as_array().cloned().unwrap_or_default();
+    let text = input.as_str().map(String::from).unwrap_or_else(|| {
+        items
+            .iter()
+            .rev()
+            .find(|i| i["role"] == "user")
+            .map(|i| i["content"].to_string())
+            .unwrap_or_default()
+    });
+    let answered = |id: &str| {
+        items
+            .iter()
+            .any(|i| i["type"] == "function_call_output" && i["call_id"] == id)
+    };
+    let message = |id: &str, t: &str| {
+        json!({"id": id, "object": "response", "created_at": 1, "model": "test-model", "status": "completed", "tools": [], "tool_choice": "auto", "parallel_tool_calls": true,
+               "output": [{"id": format!("msg_{id}"), "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": t, "annotations": []}]}]})
+    };
+    let call = |id: &str, call_id: &str, name: &str, args: &str| {
+        json!({"id": id, "object": "response", "created_at": 1, "model": "test-model", "status": "completed", "tools": [], "tool_choice": "auto", "parallel_tool_calls": true,
+               "output": [{"id": format!("fc_{id}"), "type": "function_call", "status": "completed", "call_id": call_id, "name": name, "arguments": args}]})
+    };
+    if req["previous_response_id"] == "resp_shell" && !answered("call_S") {
+        return (400, json!({"error": {"message": "No tool output found for function call call_S.", "type": "invalid_request_error", "param": "input", "code": null}}).to_string());
+    }
+    let v = if answered("call_W") {
+        message("resp_after_weather", "It is sunny in Paris.")
+    } else if req["previous_response_id"] == "resp_shell" {
+        message("resp_chained", "Anything else?")
+    } else if text.contains("weather") {
+        call(
+            "resp_weather",
+            "call_W",
+            "get_weather",
+            "{\"city\":\"Paris\"}",
+        )
+    } else {
+        call("resp_shell", "call_S", "shell", "{\"cmd\":\"rm -rf /\"}")
+    };
+    (200, v.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_agents_loop_runs_allowed_tools_only_and_goes_on() {
+    let mock = Mock::start(vec![Reply::Func(
+        std::sync::Arc::new(agent_provider),
+        std::time::Duration::ZERO,
+    )])
+    .await;
+    let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
+    let base = format!("{}/v1", gate.url);
+    let Some(r) = tokio::task::spawn_blocking(move || {
+        run_python("responses_check.py", vec![base, "agents".into()])
+    })
+    .await
+    .unwrap() else {
+        return;
+    };
+    assert!(r.get("raised").is_none(), "{r:#}");
+    assert_eq!(
+        r["ran"],
+        json!([["get_weather", "Paris"]]),
+        "the denied tool never ran: {r:#}"
+    );
+    assert_eq!(r["weather"], "It is sunny in Paris.");
+    assert_eq!(r["denied"], NEUTRAL);
+    assert_eq!(r["chained"], "Anything else?", "{r:#}");
+    gate.stop().await;
+}
