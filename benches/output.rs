@@ -1,4 +1,4 @@
-//! Output validation, stages 1 and 2 (seed 004): claim detectors and the fact
+//! Output validation, stages 1 and 2: claim detectors and the fact
 //! check of a 2 KB outgoing message against 10,000 registered facts.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,10 +1,11 @@
 //! Criterion benches of the stream transform (no I/O): a text-only stream and a
-//! tool-call stream, reported in bytes/s; divide by the event count for events/s.
+//! tool-call stream, for Chat Completions and for the Responses API, reported
+//! in bytes/s; divide by the event count for events/s.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
-use toolgate::protocol::{chat::stream::StreamRewriter, sync_driver::RunSync, Options};
+use toolgate::protocol::{chat::stream::StreamRewriter, responses, sync_driver::RunSync, Options};
 
 fn chunk(delta: serde_json::Value, finish: Option<&str>) -> String {
     let v = json!({"id": "chatcmpl-CMKAuuvC6E26nL6HLZzTrysEvC8Ln", "object": "chat.completion.chunk", "created": 1759436804,
@@ -55,6 +56,54 @@ fn tool_stream(frags: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// A Responses stream: `n` text deltas, then two calls of `frags` argument deltas each.
+fn responses_stream(n: usize, frags: usize) -> Vec<u8> {
+    let mut events = vec![
+        json!({"type": "response.created", "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}),
+    ];
+    let msg = "msg_0fabc13af1ee0049006a691dfebdc881a1ae18d027c313d8ce";
+    events.push(json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": msg, "type": "message", "status": "in_progress", "role": "assistant", "content": []}}));
+    for i in 0..n {
+        events.push(json!({"type": "response.output_text.delta", "content_index": 0, "delta": format!(" token{i} of some streamed answer"), "item_id": msg, "logprobs": [], "obfuscation": "RvoJ43TaUvnCS8e", "output_index": 0}));
+    }
+    events.push(json!({"type": "response.output_item.done", "output_index": 0, "item": {"id": msg, "type": "message", "status": "completed", "role": "assistant", "content": []}}));
+    let mut output = vec![];
+    for (i, name) in ["get_weather", "get_product_name"].iter().enumerate() {
+        let oi = i + 1;
+        let id = format!("fc_{i}");
+        let args: String = std::iter::once("{\"q\":\"".to_string())
+            .chain((0..frags).map(|f| format!("w{f} ")))
+            .chain(std::iter::once("\"}".to_string()))
+            .collect();
+        let item = |a: &str, st: &str| json!({"id": id, "type": "function_call", "status": st, "arguments": a, "call_id": format!("call_{i}"), "name": name});
+        events.push(json!({"type": "response.output_item.added", "output_index": oi, "item": item("", "in_progress")}));
+        events.push(json!({"type": "response.function_call_arguments.delta", "output_index": oi, "item_id": id, "delta": "{\"q\":\""}));
+        for f in 0..frags {
+            events.push(json!({"type": "response.function_call_arguments.delta", "output_index": oi, "item_id": id, "delta": format!("w{f} ")}));
+        }
+        events.push(json!({"type": "response.function_call_arguments.delta", "output_index": oi, "item_id": id, "delta": "\"}"}));
+        events.push(json!({"type": "response.output_item.done", "output_index": oi, "item": item(&args, "completed")}));
+        output.push(item(&args, "completed"));
+    }
+    events.push(json!({"type": "response.completed", "response": {"id": "resp_1", "object": "response", "status": "completed", "output": output}}));
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(n, mut e)| {
+            e["sequence_number"] = json!(n);
+            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn run_responses(input: &[u8], deny_first: bool) -> usize {
+    let chunks: Vec<&[u8]> = input.chunks(16 * 1024).collect();
+    let mut rw = responses::stream::StreamRewriter::new(&opts());
+    rw.run_sync(&chunks, |c| !(deny_first && c.name == "get_weather"))
+        .len()
+}
+
 fn opts() -> Options {
     Options {
         neutral_message: "N".into(),
@@ -89,6 +138,21 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(tools.len() as u64));
     g.bench_function("tool_calls_allowed", |b| b.iter(|| run(&tools, false)));
     g.bench_function("tool_calls_one_denied", |b| b.iter(|| run(&tools, true)));
+    g.finish();
+    let rtext = responses_stream(2000, 0);
+    let rtools = responses_stream(10, 200);
+    assert_eq!(run_responses(&rtext, false), rtext.len(), "allow-all passes every byte");
+    assert_eq!(run_responses(&rtools, false), rtools.len(), "allow-all passes every byte");
+    let mut g = c.benchmark_group("responses_stream_transform");
+    g.throughput(Throughput::Bytes(rtext.len() as u64));
+    g.bench_function("text_only", |b| b.iter(|| run_responses(&rtext, false)));
+    g.throughput(Throughput::Bytes(rtools.len() as u64));
+    g.bench_function("tool_calls_allowed", |b| {
+        b.iter(|| run_responses(&rtools, false))
+    });
+    g.bench_function("tool_calls_one_denied", |b| {
+        b.iter(|| run_responses(&rtools, true))
+    });
     g.finish();
 }
 

@@ -31,7 +31,7 @@ usage:
   toolgate policy scaffold --from-request FILE
                                    a starter tool catalog from a request's tools
   toolgate eval sentinel [--config FILE]
-                                   seed 002's ten scenarios against the configured [judge]
+                                   the ten sentinel scenarios against the configured [judge]
   toolgate certs dev --out DIR [--force]
                                    a development CA, a server certificate for localhost and
                                    127.0.0.1, and a client certificate for mutual TLS

@@ -1,4 +1,4 @@
-//! `toolgate eval sentinel`: seed 002's ten scenarios against the configured
+//! `toolgate eval sentinel`: the ten sentinel scenarios in `tests/scenarios/` against the configured
 //! judge; accuracy overall and per category, the misjudged ones, latency.
 
 use std::collections::BTreeMap;

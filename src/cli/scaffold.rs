@@ -1,5 +1,5 @@
 //! `toolgate policy scaffold --from-request FILE`: a starter tool catalog from a
-//! request's `tools`, classes guessed from verbs in the names (seed 002's table),
+//! request's `tools`, classes guessed from verbs in the names,
 //! for a person to review.
 
 use serde_json::Value;

@@ -43,7 +43,7 @@ fn default_bridge_interval() -> u64 {
     300
 }
 
-/// `[judge.output]`: the output fact-checker's own limits (seed 004 section 8.1).
+/// `[judge.output]`: the output fact-checker's own limits.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawOutputCheck {

@@ -116,7 +116,7 @@ pub enum AuditOnError {
 pub struct Audit {
     pub path: AuditPath,
     pub on_error: AuditOnError,
-    /// Persist the judge's one-line reason (off: seed 001, constraint 6).
+    /// Persist the judge's one-line reason (off by default: it may quote arguments).
     pub include_judge_reason: bool,
 }
 

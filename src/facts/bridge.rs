@@ -1,5 +1,5 @@
-//! The trace-to-facts bridge (seed 004 R-002, section 8.2): `TraceFinding` JSON
-//! files from an analyzer's directory become facts in a section 8.3 fact file.
+//! The trace-to-facts bridge: `TraceFinding` JSON
+//! files from an analyzer's directory become facts in a JSON fact file.
 //!
 //! A finding with a `factCorrection` gives `{subject, predicate (default
 //! "value"), value: actual, source: "trace:<id>"}`. Facts are merged into the

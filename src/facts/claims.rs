@@ -1,4 +1,4 @@
-//! Stage 1 detectors over outgoing text (seed 004): numeric claims (numbers with
+//! Stage 1 detectors over outgoing text: numeric claims (numbers with
 //! units, percentages, currency amounts, counts) and exaggerated-capability
 //! phrases. Also the number reading shared with the fact check.
 

@@ -1,4 +1,4 @@
-//! The fact registry (seed 004): `{subject, predicate, value, source}` facts
+//! The fact registry: `{subject, predicate, value, source}` facts
 //! from `[[fact]]` and `[[facts]] file` in policy files, and the check of an
 //! outgoing text against them (stage 2), with the claim detectors (stage 1).
 //!
@@ -34,7 +34,7 @@ pub fn default_predicate() -> String {
     "value".to_string()
 }
 
-/// A fact file (seed 004, section 8.3).
+/// A fact file (JSON: `{"facts": [{subject, predicate, value, source}]}`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FactFile {

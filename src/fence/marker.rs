@@ -1,4 +1,4 @@
-//! The content fence (DESIGN section 5): every tool result in a request is
+//! The content fence: every tool result in a request is
 //! wrapped as untrusted data before the model sees it.
 //!
 //! ```text

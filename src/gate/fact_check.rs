@@ -1,4 +1,4 @@
-//! Stage 3 of output validation (seed 004 R-001): an LLM fact-checker for
+//! Stage 3 of output validation: an LLM fact-checker for
 //! external communications only. It is a sensor: it proposes `output.verdict`
 //! (`pass` or `block`) with a confidence; rules decide. The outgoing text and
 //! the facts its subjects name go to the judge only inside a JSON data block.

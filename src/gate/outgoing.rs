@@ -1,4 +1,4 @@
-//! Stages 1 and 2 of output validation (seed 004) for external communications:
+//! Stages 1 and 2 of output validation for external communications:
 //! whether a call sends text outside (the catalog's `external_comm`), its
 //! outgoing text, the claims in it, and its contradictions of registered facts.
 

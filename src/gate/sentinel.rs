@@ -1,4 +1,4 @@
-//! The sentinel (seed 002): an LLM judge of whether a proposed tool call serves
+//! The sentinel: an LLM judge of whether a proposed tool call serves
 //! the user's original request and stays inside the agent's mission. It is a
 //! sensor: it proposes `sentinel.decision` and `sentinel.confidence`; rules
 //! decide. Its inputs go to the judge only inside a JSON data block.

@@ -1,4 +1,4 @@
-//! Signals (seed 001): sensors populate them, policies alone issue verdicts.
+//! Signals: sensors populate them, policies alone issue verdicts.
 //!
 //! A signal has a dotted name (`tool.class`), a JSON value and a method.
 //! Deterministic signals are set first; an assisted signal (from an LLM sensor)

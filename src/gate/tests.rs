@@ -1,4 +1,4 @@
-//! Unit tests of the gate pipeline and the policy engine (seed 001's compliance list).
+//! Unit tests of the gate pipeline and the policy engine.
 
 use super::sensor::Assisted;
 use super::*;

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::Glob;
 
-/// What running a tool can do (seed 002's irreversibility classes).
+/// What running a tool can do (irreversibility classes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolClass {
@@ -41,7 +41,7 @@ pub struct ToolEntry {
     pub class: ToolClass,
     /// A schema the arguments must also satisfy, compiled at load.
     pub schema: Option<Arc<jsonschema::Validator>>,
-    /// Calls that send text outside (seed 004): checked against the facts.
+    /// Calls that send text outside: checked against the facts.
     pub external: Option<ExternalComm>,
     pub origin: String,
 }

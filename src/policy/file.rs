@@ -32,7 +32,7 @@ struct RawFile {
     facts: Vec<Spanned<RawFacts>>,
 }
 
-/// `[[facts]] file = "…"`: a fact file in seed 004's section 8.3 format.
+/// `[[facts]] file = "…"`: a fact file (see `facts`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFacts {
@@ -313,7 +313,7 @@ pub(super) fn compile(
             .and_then(|t| {
                 serde_json::from_str::<crate::facts::FactFile>(&t).map_err(|e| {
                     format!(
-                        "fact file {} is not a fact file (section 8.3 format): line {}: {e}",
+                        "fact file {} is not a fact file ({{\"facts\": [{{subject, predicate, value, source}}]}}): line {}: {e}",
                         path.display(),
                         e.line()
                     )

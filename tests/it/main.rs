@@ -37,7 +37,7 @@ mod slow_gate;
 mod policy;
 // The content fence and redaction of tool results.
 mod fence;
-// The sentinel: seed 002's scenarios, judge failures, injections, cache.
+// The sentinel: its scenarios, judge failures, injections, cache.
 mod sentinel;
 // Client authentication and the non-loopback refusal.
 mod auth;

@@ -1,4 +1,4 @@
-//! Output validation (seed 004) through the proxy: a fact contradiction in a
+//! Output validation through the proxy: a fact contradiction in a
 //! streamed external communication, the LLM fact-checker over HTTP (only for
 //! external communications, its block, its cache, its failure), and the
 //! trace-to-facts bridge feeding the registry at run time.
@@ -220,7 +220,7 @@ async fn the_fact_checker_judges_only_external_messages_and_its_block_rejects() 
         "the same text and facts are answered from the cache"
     );
 
-    // Seed 004's integration case: `exec` running `bird tweet` is an external communication.
+    // The integration case: `exec` running `bird tweet` is an external communication.
     assert_eq!(
         say(&gate, "exec: grep fastest notes.txt").await,
         1,

@@ -1,4 +1,4 @@
-//! The policy engine over HTTP: seed 000's phase gate and declaration tests,
+//! The policy engine over HTTP: the phase gate and declaration tests,
 //! rate limits, hidden tools, monitor mode and hot reload.
 
 use std::time::Duration;

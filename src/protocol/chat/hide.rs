@@ -1,4 +1,4 @@
-//! Hidden tools (seed 003: a user must not detect that a tool exists): tools the
+//! Hidden tools (a user must not be able to tell that a tool exists): tools the
 //! rules deny whatever the arguments are removed from the request before it
 //! goes upstream, so the model never sees them.
 
