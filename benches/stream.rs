@@ -141,8 +141,16 @@ fn bench(c: &mut Criterion) {
     g.finish();
     let rtext = responses_stream(2000, 0);
     let rtools = responses_stream(10, 200);
-    assert_eq!(run_responses(&rtext, false), rtext.len(), "allow-all passes every byte");
-    assert_eq!(run_responses(&rtools, false), rtools.len(), "allow-all passes every byte");
+    assert_eq!(
+        run_responses(&rtext, false),
+        rtext.len(),
+        "allow-all passes every byte"
+    );
+    assert_eq!(
+        run_responses(&rtools, false),
+        rtools.len(),
+        "allow-all passes every byte"
+    );
     let mut g = c.benchmark_group("responses_stream_transform");
     g.throughput(Throughput::Bytes(rtext.len() as u64));
     g.bench_function("text_only", |b| b.iter(|| run_responses(&rtext, false)));

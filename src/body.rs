@@ -227,6 +227,9 @@ impl Driver {
             let dropped = self
                 .rw
                 .fail(&err, self.state.passthrough_errors(), &mut self.out);
+            if let Some(w) = self.rw.take_withheld() {
+                self.state.remember_withheld(w);
+            }
             release::dropped(
                 &self.state,
                 &self.gates,
