@@ -47,11 +47,17 @@ pub enum ItemClass {
     Other,
 }
 
+/// How an item of type `t` is treated. A type that only differs from a call
+/// type by case, width or invisible characters (`Function_Call`) is held as
+/// a call too: a lenient reader could take it for one, and its kind
+/// ([`call_of`]) is one toolgate rejects.
 pub fn classify(t: &str) -> ItemClass {
     match t {
         "reasoning" => ItemClass::Reasoning,
         _ if HOSTED_CALLS.contains(&t) => ItemClass::Other,
         _ if t.ends_with("_call") => ItemClass::Call,
+        _ if t.is_ascii() && !t.bytes().any(|b| b.is_ascii_uppercase()) => ItemClass::Other,
+        _ if crate::fold::fold(t).ends_with("_call") => ItemClass::Call,
         _ => ItemClass::Other,
     }
 }

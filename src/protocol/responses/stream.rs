@@ -215,6 +215,11 @@ impl StreamRewriter {
             if TERMINAL.contains(&ty) {
                 return Err(malformed("response ended before its tool calls finished"));
             }
+            // A whole response while a call is open is never sent by a
+            // provider, and its `output` would go out as it came.
+            if obj.contains_key("response") {
+                return Err(malformed("a response snapshot came while a call was open"));
+            }
             // Another item's event while a call is open: held to keep the order.
             let held = Held {
                 raw,

@@ -262,6 +262,29 @@ fn broken_streams_fail_closed_with_a_well_formed_end() {
         json!({"type": "response.failed", "response": resp("failed", json!([]))}),
     ));
     fails_closed(&failed, "response.failed mid-call");
+    // A response snapshot with the open call in its output, mid-call.
+    let mut snapshot = blocks[..9].concat();
+    snapshot.push_str(&ev(json!({"type": "response.in_progress", "response": resp("in_progress", json!([{"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{\"cmd\":\"rm -rf /\"}"}]))})));
+    snapshot.push_str(&blocks[9..].concat());
+    fails_closed(&snapshot, "response snapshot mid-call");
+}
+
+#[test]
+fn an_item_type_spelled_like_a_call_is_held_and_rejected() {
+    let s = stream().replace("\"type\":\"function_call\"", "\"type\":\"Function_Call\"");
+    let mut kinds = Vec::new();
+    let mut rw = StreamRewriter::new(&opts());
+    // As the integrity gate does: a kind toolgate cannot carry is rejected.
+    let out = rw.run_sync(&[s.as_bytes()], |c| {
+        kinds.push(c.kind.clone());
+        !matches!(c.kind, crate::call::Kind::Other(_))
+    });
+    let out = String::from_utf8(out.to_vec()).unwrap();
+    assert_eq!(kinds.len(), 2, "both calls were held and gated");
+    assert!(
+        !out.contains("rm -rf") && !out.contains("Function_Call"),
+        "{out}"
+    );
 }
 
 #[test]
