@@ -34,6 +34,8 @@ pub struct State {
     pub reload_requested: tokio::sync::Notify,
     /// Body bytes in flight (request bodies, whole response bodies).
     pub budget: crate::budget::Budget,
+    /// The key of the ids given to messages that replace withheld calls.
+    pub id_key: [u8; 32],
     /// Calls withheld from stored responses, by response id (`[responses]`).
     withheld: moka::sync::Cache<String, Arc<Vec<(String, String)>>>,
 }
@@ -98,7 +100,10 @@ impl State {
             .max_capacity(config.responses.remember_max)
             .time_to_live(config.responses.remember_ttl)
             .build();
+        let id_key =
+            crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
         Ok(State {
+            id_key,
             fence_secret,
             redactor,
             gates: RwLock::new(Arc::new(Gates::new(policy, &parts))),
@@ -167,13 +172,8 @@ impl State {
             max_event_bytes: l.max_event_bytes,
             max_call_bytes: l.max_tool_args_bytes,
             max_held_bytes: l.max_held_args_bytes,
-            id_key: self.id_key(),
+            id_key: self.id_key,
         }
-    }
-
-    /// The key of the ids given to messages that replace withheld calls.
-    pub fn id_key(&self) -> [u8; 32] {
-        crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"replacement message ids"])
     }
 
     /// Records calls withheld from a stored response (added to what was

@@ -210,6 +210,21 @@ pub fn write_raw_data(out: &mut BytesMut, data: &[u8]) {
     out.put_slice(b"\n");
 }
 
+/// Removes `list` when it is an empty array, and with it the settings that
+/// only mean something beside it (`dependents`); for hidden tools.
+pub fn drop_if_empty(obj: &mut Map<String, Value>, list: &str, dependents: &[&str]) {
+    if obj
+        .get(list)
+        .and_then(Value::as_array)
+        .is_some_and(|t| t.is_empty())
+    {
+        obj.remove(list);
+        for d in dependents {
+            obj.remove(*d);
+        }
+    }
+}
+
 /// A comment line sent while a slow gate decides.
 pub const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");
 

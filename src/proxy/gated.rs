@@ -11,7 +11,6 @@ use serde_json::Value;
 
 use super::{full, is_json, upstream_status, ProxyBody, Routed};
 use crate::body;
-use crate::call::Call;
 use crate::context::{self, Context};
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
@@ -138,15 +137,18 @@ pub async fn handle(
             if parsed.calls().is_empty() {
                 return Ok(Response::from_parts(head, full(raw.clone())));
             }
-            let verdicts = decide(state, &gates, &ctx, parsed.calls()).await;
+            let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
             parsed.forget_calls();
             parsed.rewrite(&verdicts, neutral, &mut out)
         }
         Protocol::Responses => {
             let mut parsed = responses::complete::Answer::parse(text, max_args)?;
-            let verdicts = decide(state, &gates, &ctx, parsed.calls()).await;
+            if parsed.calls().is_empty() {
+                return Ok(Response::from_parts(head, full(raw.clone())));
+            }
+            let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
             parsed.forget_calls();
-            let seed = responses::Ids::new(&state.id_key());
+            let seed = responses::Ids::new(&state.id_key);
             let changed = parsed.rewrite(&verdicts, neutral, &seed, &mut out);
             if let Some(w) = parsed.withheld(&verdicts) {
                 state.remember_withheld(w);
@@ -161,18 +163,6 @@ pub async fn handle(
         head,
         body::Pieces::new(out.finish()).boxed(),
     ))
-}
-
-async fn decide(
-    state: &State,
-    gates: &Gates,
-    ctx: &Context,
-    calls: &[Call],
-) -> Vec<crate::call::Release> {
-    if calls.is_empty() {
-        return Vec::new();
-    }
-    release::decide(state, gates, ctx, calls).await
 }
 
 /// A request that continues a stored response answers the calls toolgate

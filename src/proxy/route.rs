@@ -80,14 +80,17 @@ const TABLE: &[(&str, &str, Target)] = &[
 ];
 
 fn matches(pattern: &str, segs: &[String]) -> bool {
-    let pat: Vec<&str> = pattern.split('/').collect();
-    let seg_eq = |p: &&str, s: &String| *p == "+" || p == s;
-    match pat.split_last() {
-        Some((&"*", head)) => {
-            segs.len() > head.len() && head.iter().zip(segs).all(|(p, s)| seg_eq(p, s))
+    let mut i = 0;
+    for p in pattern.split('/') {
+        if p == "*" {
+            return i < segs.len();
         }
-        _ => pat.len() == segs.len() && pat.iter().zip(segs).all(|(p, s)| seg_eq(p, s)),
+        match segs.get(i) {
+            Some(s) if p == "+" || p == s => i += 1,
+            _ => return false,
+        }
     }
+    i == segs.len()
 }
 
 /// The row for `(method, segs)`: a path that only a gated row's pattern

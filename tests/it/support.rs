@@ -42,48 +42,40 @@ pub fn own_fixture(name: &str) -> Bytes {
     Bytes::from(std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
 }
 
-/// Every chat-completions fixture (SSE and non-streaming JSON) in the shared set.
-pub fn chat_fixtures() -> Vec<PathBuf> {
+/// The shared fixtures whose file name `keep` accepts, sorted.
+fn shared_fixtures(keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let Some(dir) = fixtures_dir() else {
         return Vec::new();
     };
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().to_string();
-            let other_api = [
-                "anthropic-messages",
-                "openai-responses",
-                "deepseek-responses",
-                "bedrock-mantle",
-            ]
-            .iter()
-            .any(|x| n.starts_with(x));
-            !other_api
-                && !n.ends_with(".request.json")
-                && (n.ends_with(".sse") || n.ends_with(".json"))
-        })
+        .filter(|p| keep(&p.file_name().unwrap().to_string_lossy()))
         .collect();
     v.sort();
     v
 }
 
+/// Every chat-completions fixture (SSE and non-streaming JSON) in the shared set.
+pub fn chat_fixtures() -> Vec<PathBuf> {
+    shared_fixtures(|n| {
+        let other_api = [
+            "anthropic-messages",
+            "openai-responses",
+            "deepseek-responses",
+            "bedrock-mantle",
+        ]
+        .iter()
+        .any(|x| n.starts_with(x));
+        !other_api && !n.ends_with(".request.json") && (n.ends_with(".sse") || n.ends_with(".json"))
+    })
+}
+
 /// Every Responses-API stream in the shared set.
 pub fn responses_fixtures() -> Vec<PathBuf> {
-    let Some(dir) = fixtures_dir() else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().to_string();
-            n.ends_with(".sse") && (n.contains("-responses-") || n.starts_with("bedrock-mantle"))
-        })
-        .collect();
-    v.sort();
-    v
+    shared_fixtures(|n| {
+        n.ends_with(".sse") && (n.contains("-responses-") || n.starts_with("bedrock-mantle"))
+    })
 }
 
 /// The `response` of a Responses stream's `response.completed` event.

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::protocol::drop_if_empty;
+
 /// Removes `names` from `tools` and `functions`; a `tool_choice` or
 /// `function_call` that forces a removed tool is dropped, and so are tool
 /// settings left without tools. Returns whether anything changed.
@@ -42,23 +44,8 @@ pub fn remove_tools(body: &mut Value, names: &[String]) -> bool {
         obj.remove("function_call");
         changed = true;
     }
-    if obj
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| t.is_empty())
-    {
-        obj.remove("tools");
-        obj.remove("tool_choice");
-        obj.remove("parallel_tool_calls");
-    }
-    if obj
-        .get("functions")
-        .and_then(Value::as_array)
-        .is_some_and(|f| f.is_empty())
-    {
-        obj.remove("functions");
-        obj.remove("function_call");
-    }
+    drop_if_empty(obj, "tools", &["tool_choice", "parallel_tool_calls"]);
+    drop_if_empty(obj, "functions", &["function_call"]);
     changed
 }
 

@@ -9,23 +9,13 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{call_of, classify, dropped_reasoning, neutral_item, Ids, ItemClass};
+use super::{call_of, classify, dropped_reasoning, neutral_item, Ids, ItemClass, ITEM_KEYS};
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::json::{self, write_key, Obj, Sink};
 use crate::protocol::{fold_guard, map_guard, Withheld};
 
 const TOP: [&str; 4] = ["id", "output", "error", "object"];
-const ITEM: [&str; 8] = [
-    "type",
-    "id",
-    "call_id",
-    "name",
-    "arguments",
-    "input",
-    "action",
-    "operation",
-];
 
 fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
@@ -52,7 +42,7 @@ impl<'a> Answer<'a> {
     /// an `output` is the provider's error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Answer<'a>, Error> {
         // Read once strictly (repeated keys anywhere fail), then borrowed.
-        json::strict_value(text.as_bytes())
+        let tree = json::strict_value(text.as_bytes())
             .map_err(|_| malformed("response is not unambiguous JSON"))?;
         let top: Obj =
             serde_json::from_str(text).map_err(|_| malformed("response is not a JSON object"))?;
@@ -73,13 +63,16 @@ impl<'a> Answer<'a> {
         };
         let mut items = Vec::with_capacity(raws.len());
         let mut calls = Vec::new();
-        for raw in raws {
-            let v: Value = serde_json::from_str(raw.get())
-                .map_err(|_| malformed("output item is not JSON"))?;
-            let Value::Object(m) = &v else {
+        // The strict tree's items, in the same order as the raw ones (no key repeats).
+        let parsed = tree
+            .get("output")
+            .and_then(Value::as_array)
+            .map_or(&[][..], |a| a);
+        for (raw, v) in raws.into_iter().zip(parsed) {
+            let Value::Object(m) = v else {
                 return Err(malformed("output item is not an object"));
             };
-            map_guard(m, &ITEM)?;
+            map_guard(m, &ITEM_KEYS)?;
             let t = m
                 .get("type")
                 .and_then(Value::as_str)
@@ -87,7 +80,7 @@ impl<'a> Answer<'a> {
             let class = classify(t);
             let mut call = None;
             if class == ItemClass::Call {
-                let c = call_of(&v, max_call_bytes)?;
+                let c = call_of(v, max_call_bytes)?;
                 let item_id = m
                     .get("id")
                     .and_then(Value::as_str)

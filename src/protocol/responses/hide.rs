@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::builtin_name;
+use crate::protocol::drop_if_empty;
 
 /// The name a `tools[]` entry (or a `tool_choice` naming one) is gated under.
 fn tool_name(t: &Value) -> Option<&str> {
@@ -42,15 +43,7 @@ pub fn remove_tools(body: &mut Value, names: &[String]) -> bool {
             }
         }
     }
-    if obj
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| t.is_empty())
-    {
-        obj.remove("tools");
-        obj.remove("tool_choice");
-        obj.remove("parallel_tool_calls");
-    }
+    drop_if_empty(obj, "tools", &["tool_choice", "parallel_tool_calls"]);
     changed
 }
 

@@ -36,6 +36,19 @@ const HOSTED_CALLS: [&str; 6] = [
     "tool_search_call",
 ];
 
+/// The keys toolgate reads in a call item. A key that only folds to one of
+/// them fails the item.
+pub const ITEM_KEYS: [&str; 8] = [
+    "type",
+    "id",
+    "call_id",
+    "name",
+    "arguments",
+    "input",
+    "action",
+    "operation",
+];
+
 /// How an output item of type `t` is treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ItemClass {

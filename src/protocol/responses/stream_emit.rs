@@ -1,0 +1,217 @@
+//! What the Responses stream rewriter writes: events passed on (renumbered,
+//! their response's `output` rewritten), held events released, and the
+//! message that replaces a withheld call.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{json, Map, Value};
+
+use super::{malformed, Decided, Held, StreamRewriter, TERMINAL};
+use crate::error::Error;
+use crate::protocol::json::{write_obj, Obj};
+use crate::protocol::responses::{
+    call_id, call_of, classify, dropped_reasoning, neutral_item, neutral_part, ItemClass,
+};
+
+impl StreamRewriter {
+    /// An event of no held call: renumbered if needed, its response rewritten.
+    pub(super) fn pass(
+        &mut self,
+        raw: Bytes,
+        data: Vec<u8>,
+        obj: Map<String, Value>,
+        seq: Option<u64>,
+        out: &mut BytesMut,
+    ) -> Result<(), Error> {
+        let ty = obj
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut output = None;
+        if let Some(Value::Object(resp)) = obj.get("response") {
+            if let Some(id) = resp.get("id").and_then(Value::as_str) {
+                if self.response_id.is_empty() {
+                    self.response_id = id.to_string();
+                }
+            }
+            if self.snapshot.is_none() {
+                self.snapshot = Some(Value::Object(resp.clone()));
+            }
+            if let Some(Value::Array(items)) = resp.get("output") {
+                output = self.final_output(items)?;
+            }
+        }
+        if TERMINAL.contains(&ty.as_str()) {
+            self.terminal = true;
+        }
+        let n = self.number(seq);
+        if output.is_none() && n == seq {
+            out.put_slice(&raw);
+            return Ok(());
+        }
+        let text = std::str::from_utf8(&data).map_err(|_| malformed("event is not UTF-8"))?;
+        let top: Obj = serde_json::from_str(text).map_err(|_| malformed("event is not JSON"))?;
+        let mut body = String::with_capacity(text.len());
+        write_obj(&mut body, &top, |k, v| match k {
+            "sequence_number" if n != seq => n.map(|n| n.to_string()),
+            "response" => output.as_ref().and_then(|o| {
+                let resp = Obj::of(v)?;
+                let mut r = String::new();
+                write_obj(&mut r, &resp, |k, _| (k == "output").then(|| o.clone()));
+                Some(r)
+            }),
+            _ => None,
+        });
+        write_event(out, &ty, body.as_bytes());
+        Ok(())
+    }
+
+    /// The next sequence number for an event that had `seq`: as it was unless
+    /// that would not be above the last one sent.
+    fn number(&mut self, seq: Option<u64>) -> Option<u64> {
+        let s = seq?;
+        let n = match self.last_seq {
+            Some(l) if s <= l => l + 1,
+            _ => s,
+        };
+        self.last_seq = Some(n);
+        Some(n)
+    }
+
+    /// A number for a new event, when the stream numbers its events.
+    pub(super) fn fresh_number(&mut self) -> Option<u64> {
+        if !self.uses_seq {
+            return None;
+        }
+        let n = self.last_seq.map_or(0, |l| l + 1);
+        self.last_seq = Some(n);
+        Some(n)
+    }
+
+    /// A response's `output` as the client may see it; `None` when unchanged.
+    fn final_output(&mut self, items: &[Value]) -> Result<Option<String>, Error> {
+        let mut changed = false;
+        let mut new: Vec<Value> = Vec::with_capacity(items.len());
+        let mut classes = Vec::with_capacity(items.len());
+        for item in items {
+            let t = item.get("type").and_then(Value::as_str).unwrap_or("");
+            let class = classify(t);
+            if class != ItemClass::Call {
+                classes.push((class, false));
+                new.push(item.clone());
+                continue;
+            }
+            let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+            let replaced = match self.decided.get(id) {
+                Some(Decided::Released { arguments }) => {
+                    let same =
+                        call_of(item, self.max_call).is_ok_and(|c| &c.arguments == arguments);
+                    (!same).then(|| neutral_item(&self.ids.message_id(id), &self.neutral))
+                }
+                Some(Decided::Withheld { message }) => Some(message.clone()),
+                None => Some(neutral_item(&self.ids.message_id(id), &self.neutral)),
+            };
+            if replaced.is_some() && !matches!(self.decided.get(id), Some(Decided::Withheld { .. }))
+            {
+                // A call the stream never released: withheld here too.
+                self.withheld
+                    .push((call_id(item)?.to_string(), t.to_string()));
+                self.decided.insert(
+                    id.to_string(),
+                    Decided::Withheld {
+                        message: neutral_item(&self.ids.message_id(id), &self.neutral),
+                    },
+                );
+            }
+            classes.push((ItemClass::Call, replaced.is_some()));
+            match replaced {
+                Some(m) => {
+                    changed = true;
+                    new.push(m);
+                }
+                None => new.push(item.clone()),
+            }
+        }
+        let drop = dropped_reasoning(&classes);
+        if drop.iter().any(|d| *d) {
+            changed = true;
+            new = new
+                .into_iter()
+                .zip(drop)
+                .filter(|(_, d)| !d)
+                .map(|(v, _)| v)
+                .collect();
+        }
+        Ok(changed.then(|| Value::Array(new).to_string()))
+    }
+
+    /// Sends a held event, renumbered if needed.
+    pub(super) fn release(&mut self, h: &Held, out: &mut BytesMut) {
+        let n = self.number(h.seq);
+        if n == h.seq {
+            out.put_slice(&h.raw);
+            return;
+        }
+        let text = String::from_utf8_lossy(&h.data);
+        let Ok(top) = serde_json::from_str::<Obj>(&text) else {
+            out.put_slice(&h.raw);
+            return;
+        };
+        let mut body = String::with_capacity(text.len());
+        write_obj(&mut body, &top, |k, _| {
+            (k == "sequence_number")
+                .then(|| n.map(|n| n.to_string()))
+                .flatten()
+        });
+        write_event(out, &h.ty, body.as_bytes());
+    }
+
+    /// The six events of a complete assistant message at `oi`.
+    pub(super) fn replacement(&mut self, oi: u64, id: &str, out: &mut BytesMut) {
+        let text = self.neutral.clone();
+        let added = json!({"id": id, "type": "message", "status": "in_progress", "content": [], "role": "assistant"});
+        let part = neutral_part("");
+        let events = [
+            (
+                "response.output_item.added",
+                json!({"output_index": oi, "item": added}),
+            ),
+            (
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": oi, "content_index": 0, "part": part}),
+            ),
+            (
+                "response.output_text.delta",
+                json!({"item_id": id, "output_index": oi, "content_index": 0, "delta": text, "logprobs": []}),
+            ),
+            (
+                "response.output_text.done",
+                json!({"item_id": id, "output_index": oi, "content_index": 0, "text": text, "logprobs": []}),
+            ),
+            (
+                "response.content_part.done",
+                json!({"item_id": id, "output_index": oi, "content_index": 0, "part": neutral_part(&text)}),
+            ),
+            (
+                "response.output_item.done",
+                json!({"output_index": oi, "item": neutral_item(id, &text)}),
+            ),
+        ];
+        for (ty, mut v) in events {
+            v["type"] = json!(ty);
+            if let Some(n) = self.fresh_number() {
+                v["sequence_number"] = json!(n);
+            }
+            write_event(out, ty, v.to_string().as_bytes());
+        }
+    }
+}
+
+/// Appends `event: <ty>` and `data: <data>`.
+pub(super) fn write_event(out: &mut BytesMut, ty: &str, data: &[u8]) {
+    out.put_slice(b"event: ");
+    out.put_slice(ty.as_bytes());
+    out.put_slice(b"\ndata: ");
+    out.put_slice(data);
+    out.put_slice(b"\n\n");
+}
