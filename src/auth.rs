@@ -1,5 +1,6 @@
-//! Client authentication: `Authorization: Bearer <token>` → the `[[client]]`
-//! whose token hash matches becomes the principal policies see. With no
+//! Client authentication: `Authorization: Bearer <token>` (or `x-api-key:
+//! <token>`, as the Anthropic SDKs send it) → the `[[client]]` whose token
+//! hash matches becomes the principal policies see. With no
 //! clients configured every caller is `anonymous`. A missing or wrong token is
 //! a generic 401 that says nothing about which clients exist.
 
@@ -13,13 +14,16 @@ pub fn principal(clients: &[Client], headers: &HeaderMap) -> Result<String, Erro
     if clients.is_empty() {
         return Ok("anonymous".into());
     }
-    let token = headers
+    let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
-        })
+        });
+    let api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    let token = bearer
+        .or(api_key)
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or(Error::Unauthorized)?;
@@ -83,5 +87,13 @@ mod tests {
             Err(Error::Unauthorized)
         ));
         assert_eq!(principal(&[], &HeaderMap::new()).unwrap(), "anonymous");
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", "tok-alpha".parse().unwrap());
+        assert_eq!(principal(&clients(), &h).unwrap(), "alpha");
+        h.insert("x-api-key", "nope".parse().unwrap());
+        assert!(matches!(
+            principal(&clients(), &h),
+            Err(Error::Unauthorized)
+        ));
     }
 }

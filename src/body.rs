@@ -283,13 +283,17 @@ impl Driver {
         let rest = dec.finish().map_err(Stop::Fault)?;
         self.rw.push(&rest);
         loop {
-            match self.rw.process(&mut self.out).map_err(Stop::Fault)? {
+            let step = self.rw.process(&mut self.out).map_err(Stop::Fault)?;
+            self.audit_hosted().await;
+            match step {
                 Step::NeedMore => break,
                 Step::Gate => self.gate().await?,
             }
         }
         loop {
-            match self.rw.end(&mut self.out).map_err(Stop::Fault)? {
+            let step = self.rw.end(&mut self.out).map_err(Stop::Fault)?;
+            self.audit_hosted().await;
+            match step {
                 Step::NeedMore => break,
                 Step::Gate => self.gate().await?,
             }
@@ -299,10 +303,20 @@ impl Driver {
 
     async fn steps(&mut self) -> Result<(), Stop> {
         loop {
-            match self.rw.process(&mut self.out).map_err(Stop::Fault)? {
+            let step = self.rw.process(&mut self.out).map_err(Stop::Fault)?;
+            self.audit_hosted().await;
+            match step {
                 Step::NeedMore => return self.send(false).await,
                 Step::Gate => self.gate().await?,
             }
+        }
+    }
+
+    /// Audits the provider-run calls the rewriter has seen.
+    async fn audit_hosted(&mut self) {
+        let hosted = self.rw.take_hosted();
+        if !hosted.is_empty() {
+            release::hosted(&self.state, &self.gates, &self.ctx, &hosted).await;
         }
     }
 

@@ -182,7 +182,7 @@ impl Error {
             ),
             Error::UnsupportedEndpoint => (
                 "invalid_request_error",
-                "This endpoint is not supported. Use POST /v1/chat/completions or POST /v1/responses."
+                "This endpoint is not supported. Use POST /v1/chat/completions, POST /v1/responses or POST /v1/messages."
                     .to_string(),
             ),
             Error::NotServed(m) => ("invalid_request_error", m.to_string()),
@@ -226,11 +226,13 @@ impl Error {
         error_body(kind, &message)
     }
 
-    /// Converts the error into the response the agent receives. With
+    /// Converts the error into the response the agent receives, its body
+    /// written by `render` (the wire format's error shape). With
     /// `passthrough`, an upstream error status keeps the upstream's own body.
     pub fn into_response<B>(
         self,
         passthrough: bool,
+        render: impl FnOnce(&Error) -> Bytes,
         into_body: impl FnOnce(Bytes) -> B,
     ) -> Response<B> {
         let status = self.status();
@@ -250,9 +252,9 @@ impl Error {
             }
             Error::UpstreamStatus {
                 ref retry_after, ..
-            } => (self.json_body(), retry_after.clone()),
-            Error::Overloaded => (self.json_body(), Some(HeaderValue::from_static("1"))),
-            ref other => (other.json_body(), None),
+            } => (render(&self), retry_after.clone()),
+            Error::Overloaded => (render(&self), Some(HeaderValue::from_static("1"))),
+            ref other => (render(other), None),
         };
         let mut resp = Response::new(into_body(body));
         *resp.status_mut() = status;

@@ -48,7 +48,13 @@ impl Histogram {
 }
 
 /// Route labels, in the order of [`Metrics::requests`]'s rows.
-pub const ROUTES: [&str; 4] = ["chat_completions", "responses", "passthrough", "refused"];
+pub const ROUTES: [&str; 5] = [
+    "chat_completions",
+    "responses",
+    "messages",
+    "passthrough",
+    "refused",
+];
 
 pub struct Metrics {
     /// Requests by route and status: one lock-free counter per (route, status 0..600).

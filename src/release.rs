@@ -143,3 +143,23 @@ pub async fn dropped(
         state.metrics.tool_call(Verdict::Reject);
     }
 }
+
+/// Audits calls the provider ran itself (server tools): they were gated on
+/// the request, and the trail shows they ran. Not counted as gated calls.
+pub async fn hosted(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) {
+    let version = &gates.policy().version;
+    for call in calls {
+        let d = Decision {
+            verdict: Verdict::Allow,
+            gate: "provider",
+            outcome: crate::gate::Outcome::allow("run by the provider; gated on the request"),
+            steps: Vec::new(),
+            signals: None,
+        };
+        let mut rec = record(ctx, call, &d, version);
+        rec.verdict = "provider_run";
+        if let Err(e) = state.audit.record(&rec).await {
+            tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
+        }
+    }
+}

@@ -20,6 +20,8 @@ use crate::upstream::Upstream;
 pub struct State {
     pub config: Config,
     pub upstream: Upstream,
+    /// Where `/v1/messages` goes (`[upstream.messages]`).
+    pub messages_upstream: Upstream,
     gates: RwLock<Arc<Gates>>,
     parts: Parts,
     pub audit: AuditLog,
@@ -50,6 +52,7 @@ impl State {
         }
         let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
         let upstream = Upstream::new(&config.upstream)?;
+        let messages_upstream = Upstream::new(&config.messages_upstream)?;
         let audit = AuditLog::start(&config.audit.path, config.audit.on_error).await?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -81,12 +84,11 @@ impl State {
             parts.sensors.push(Arc::new(checker));
         }
         let fence_secret = fence_secret(&config.fence.key_env);
-        let key = upstream
-            .key_header()
-            .and_then(|h| h.to_str().ok())
-            .map(|v| v.trim_start_matches("Bearer ").to_string());
-        let mut exact: Vec<(String, &'static str)> =
-            key.into_iter().map(|k| (k, "upstream_key")).collect();
+        let mut exact: Vec<(String, &'static str)> = [&upstream, &messages_upstream]
+            .iter()
+            .filter_map(|u| u.key_text())
+            .map(|k| (k, "upstream_key"))
+            .collect();
         exact.extend(
             config
                 .clients
@@ -110,6 +112,7 @@ impl State {
             parts,
             config,
             upstream,
+            messages_upstream,
             audit,
             metrics: Arc::new(Metrics::default()),
             id_prefix: crate::digest::sha256_hex(seed.as_bytes())[..10].to_string(),
@@ -194,6 +197,14 @@ impl State {
     /// The calls withheld from stored response `id`, if toolgate remembers it.
     pub fn withheld(&self, id: &str) -> Option<Arc<Vec<(String, String)>>> {
         self.withheld.get(id)
+    }
+
+    /// The upstream a protocol's requests go to.
+    pub fn upstream_for(&self, protocol: crate::protocol::Protocol) -> &Upstream {
+        match protocol {
+            crate::protocol::Protocol::Messages => &self.messages_upstream,
+            _ => &self.upstream,
+        }
     }
 
     pub fn passthrough_errors(&self) -> bool {

@@ -13,7 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::config::{self, AuthMode};
+use crate::config::{self, AuthMode, KeyHeader};
 use crate::error::Error;
 
 pub type UpstreamBody = BoxBody<Bytes, hyper::Error>;
@@ -24,6 +24,7 @@ pub struct Upstream {
     authority: http::uri::Authority,
     prefix: String,
     key: Option<HeaderValue>,
+    key_header: KeyHeader,
     auth: AuthMode,
     pub timeout: Duration,
 }
@@ -102,7 +103,11 @@ impl Upstream {
             .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
         let key = match key {
             Some(k) => {
-                let mut v = HeaderValue::from_str(&format!("Bearer {k}")).map_err(|_| {
+                let text = match cfg.key_header {
+                    KeyHeader::Bearer => format!("Bearer {k}"),
+                    KeyHeader::XApiKey => k,
+                };
+                let mut v = HeaderValue::from_str(&text).map_err(|_| {
                     Error::config(
                         "<env>",
                         1,
@@ -114,7 +119,8 @@ impl Upstream {
             }
             None => {
                 if cfg.auth == AuthMode::Inject {
-                    tracing::warn!(vars = ?cfg.api_key_env, "no upstream key in the environment; requests go upstream without one");
+                    let origin = cfg.origin.to_string();
+                    tracing::warn!(vars = ?cfg.api_key_env, origin = %origin.trim_end_matches('/'), "no upstream key in the environment; requests to this upstream go without one");
                 }
                 None
             }
@@ -135,6 +141,7 @@ impl Upstream {
             authority,
             prefix: cfg.path_prefix.clone(),
             key,
+            key_header: cfg.key_header,
             auth: cfg.auth,
             timeout: cfg.timeout,
         })
@@ -143,6 +150,12 @@ impl Upstream {
     /// The upstream key's raw value, for redaction (never logged).
     pub fn key_header(&self) -> Option<&HeaderValue> {
         self.key.as_ref()
+    }
+
+    /// The upstream key itself (without a `Bearer ` prefix), for redaction.
+    pub fn key_text(&self) -> Option<String> {
+        let v = self.key.as_ref()?.to_str().ok()?;
+        Some(v.strip_prefix("Bearer ").unwrap_or(v).to_string())
     }
 
     /// Builds the upstream request for `rest` (the path after `/v1`) and `query`.
@@ -190,7 +203,11 @@ impl Upstream {
             headers.remove("api-key");
             headers.remove("x-api-key");
             if let Some(k) = &self.key {
-                headers.insert(header::AUTHORIZATION, k.clone());
+                let name = match self.key_header {
+                    KeyHeader::Bearer => header::AUTHORIZATION,
+                    KeyHeader::XApiKey => HeaderName::from_static("x-api-key"),
+                };
+                headers.insert(name, k.clone());
             }
         }
         let mut req = Request::new(body);
@@ -267,6 +284,36 @@ mod tests {
             .request(http::Method::GET, "/models", None, &h, body())
             .unwrap();
         assert_eq!(r.headers()[header::AUTHORIZATION], "Bearer agent");
+    }
+
+    #[test]
+    fn the_messages_upstream_sends_its_key_as_x_api_key() {
+        let mut cfg = config::Config::embedded().unwrap().messages_upstream;
+        cfg.api_key_env = vec!["TOOLGATE_TEST_MESSAGES_KEY".into()];
+        std::env::set_var("TOOLGATE_TEST_MESSAGES_KEY", "sk-ant-upstream");
+        let u = Upstream::new(&cfg).unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", HeaderValue::from_static("client-token"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer c"));
+        h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
+        h.insert("anthropic-beta", HeaderValue::from_static("b1"));
+        let r = u
+            .request(http::Method::POST, "/messages", None, &h, body())
+            .unwrap();
+        assert_eq!(r.uri().to_string(), "https://api.anthropic.com/v1/messages");
+        let rh = r.headers();
+        assert_eq!(rh["x-api-key"], "sk-ant-upstream");
+        assert!(rh.get(header::AUTHORIZATION).is_none());
+        assert_eq!(rh["anthropic-version"], "2023-06-01");
+        assert_eq!(rh["anthropic-beta"], "b1");
+        assert_eq!(u.key_text().as_deref(), Some("sk-ant-upstream"));
+        cfg.key_header = KeyHeader::Bearer;
+        let u = Upstream::new(&cfg).unwrap();
+        let r = u
+            .request(http::Method::POST, "/messages", None, &h, body())
+            .unwrap();
+        assert_eq!(r.headers()[header::AUTHORIZATION], "Bearer sk-ant-upstream");
+        assert!(r.headers().get("x-api-key").is_none());
     }
 
     #[test]

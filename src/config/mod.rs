@@ -21,6 +21,8 @@ pub struct Config {
     pub source: String,
     pub listen: Listen,
     pub upstream: Upstream,
+    /// `[upstream.messages]`: where `/v1/messages` goes.
+    pub messages_upstream: Upstream,
     pub policy: Policy,
     pub audit: Audit,
     pub rewrite: Rewrite,
@@ -135,6 +137,23 @@ impl Config {
         if raw.stream.keepalive_ms == 0 {
             bad(0..0, "stream.keepalive_ms must be greater than 0".into());
         }
+        let m = &raw.upstream.messages;
+        let messages_base = match parse_base_url(m.base_url.get_ref()) {
+            Ok(v) => v,
+            Err(e) => {
+                bad(
+                    m.base_url.span(),
+                    e.replace("upstream.base_url", "upstream.messages.base_url"),
+                );
+                (http::uri::Uri::from_static("http://invalid"), String::new())
+            }
+        };
+        if m.timeout_secs == Some(0) || m.connect_timeout_secs == Some(0) {
+            bad(
+                0..0,
+                "upstream.messages timeouts must be greater than 0".into(),
+            );
+        }
         let api_key_env = raw.upstream.api_key_env.into_vec();
         let judge_base = match raw.judge.as_ref().and_then(|j| j.base_url.as_ref()) {
             Some(b) => match parse_base_url(b.get_ref()) {
@@ -210,6 +229,9 @@ impl Config {
         if !raw.client.is_empty() && raw.upstream.auth == AuthMode::Passthrough {
             bad(0..0, "upstream.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]".into());
         }
+        if !raw.client.is_empty() && m.auth == MessagesAuth::Passthrough {
+            bad(0..0, "upstream.messages.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]".into());
+        }
         if raw.client.is_empty() && !raw.listen.allow_anonymous && !addr.ip().is_loopback() {
             bad(
                 raw.listen.addr.span(),
@@ -232,9 +254,35 @@ impl Config {
             path_prefix,
             api_key_env,
             auth: raw.upstream.auth,
+            key_header: KeyHeader::Bearer,
             timeout: Duration::from_secs(raw.upstream.timeout_secs),
             connect_timeout: Duration::from_secs(raw.upstream.connect_timeout_secs),
             ca_file: raw.upstream.ca_file.as_deref().map(resolve),
+        };
+        let m = raw.upstream.messages;
+        let messages_upstream = Upstream {
+            origin: messages_base.0,
+            path_prefix: messages_base.1,
+            api_key_env: m.api_key_env.into_vec(),
+            auth: match m.auth {
+                MessagesAuth::Passthrough => AuthMode::Passthrough,
+                _ => AuthMode::Inject,
+            },
+            key_header: match m.auth {
+                MessagesAuth::Bearer => KeyHeader::Bearer,
+                _ => KeyHeader::XApiKey,
+            },
+            timeout: m
+                .timeout_secs
+                .map_or(upstream.timeout, Duration::from_secs),
+            connect_timeout: m
+                .connect_timeout_secs
+                .map_or(upstream.connect_timeout, Duration::from_secs),
+            ca_file: m
+                .ca_file
+                .as_deref()
+                .map(resolve)
+                .or_else(|| upstream.ca_file.clone()),
         };
         Ok(Config {
             source: file.to_string(),
@@ -285,6 +333,7 @@ impl Config {
                 }
             }),
             upstream,
+            messages_upstream,
             policy: Policy {
                 dir: raw.policy.dir.as_deref().map(resolve),
                 default_phase: raw.policy.default_phase.clone(),

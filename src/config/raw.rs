@@ -173,6 +173,34 @@ pub(crate) struct RawUpstream {
     pub(crate) timeout_secs: u64,
     pub(crate) connect_timeout_secs: u64,
     pub(crate) ca_file: Option<String>,
+    /// `[upstream.messages]`: where `/v1/messages` goes.
+    pub(crate) messages: RawMessagesUpstream,
+}
+
+/// `[upstream.messages]`: the Anthropic Messages upstream, set on its own
+/// (timeouts and CA file default to `[upstream]`'s).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawMessagesUpstream {
+    pub(crate) base_url: Spanned<String>,
+    pub(crate) api_key_env: OneOrMany,
+    pub(crate) auth: super::MessagesAuth,
+    pub(crate) timeout_secs: Option<u64>,
+    pub(crate) connect_timeout_secs: Option<u64>,
+    pub(crate) ca_file: Option<String>,
+}
+
+impl Default for RawMessagesUpstream {
+    fn default() -> Self {
+        RawMessagesUpstream {
+            base_url: Spanned::new(0..0, "https://api.anthropic.com/v1".into()),
+            api_key_env: OneOrMany::One("ANTHROPIC_API_KEY".into()),
+            auth: super::MessagesAuth::XApiKey,
+            timeout_secs: None,
+            connect_timeout_secs: None,
+            ca_file: None,
+        }
+    }
 }
 
 impl Default for RawUpstream {
@@ -187,6 +215,7 @@ impl Default for RawUpstream {
             timeout_secs: 600,
             connect_timeout_secs: 10,
             ca_file: None,
+            messages: RawMessagesUpstream::default(),
         }
     }
 }

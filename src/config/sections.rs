@@ -45,6 +45,27 @@ pub enum AuthMode {
     Passthrough,
 }
 
+/// `[upstream.messages] auth`: how the Messages upstream gets its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MessagesAuth {
+    /// The key in `x-api-key` (Anthropic's API).
+    XApiKey,
+    /// The key as `Authorization: Bearer` (gateways that want it).
+    Bearer,
+    /// The agent's own `x-api-key` / `Authorization` forwarded as they are.
+    Passthrough,
+}
+
+/// How an injected upstream key is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// `x-api-key: <key>`.
+    XApiKey,
+}
+
 #[derive(Debug, Clone)]
 pub struct Upstream {
     /// Scheme and authority, e.g. `https://openrouter.ai`.
@@ -53,6 +74,8 @@ pub struct Upstream {
     pub path_prefix: String,
     pub api_key_env: Vec<String>,
     pub auth: AuthMode,
+    /// The header an injected key goes in.
+    pub key_header: KeyHeader,
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub ca_file: Option<PathBuf>,

@@ -128,6 +128,31 @@ impl PolicyGate {
         denied
     }
 
+    /// True when a rule allows `tool` by name (its `tools` list matches it,
+    /// and its condition, reading only tool, phase and caller, holds) and the
+    /// rules do not always deny it. For provider-run tools that are refused
+    /// unless allowed (MCP servers).
+    pub fn explicitly_allowed(&self, tool: &str, ctx: &Context) -> bool {
+        if self.always_denied(tool, ctx) {
+            return false;
+        }
+        let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
+        let vars = Bindings::new(s.vars());
+        self.policy.rules_for(tool).iter().any(|r| {
+            r.verdict == Verdict::Allow
+                && r.tools.is_some()
+                && match &r.when {
+                    None => true,
+                    Some(c) => {
+                        c.variables
+                            .iter()
+                            .all(|v| STATIC_VARS.contains(&v.as_str()))
+                            && c.eval(&vars) == Ok(true)
+                    }
+                }
+        })
+    }
+
     fn always_denied_uncached(&self, tool: &str, ctx: &Context) -> bool {
         let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
         let vars = Bindings::new(s.vars());

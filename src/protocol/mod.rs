@@ -9,6 +9,7 @@
 //!
 //! - [`chat`]: Chat Completions (`/v1/chat/completions`).
 //! - [`responses`]: the Responses API (`/v1/responses`).
+//! - [`messages`]: the Anthropic Messages API (`/v1/messages`).
 //! - [`sse`], [`json`]: the event-stream decoder and borrowed JSON, shared.
 //!
 //! Adding a wire format: a folder with its request reader, stream rewriter
@@ -17,6 +18,7 @@
 
 pub mod chat;
 pub mod json;
+pub mod messages;
 pub mod responses;
 pub mod sse;
 pub mod sync_driver;
@@ -37,6 +39,7 @@ use crate::fence::{self, ToolResult};
 pub enum Protocol {
     Chat,
     Responses,
+    Messages,
 }
 
 impl Protocol {
@@ -45,6 +48,15 @@ impl Protocol {
         match self {
             Protocol::Chat => "chat_completions",
             Protocol::Responses => "responses",
+            Protocol::Messages => "messages",
+        }
+    }
+
+    /// The body of an error answered on this protocol's routes.
+    pub fn error_body(self, err: &Error) -> Bytes {
+        match self {
+            Protocol::Chat | Protocol::Responses => err.json_body(),
+            Protocol::Messages => messages::error_body(err),
         }
     }
 
@@ -54,6 +66,7 @@ impl Protocol {
         match self {
             Protocol::Chat => chat::request::parse(body),
             Protocol::Responses => responses::request::parse(body),
+            Protocol::Messages => messages::request::parse(body),
         }
     }
 
@@ -62,6 +75,7 @@ impl Protocol {
         match self {
             Protocol::Chat => chat::request::texts(body, all),
             Protocol::Responses => responses::request::texts(body, all),
+            Protocol::Messages => messages::request::texts(body, all),
         }
     }
 
@@ -70,6 +84,7 @@ impl Protocol {
         match self {
             Protocol::Chat => chat::request::tool_results(body),
             Protocol::Responses => responses::request::tool_results(body),
+            Protocol::Messages => messages::request::tool_results(body),
         }
     }
 
@@ -88,6 +103,7 @@ impl Protocol {
         match self {
             Protocol::Chat => chat::request::add_notice(body, notice),
             Protocol::Responses => responses::request::add_notice(body, notice),
+            Protocol::Messages => messages::request::add_notice(body, notice),
         }
     }
 
@@ -96,6 +112,7 @@ impl Protocol {
         match self {
             Protocol::Chat => chat::hide::remove_tools(body, names),
             Protocol::Responses => responses::hide::remove_tools(body, names),
+            Protocol::Messages => messages::hide::remove_tools(body, names),
         }
     }
 
@@ -104,6 +121,7 @@ impl Protocol {
         match self {
             Protocol::Chat => Box::new(chat::stream::StreamRewriter::new(o)),
             Protocol::Responses => Box::new(responses::stream::StreamRewriter::new(o)),
+            Protocol::Messages => Box::new(messages::stream::StreamRewriter::new(o)),
         }
     }
 }
@@ -118,6 +136,12 @@ pub struct Parsed {
     /// Declared tools the provider runs itself: their calls never pass
     /// toolgate, so they are gated on the request alone.
     pub hosted: Vec<String>,
+    /// `(other name, declared name)`: a declared tool also known by another
+    /// name (an Anthropic-defined tool by its type); denying either hides it.
+    pub aliases: Vec<(String, String)>,
+    /// Provider-run tools the request uses that a rule must allow by name
+    /// (MCP servers); otherwise the request is refused.
+    pub explicit: Vec<String>,
 }
 
 /// What a streaming rewriter's driver must do next.
@@ -181,6 +205,11 @@ pub trait Rewriter: Send {
     /// Calls withheld since the last time this was asked, by stored response.
     fn take_withheld(&mut self) -> Option<Withheld> {
         None
+    }
+    /// Calls the provider ran itself seen since the last time this was asked
+    /// (for the audit trail; they were gated on the request).
+    fn take_hosted(&mut self) -> Vec<Call> {
+        Vec::new()
     }
 }
 

@@ -18,7 +18,7 @@ use crate::fence;
 use crate::gate::Gates;
 use crate::gather::{self, content_length};
 use crate::protocol::json::Spliced;
-use crate::protocol::{chat, responses, tree_cost, Protocol};
+use crate::protocol::{chat, messages, responses, tree_cost, Parsed, Protocol};
 use crate::release;
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
@@ -66,18 +66,12 @@ pub async fn handle(
     if protocol == Protocol::Responses {
         continue_conversation(state, &mut req.body);
     }
-    hide_tools(
-        state,
-        &gates,
-        &mut ctx,
-        protocol,
-        &req.hosted,
-        &mut req.body,
-    )?;
+    hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
     let body = gather::json_body(&req.body, size)?;
     drop(req.body);
     let ctx = Arc::new(ctx);
-    let up = state.upstream.request(
+    let upstream = state.upstream_for(protocol);
+    let up = upstream.request(
         parts.method,
         &routed.rest,
         parts.uri.query(),
@@ -85,8 +79,8 @@ pub async fn handle(
         full(body),
     )?;
     let sent = Instant::now();
-    let deadline = tokio::time::Instant::now() + state.upstream.timeout;
-    let resp = state.upstream.send(up).await?;
+    let deadline = tokio::time::Instant::now() + upstream.timeout;
+    let resp = upstream.send(up).await?;
     state.metrics.upstream_latency.observe(sent.elapsed());
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() {
@@ -155,6 +149,16 @@ pub async fn handle(
             }
             changed
         }
+        Protocol::Messages => {
+            let mut parsed = messages::complete::Answer::parse(text, max_args)?;
+            release::hosted(state, &gates, &ctx, parsed.hosted()).await;
+            if parsed.calls().is_empty() {
+                return Ok(Response::from_parts(head, full(raw.clone())));
+            }
+            let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
+            parsed.forget_calls();
+            parsed.rewrite(&verdicts, neutral, &mut out)
+        }
     };
     if !changed {
         return Ok(Response::from_parts(head, full(raw.clone())));
@@ -219,38 +223,59 @@ async fn fence_tool_results(
 
 /// Tools the rules deny whatever the arguments. With `hide_denied_tools`
 /// they are removed from the request. A denied tool the provider runs itself
-/// (`hosted`: its calls never pass toolgate) is removed too, and without
-/// `hide_denied_tools` the request is refused.
+/// (`hosted`: its calls never pass toolgate), or one denied under another
+/// name it is known by (`aliases`), is removed too, and without
+/// `hide_denied_tools` the request is refused. A provider-run tool that needs
+/// an explicit allow (an MCP server) and has none refuses the request.
 fn hide_tools(
     state: &State,
     gates: &Gates,
     ctx: &mut Context,
     protocol: Protocol,
-    hosted: &[String],
-    body: &mut Value,
+    req: &mut Parsed,
 ) -> Result<(), Error> {
     if state.monitor() {
         return Ok(());
+    }
+    let policy = &gates.policy_gate;
+    if let Some(name) = req
+        .explicit
+        .iter()
+        .find(|n| !policy.explicitly_allowed(n, ctx))
+    {
+        let what = name.strip_prefix("mcp.").unwrap_or(name);
+        return Err(Error::BadRequest(format!(
+            "MCP server '{what}' is not available."
+        )));
     }
     let hide = state.config.policy.hide_denied_tools;
     let mut names: Vec<String> = ctx
         .declared
         .keys()
-        .filter(|n| hide || hosted.contains(n))
-        .filter(|n| gates.policy_gate.always_denied(n, ctx))
+        .filter(|n| hide || req.hosted.contains(n))
+        .filter(|n| policy.always_denied(n, ctx))
         .cloned()
         .collect();
+    let by_alias = req
+        .aliases
+        .iter()
+        .filter(|(alias, name)| !names.contains(name) && policy.always_denied(alias, ctx))
+        .map(|(_, name)| name.clone());
+    let by_alias: Vec<String> = by_alias.collect();
+    let refuse = !hide && !by_alias.is_empty();
+    names.extend(by_alias);
     if names.is_empty() {
         return Ok(());
     }
     names.sort();
-    if !hide {
+    names.dedup();
+    if !hide || refuse {
         return Err(Error::BadRequest(format!(
             "Tool '{}' is not available.",
             names[0]
         )));
     }
-    if protocol.hide(body, &names) {
+    if protocol.hide(&mut req.body, &names) {
         for name in &names {
             ctx.declared.remove(name);
         }

@@ -27,6 +27,7 @@ use crate::budget::Charge;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gather;
+use crate::protocol::Protocol;
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 pub use route::{route, Route, Routed};
@@ -44,8 +45,14 @@ fn full<E: 'static>(b: Bytes) -> BoxBody<Bytes, E> {
 /// Handles one agent request; never fails (errors become responses here).
 /// Phases: authenticate (principal) → route → chat or pass-through.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let path_route = route(req.method(), req.uri().path());
+    // Errors are written in the shape the agent's SDK reads for this path.
+    let family = match &path_route {
+        Ok(r) => r.route.protocol(),
+        Err(_) => route::family(req.uri().path()),
+    };
     let routed = auth::principal(&state.config.clients, req.headers())
-        .and_then(|p| route(req.method(), req.uri().path()).map(|r| (p, r)));
+        .and_then(|p| path_route.map(|r| (p, r)));
     let label = routed
         .as_ref()
         .map(|(_, r)| r.route.label())
@@ -53,7 +60,7 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
     let result = match routed {
         Ok((principal, r)) => match r.route {
             Route::Gated(protocol) => gated::handle(&state, req, &r, protocol, principal).await,
-            Route::Pass => pass(&state, req, &r.rest).await,
+            Route::Pass(protocol) => pass(&state, req, &r.rest, protocol).await,
         },
         Err(e) => Err(e),
     };
@@ -62,7 +69,7 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
             crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
             _ => tracing::warn!(error = %e, "request failed"),
         }
-        e.into_response(state.passthrough_errors(), full)
+        e.into_response(state.passthrough_errors(), |e| family.error_body(e), full)
     });
     state.metrics.request(label, resp.status().as_u16());
     resp
@@ -78,17 +85,19 @@ async fn pass(
     state: &Arc<State>,
     req: Request<Incoming>,
     rest: &str,
+    protocol: Protocol,
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
-    let up = state.upstream.request(
+    let upstream = state.upstream_for(protocol);
+    let up = upstream.request(
         parts.method,
         rest,
         parts.uri.query(),
         &parts.headers,
         body.boxed(),
     )?;
-    let deadline = tokio::time::Instant::now() + state.upstream.timeout;
-    let resp = state.upstream.send(up).await?;
+    let deadline = tokio::time::Instant::now() + upstream.timeout;
+    let resp = upstream.send(up).await?;
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
     {

@@ -16,8 +16,9 @@ use crate::protocol::Protocol;
 pub enum Route {
     /// Gated through this protocol's codec.
     Gated(Protocol),
-    /// Passed through as it is: the endpoint cannot return a tool call.
-    Pass,
+    /// Passed through as it is (the endpoint cannot return a tool call), to
+    /// the upstream of this protocol's family.
+    Pass(Protocol),
 }
 
 impl Route {
@@ -25,8 +26,28 @@ impl Route {
     pub fn label(self) -> &'static str {
         match self {
             Route::Gated(p) => p.label(),
-            Route::Pass => "passthrough",
+            Route::Pass(_) => "passthrough",
         }
+    }
+
+    /// The protocol family: its upstream, and the shape of its errors.
+    pub fn protocol(self) -> Protocol {
+        match self {
+            Route::Gated(p) | Route::Pass(p) => p,
+        }
+    }
+}
+
+/// The protocol family a refused path most likely belongs to, for the shape
+/// of its error: Messages when a segment is `messages`, else OpenAI's.
+pub fn family(path: &str) -> Protocol {
+    if path
+        .split('/')
+        .any(|s| s.eq_ignore_ascii_case("messages"))
+    {
+        Protocol::Messages
+    } else {
+        Protocol::Chat
     }
 }
 
@@ -42,6 +63,12 @@ const STORED: &str =
     "Stored responses are not served here: they hold tool calls that were not checked. \
     Use the response returned by POST /v1/responses.";
 const CONVERSATIONS: &str = "The Conversations API is not served here.";
+const BATCHES: &str =
+    "Message batches are not served here: their results hold tool calls that were not checked. \
+    Use POST /v1/messages.";
+
+/// Passed to the OpenAI-style upstream.
+const PASS: Target = Target::Go(Route::Pass(Protocol::Chat));
 
 /// `(method, path pattern, target)`, path after `/v1`, each segment matched
 /// exactly (ASCII case aside); `+` is any one segment, a final `*` one or
@@ -57,26 +84,38 @@ const TABLE: &[(&str, &str, Target)] = &[
         "responses",
         Target::Go(Route::Gated(Protocol::Responses)),
     ),
-    ("POST", "responses/input_tokens", Target::Go(Route::Pass)),
-    ("POST", "responses/+/cancel", Target::Go(Route::Pass)),
-    ("DELETE", "responses/+", Target::Go(Route::Pass)),
+    ("POST", "responses/input_tokens", PASS),
+    (
+        "POST",
+        "messages",
+        Target::Go(Route::Gated(Protocol::Messages)),
+    ),
+    (
+        "POST",
+        "messages/count_tokens",
+        Target::Go(Route::Pass(Protocol::Messages)),
+    ),
+    ("*", "messages/batches", Target::Refuse(BATCHES)),
+    ("*", "messages/batches/*", Target::Refuse(BATCHES)),
+    ("POST", "responses/+/cancel", PASS),
+    ("DELETE", "responses/+", PASS),
     ("GET", "responses/+", Target::Refuse(STORED)),
     ("GET", "responses/+/input_items", Target::Refuse(STORED)),
     ("*", "conversations", Target::Refuse(CONVERSATIONS)),
     ("*", "conversations/*", Target::Refuse(CONVERSATIONS)),
-    ("GET", "models", Target::Go(Route::Pass)),
-    ("GET", "models/*", Target::Go(Route::Pass)),
-    ("HEAD", "models", Target::Go(Route::Pass)),
-    ("POST", "embeddings", Target::Go(Route::Pass)),
-    ("POST", "moderations", Target::Go(Route::Pass)),
-    ("POST", "completions", Target::Go(Route::Pass)),
-    ("POST", "audio/speech", Target::Go(Route::Pass)),
-    ("POST", "audio/transcriptions", Target::Go(Route::Pass)),
-    ("POST", "audio/translations", Target::Go(Route::Pass)),
-    ("POST", "images/generations", Target::Go(Route::Pass)),
-    ("POST", "images/edits", Target::Go(Route::Pass)),
-    ("POST", "images/variations", Target::Go(Route::Pass)),
-    ("GET", "files", Target::Go(Route::Pass)),
+    ("GET", "models", PASS),
+    ("GET", "models/*", PASS),
+    ("HEAD", "models", PASS),
+    ("POST", "embeddings", PASS),
+    ("POST", "moderations", PASS),
+    ("POST", "completions", PASS),
+    ("POST", "audio/speech", PASS),
+    ("POST", "audio/transcriptions", PASS),
+    ("POST", "audio/translations", PASS),
+    ("POST", "images/generations", PASS),
+    ("POST", "images/edits", PASS),
+    ("POST", "images/variations", PASS),
+    ("GET", "files", PASS),
 ];
 
 fn matches(pattern: &str, segs: &[String]) -> bool {
@@ -185,12 +224,12 @@ mod tests {
             Some(Route::Gated(Protocol::Chat))
         );
         let get = |p: &str| route(&Method::GET, p).ok().map(|r| (r.route, r.rest));
-        assert_eq!(get("/v1/models"), Some((Route::Pass, "/models".into())));
+        assert_eq!(get("/v1/models"), Some((Route::Pass(Protocol::Chat), "/models".into())));
         assert_eq!(
             get("/v1/models/openai/gpt-4.1:free").map(|r| r.0),
-            Some(Route::Pass)
+            Some(Route::Pass(Protocol::Chat))
         );
-        assert_eq!(ok("/v1/embeddings").map(|r| r.0), Some(Route::Pass));
+        assert_eq!(ok("/v1/embeddings").map(|r| r.0), Some(Route::Pass(Protocol::Chat)));
         let r = route(&post, "/phase/execution/v1/chat/completions").unwrap();
         assert_eq!(
             (r.route, r.rest.as_str(), r.phase.as_deref()),
@@ -213,15 +252,15 @@ mod tests {
         let with = |m: Method, p: &str| route(&m, p).map(|r| r.route);
         assert_eq!(
             with(Method::POST, "/v1/responses/resp_1/cancel").ok(),
-            Some(Route::Pass)
+            Some(Route::Pass(Protocol::Chat))
         );
         assert_eq!(
             with(Method::DELETE, "/v1/responses/resp_1").ok(),
-            Some(Route::Pass)
+            Some(Route::Pass(Protocol::Chat))
         );
         assert_eq!(
             with(Method::POST, "/v1/responses/input_tokens").ok(),
-            Some(Route::Pass)
+            Some(Route::Pass(Protocol::Chat))
         );
         for (m, p) in [
             (Method::GET, "/v1/responses/resp_1"),
@@ -238,7 +277,7 @@ mod tests {
         for p in [
             "/v1/responses/resp_1",
             "/v1/responses/resp_1/input_items",
-            "/v1/messages",
+            "/v1/messages/abc",
             "/v1/threads/t/runs",
             "/v1/chat/completions/abc",
             "/v1/files/f/content",
@@ -271,6 +310,46 @@ mod tests {
         assert!(matches!(
             route(&Method::GET, "/v1/chat/completions"),
             Err(Error::MethodNotAllowed)
+        ));
+    }
+
+    #[test]
+    fn messages_routes() {
+        let with = |m: Method, p: &str| route(&m, p).map(|r| (r.route, r.rest, r.phase));
+        assert_eq!(
+            with(Method::POST, "/v1/messages").ok(),
+            Some((Route::Gated(Protocol::Messages), "/messages".into(), None))
+        );
+        assert_eq!(
+            with(Method::POST, "/phase/execution/v1/messages").ok(),
+            Some((
+                Route::Gated(Protocol::Messages),
+                "/messages".into(),
+                Some("execution".into())
+            ))
+        );
+        assert_eq!(
+            with(Method::POST, "/v1/messages/count_tokens").ok(),
+            Some((
+                Route::Pass(Protocol::Messages),
+                "/messages/count_tokens".into(),
+                None
+            ))
+        );
+        for (m, p) in [
+            (Method::POST, "/v1/messages/batches"),
+            (Method::GET, "/v1/messages/batches/b1/results"),
+            (Method::GET, "/v1/messages/batches"),
+        ] {
+            assert!(matches!(route(&m, p), Err(Error::NotServed(_))), "{p}");
+        }
+        assert!(matches!(
+            route(&Method::GET, "/v1/messages"),
+            Err(Error::MethodNotAllowed)
+        ));
+        assert!(matches!(
+            route(&Method::POST, "/v1/messages;x"),
+            Err(Error::UnsupportedEndpoint)
         ));
     }
 }

@@ -51,6 +51,8 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         declared,
         stream,
         hosted: Vec::new(),
+        aliases: Vec::new(),
+        explicit: Vec::new(),
     })
 }
 

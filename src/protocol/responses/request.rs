@@ -71,6 +71,8 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         declared,
         stream,
         hosted,
+        aliases: Vec::new(),
+        explicit: Vec::new(),
     })
 }
 

@@ -1,0 +1,480 @@
+//! The Messages request: declared tools, texts by role, tool results and
+//! where the fence notice goes (`system`).
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::context::{content_text, Declared, Texts};
+use crate::error::Error;
+use crate::fence::{first_url, ToolResult};
+use crate::protocol::{array, stream_flag, Parsed};
+
+fn bad(m: impl Into<String>) -> Error {
+    Error::BadRequest(m.into())
+}
+
+/// Prefixes of Anthropic-defined tool types whose calls come back to the
+/// client as `tool_use` blocks (and are gated there).
+const CLIENT_TYPES: [&str; 4] = ["bash_", "text_editor_", "computer_", "memory_"];
+
+/// The name a tool type is also known by: its type without the version
+/// (`web_search_20250305` → `web_search`, `tool_search_tool_bm25_…` →
+/// `tool_search`); `None` for custom tools.
+pub fn type_base(ty: &str) -> Option<&str> {
+    if ty == "custom" {
+        return None;
+    }
+    if ty.starts_with("tool_search_tool") {
+        return Some("tool_search");
+    }
+    let base = match ty.rsplit_once('_') {
+        Some((b, v)) if !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()) => b,
+        _ => ty,
+    };
+    Some(base)
+}
+
+/// The name a `tools[]` entry is declared and gated under.
+pub fn tool_name(t: &Value) -> Option<&str> {
+    let ty = t.get("type").and_then(Value::as_str);
+    match t.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+        Some(n) => Some(n),
+        None => ty.and_then(type_base),
+    }
+}
+
+/// Checks the request and reads its declared tools. Tools the provider runs
+/// (server tools, and any type toolgate does not know) are `hosted`: gated
+/// on the request alone. Each MCP server is named `mcp.<name>` in
+/// `explicit`: the request is refused unless a rule allows it.
+pub fn parse(body: Value) -> Result<Parsed, Error> {
+    let stream = stream_flag(&body)?;
+    let mut declared = HashMap::new();
+    let mut hosted = Vec::new();
+    let mut aliases = Vec::new();
+    for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
+        if !t.is_object() {
+            return Err(bad(format!("tools[{i}] must be an object.")));
+        }
+        let ty = match t.get("type") {
+            None | Some(Value::Null) => "custom",
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => return Err(bad(format!("tools[{i}].type must be a string."))),
+        };
+        let name = tool_name(t)
+            .ok_or_else(|| bad(format!("tools[{i}].name must be a non-empty string.")))?;
+        if ty != "custom" && !CLIENT_TYPES.iter().any(|p| ty.starts_with(p)) {
+            hosted.push(name.to_string());
+        }
+        if let Some(base) = type_base(ty).filter(|b| *b != name) {
+            aliases.push((base.to_string(), name.to_string()));
+        }
+        let parameters = (ty == "custom")
+            .then(|| t.get("input_schema").cloned())
+            .flatten();
+        declared.insert(name.to_string(), Declared { parameters });
+    }
+    let mut explicit = Vec::new();
+    for (i, s) in array(body.get("mcp_servers"), "mcp_servers")?
+        .iter()
+        .enumerate()
+    {
+        let name = s
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| bad(format!("mcp_servers[{i}].name must be a non-empty string.")))?;
+        explicit.push(format!("mcp.{name}"));
+    }
+    match body.get("messages") {
+        Some(Value::Array(_)) => {}
+        _ => return Err(bad("'messages' must be an array.")),
+    }
+    match body.get("system") {
+        None | Some(Value::Null) | Some(Value::String(_)) | Some(Value::Array(_)) => {}
+        Some(_) => return Err(bad("'system' must be a string or an array.")),
+    }
+    Ok(Parsed {
+        body,
+        declared,
+        stream,
+        hosted,
+        aliases,
+        explicit,
+    })
+}
+
+fn messages(body: &Value) -> &[Value] {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[], |a| a)
+}
+
+fn push_line(to: &mut String, text: &str) {
+    if !to.is_empty() {
+        to.push('\n');
+    }
+    to.push_str(text);
+}
+
+/// The text blocks of a message's content (a string is one).
+fn user_text(content: &Value) -> String {
+    match content {
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => content_text(other).into_owned(),
+    }
+}
+
+/// The text of a tool result's content: a string, or its text blocks (and
+/// those of search results).
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::Array(blocks) => {
+            let mut out = Vec::new();
+            for b in blocks {
+                if let Some(t) = b.get("text").and_then(Value::as_str) {
+                    out.push(t.to_string());
+                } else if let Some(c) = b.get("content") {
+                    out.push(result_text(c));
+                }
+            }
+            out.join("\n")
+        }
+        other => content_text(other).into_owned(),
+    }
+}
+
+/// The request's texts: `system`, user messages' text blocks, and tool
+/// results when `all`.
+pub fn texts(body: &Value, all: bool) -> Texts {
+    let mut t = Texts::default();
+    match body.get("system") {
+        Some(Value::String(s)) => t.system.push_str(s),
+        Some(Value::Array(blocks)) => {
+            for b in blocks {
+                if let Some(s) = b.get("text").and_then(Value::as_str) {
+                    push_line(&mut t.system, s);
+                }
+            }
+        }
+        _ => {}
+    }
+    for m in messages(body) {
+        if m.get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        let content = m.get("content").unwrap_or(&Value::Null);
+        if all {
+            if let Value::Array(blocks) = content {
+                for b in blocks {
+                    if b.get("type").and_then(Value::as_str) == Some("tool_result") {
+                        let text = b.get("content").map(result_text).unwrap_or_default();
+                        t.tool.push_str(&text);
+                        t.tool.push('\n');
+                    }
+                }
+            }
+        }
+        let text = user_text(content);
+        if text.is_empty() {
+            // A turn of tool results only is not the user speaking.
+            continue;
+        }
+        if t.first_user.is_none() {
+            t.first_user = Some(text.clone());
+        }
+        if all {
+            t.user.push_str(&text);
+            t.user.push('\n');
+        }
+        t.last_user = Some(text);
+    }
+    t
+}
+
+/// `tool_use id → (tool name, first URL in its input)` from assistant turns.
+fn sources(msgs: &[Value]) -> HashMap<String, (String, Option<String>)> {
+    let mut m = HashMap::new();
+    for msg in msgs {
+        let Some(Value::Array(blocks)) = msg.get("content") else {
+            continue;
+        };
+        for b in blocks {
+            let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
+            if !ty.ends_with("tool_use") {
+                continue;
+            }
+            let (Some(id), Some(name)) = (
+                b.get("id").and_then(Value::as_str),
+                b.get("name").and_then(Value::as_str),
+            ) else {
+                continue;
+            };
+            let url = b.get("input").and_then(|i| first_url(&i.to_string()));
+            m.insert(id.to_string(), (name.to_string(), url));
+        }
+    }
+    m
+}
+
+/// The request's tool results: the content of every `tool_result` block (a
+/// string, or its text blocks; a search result's text blocks too). Images
+/// and documents are left alone; `tool_use_id` and `is_error` are kept.
+pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
+    let Some(msgs) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return Vec::new();
+    };
+    let sources = sources(msgs);
+    let mut out = Vec::new();
+    for msg in msgs.iter_mut() {
+        if msg.get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        let Some(Value::Array(blocks)) = msg.get_mut("content") else {
+            continue;
+        };
+        for b in blocks.iter_mut() {
+            if b.get("type").and_then(Value::as_str) != Some("tool_result") {
+                continue;
+            }
+            let Value::Object(m) = b else { continue };
+            let id = m
+                .get("tool_use_id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let (tool, url) = sources
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| ("unknown".to_string(), None));
+            let Some(content) = m.get_mut("content") else {
+                continue;
+            };
+            push_result(content, &id, &tool, &url, &mut out);
+        }
+    }
+    out
+}
+
+/// Where a result's text is: the whole content (a string, or an array whose
+/// text blocks are fenced in place), or, when it holds search results, each
+/// text block and each search result's content on its own.
+fn push_result<'a>(
+    content: &'a mut Value,
+    id: &str,
+    tool: &str,
+    url: &Option<String>,
+    out: &mut Vec<ToolResult<'a>>,
+) {
+    let result = |content: &'a mut Value| ToolResult {
+        call_id: id.to_string(),
+        tool: tool.to_string(),
+        url: url.clone(),
+        content,
+    };
+    let nested = content
+        .as_array()
+        .is_some_and(|a| a.iter().any(|b| b.get("content").is_some_and(Value::is_array)));
+    match content {
+        Value::String(_) => out.push(result(content)),
+        Value::Array(_) if !nested => {
+            let has_text = content
+                .as_array()
+                .is_some_and(|a| a.iter().any(|b| b.get("text").is_some_and(Value::is_string)));
+            if has_text {
+                out.push(result(content));
+            }
+        }
+        Value::Array(blocks) => {
+            for b in blocks.iter_mut() {
+                let Value::Object(m) = b else { continue };
+                if m.get("text").is_some_and(Value::is_string) {
+                    if let Some(t) = m.get_mut("text") {
+                        out.push(result(t));
+                    }
+                } else if let Some(c) = m.get_mut("content").filter(|c| c.is_array()) {
+                    out.push(result(c));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Appends the notice to `system` (once): to a string, as a last text block
+/// of an array, or as the whole system text.
+pub fn add_notice(body: &mut Value, notice: &str) {
+    let Value::Object(obj) = body else { return };
+    match obj.get_mut("system") {
+        Some(Value::String(s)) if s.contains(notice) => {}
+        Some(Value::String(s)) if !s.is_empty() => {
+            s.push_str("\n\n");
+            s.push_str(notice);
+        }
+        Some(Value::Array(blocks)) => {
+            let present = blocks
+                .iter()
+                .any(|b| b.get("text").and_then(Value::as_str) == Some(notice));
+            if !present {
+                blocks.push(json!({"type": "text", "text": notice}));
+            }
+        }
+        _ => {
+            obj.insert("system".into(), json!(notice));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Protocol;
+
+    #[test]
+    fn declared_tools_include_anthropic_defined_and_server_tools() {
+        let r = Protocol::Messages
+            .parse(br#"{"model":"m","messages":[],"tools":[
+                {"name":"get","input_schema":{"type":"object"}},
+                {"type":"custom","name":"put","input_schema":{"type":"object"}},
+                {"type":"web_search_20250305","name":"web_search"},
+                {"type":"text_editor_20250728","name":"str_replace_based_edit_tool"},
+                {"type":"bash_20250124","name":"bash"},
+                {"type":"tool_search_tool_bm25_20251119","name":"tool_search_tool_bm25"},
+                {"type":"code_execution_20250825","name":"code_execution"}]}"#)
+            .unwrap();
+        let mut names: Vec<_> = r.declared.keys().cloned().collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "bash",
+                "code_execution",
+                "get",
+                "put",
+                "str_replace_based_edit_tool",
+                "tool_search_tool_bm25",
+                "web_search"
+            ]
+        );
+        assert_eq!(
+            r.hosted,
+            ["web_search", "tool_search_tool_bm25", "code_execution"]
+        );
+        assert!(r.declared["get"].parameters.is_some());
+        assert!(r.aliases.contains(&(
+            "text_editor".to_string(),
+            "str_replace_based_edit_tool".to_string()
+        )));
+        assert!(r
+            .aliases
+            .contains(&("tool_search".to_string(), "tool_search_tool_bm25".to_string())));
+        assert!(r.explicit.is_empty());
+    }
+
+    #[test]
+    fn mcp_servers_need_an_explicit_allow() {
+        let r = Protocol::Messages
+            .parse(br#"{"messages":[],"mcp_servers":[{"type":"url","url":"https://x.example/mcp","name":"gh"}]}"#)
+            .unwrap();
+        assert_eq!(r.explicit, ["mcp.gh"]);
+    }
+
+    #[test]
+    fn bad_requests_are_client_errors() {
+        for b in [
+            &br#"{"messages":[],"tools":[{"input_schema":{}}]}"#[..],
+            br#"{"messages":[],"tools":[5]}"#,
+            br#"{"messages":[],"tools":[{"type":7,"name":"x"}]}"#,
+            br#"{"messages":{}}"#,
+            br#"{}"#,
+            br#"{"messages":[],"system":5}"#,
+            br#"{"messages":[],"stream":"yes"}"#,
+            br#"{"messages":[],"mcp_servers":[{"url":"u"}]}"#,
+        ] {
+            let e = Protocol::Messages.parse(b).unwrap_err();
+            assert_eq!(e.status(), 400, "{}", String::from_utf8_lossy(b));
+        }
+    }
+
+    #[test]
+    fn texts_come_from_system_and_user_turns() {
+        let body = json!({"system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}],
+            "messages": [
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+                {"role": "user", "content": [{"type": "text", "text": "thanks"}]}
+            ]});
+        let t = texts(&body, true);
+        assert_eq!(t.system, "Be brief.\nUse tools.");
+        assert_eq!(t.first_user.as_deref(), Some("weather?"));
+        assert_eq!(t.last_user.as_deref(), Some("thanks"));
+        assert!(t.tool.contains("sunny") && !t.user.contains("sunny"));
+    }
+
+    #[test]
+    fn tool_results_are_found_in_every_shape() {
+        let mut body = json!({"messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "fetch", "input": {"url": "https://x.example/a"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "page", "is_error": false},
+                {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "a"}, {"type": "image", "source": {"type": "base64", "data": "x"}}]},
+                {"type": "tool_result", "tool_use_id": "t3", "content": [{"type": "image", "source": {}}]},
+                {"type": "tool_result", "tool_use_id": "t4", "content": [{"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "r"}]}, {"type": "text", "text": "b"}]},
+                {"type": "tool_result", "tool_use_id": "t5"},
+                {"type": "text", "text": "go on"}
+            ]}
+        ]});
+        let r = tool_results(&mut body);
+        let seen: Vec<(&str, &str)> = r
+            .iter()
+            .map(|r| (r.call_id.as_str(), r.tool.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("t1", "fetch"),
+                ("t2", "unknown"),
+                ("t4", "unknown"),
+                ("t4", "unknown")
+            ]
+        );
+        assert_eq!(r[0].url.as_deref(), Some("https://x.example/a"));
+        assert!(r[2].content.is_array() && r[3].content.is_string());
+    }
+
+    #[test]
+    fn the_notice_goes_into_system_once() {
+        for (system, want) in [
+            (json!(null), json!("N")),
+            (json!("S"), json!("S\n\nN")),
+            (
+                json!([{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]),
+                json!([{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}, {"type": "text", "text": "N"}]),
+            ),
+        ] {
+            let mut b = json!({"system": system, "messages": []});
+            add_notice(&mut b, "N");
+            add_notice(&mut b, "N");
+            assert_eq!(b["system"], want);
+        }
+    }
+
+    #[test]
+    fn type_bases() {
+        assert_eq!(type_base("web_search_20250305"), Some("web_search"));
+        assert_eq!(type_base("text_editor_20250728"), Some("text_editor"));
+        assert_eq!(
+            type_base("tool_search_tool_regex_20251119"),
+            Some("tool_search")
+        );
+        assert_eq!(type_base("mcp_toolset"), Some("mcp_toolset"));
+        assert_eq!(type_base("custom"), None);
+    }
+}

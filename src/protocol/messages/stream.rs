@@ -1,0 +1,640 @@
+//! The Messages streaming rewriter: text passes at once, `tool_use` blocks are held.
+//!
+//! Content blocks come one after another, each from `content_block_start`
+//! through its deltas to `content_block_stop`. A call block (see
+//! [`super::classify`]) is held over that whole span, its `input_json_delta`
+//! fragments joined; calls that follow one another are gated together when
+//! the next event is not another call (a `ping` in between passes). An
+//! allowed call's events go out as they came; a withheld one's are dropped,
+//! and every later block's `index` is renumbered so the agent's indices stay
+//! contiguous from 0. When calls were withheld and none was released, a text
+//! block with the neutral message closes the content and a `tool_use` stop
+//! reason becomes `end_turn`. Text and thinking blocks are never held;
+//! provider-run calls (`server_tool_use`, `mcp_tool_use`) pass and are
+//! reported for the audit trail.
+//!
+//! Every event is parsed. An event with no `event:` line is written anew with
+//! one (the SDKs dispatch on the name, other readers on the data's `type`, so
+//! both must agree). Fails closed: an `error` event, an `event:` name that is
+//! not the data's type, a repeated key or one that only folds to a known key,
+//! a block that starts while another is open or with an index that does not
+//! increase, a delta or stop for a block that is not open, a `message_start`
+//! that already holds content, a call's start `input` and deltas that both
+//! carry input, and a stream that ends before its message does. The stream
+//! then ends with an `error` event.
+
+use std::time::Instant;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{json, Map, Value};
+
+use super::{call_of, classify, hosted_call, BlockClass, BLOCK_KEYS};
+use crate::call::{Call, Release};
+use crate::error::Error;
+use crate::protocol::json::{write_obj, Obj};
+use crate::protocol::sse::{SseDecoder, SseEvent};
+use crate::protocol::{map_guard, Options, Rewriter, Step};
+
+/// The keys toolgate reads at the top of an event.
+const TOP: [&str; 6] = ["type", "index", "content_block", "delta", "message", "error"];
+
+/// The event types of the Messages stream.
+const EVENTS: [&str; 8] = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+];
+
+fn malformed(why: &'static str) -> Error {
+    Error::UpstreamUnreadable(why)
+}
+
+/// One parsed event.
+struct Event {
+    raw: Bytes,
+    data: Vec<u8>,
+    obj: Map<String, Value>,
+    ty: String,
+    /// It came with an `event:` line naming its type.
+    named: bool,
+}
+
+/// A held event; `slot` is the call it belongs to (`None`: an event of no
+/// block, held only to keep the order).
+struct Held {
+    ev: Event,
+    slot: Option<usize>,
+}
+
+/// A call block of the current batch.
+struct Slot {
+    in_index: u64,
+    block: Map<String, Value>,
+    /// The `partial_json` fragments, joined.
+    json: String,
+    done: bool,
+    bytes: usize,
+    oversized: bool,
+}
+
+/// The block open now: passing (with its index for the agent) or held.
+#[derive(Clone, Copy)]
+struct Open {
+    in_index: u64,
+    out: Option<u64>,
+    slot: Option<usize>,
+}
+
+pub struct StreamRewriter {
+    decoder: SseDecoder,
+    neutral: String,
+    max_call: usize,
+    max_held: usize,
+    began: bool,
+    stopped: bool,
+    ended: bool,
+    last_in: Option<u64>,
+    out_next: u64,
+    open: Option<Open>,
+    batch: Vec<Slot>,
+    queue: Vec<Held>,
+    held_bytes: usize,
+    pending: Vec<Call>,
+    /// The event that closed the batch; handled after the verdicts.
+    lookahead: Option<Event>,
+    released: usize,
+    withheld: usize,
+    turn_closed: bool,
+    hosted: Vec<Call>,
+    last_call_delta: Option<Instant>,
+}
+
+impl StreamRewriter {
+    pub fn new(o: &Options) -> StreamRewriter {
+        StreamRewriter {
+            decoder: SseDecoder::new(o.max_event_bytes),
+            neutral: o.neutral_message.clone(),
+            max_call: o.max_call_bytes,
+            max_held: o.max_held_bytes,
+            began: false,
+            stopped: false,
+            ended: false,
+            last_in: None,
+            out_next: 0,
+            open: None,
+            batch: Vec::new(),
+            queue: Vec::new(),
+            held_bytes: 0,
+            pending: Vec::new(),
+            lookahead: None,
+            released: 0,
+            withheld: 0,
+            turn_closed: false,
+            hosted: Vec::new(),
+            last_call_delta: None,
+        }
+    }
+
+    fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
+        let Some(raw) = ev.forwardable() else {
+            return Ok(());
+        };
+        let Some(data) = ev.data else {
+            // Comments (keep-alives) carry nothing to hold.
+            out.put_slice(&raw);
+            return Ok(());
+        };
+        let obj = match crate::protocol::json::strict_value(&data) {
+            Ok(Value::Object(o)) => o,
+            _ => return Err(malformed("event data is not a JSON object")),
+        };
+        map_guard(&obj, &TOP)?;
+        let ty = obj
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("event has no type"))?
+            .to_string();
+        if ev.event.as_deref().is_some_and(|name| name != ty) {
+            return Err(malformed("event name differs from its type"));
+        }
+        if crate::fold::impersonates(&ty, &EVENTS) {
+            return Err(malformed("an event type differs from a known one only by case"));
+        }
+        if ty == "error" {
+            return Err(Error::UpstreamEvent(Bytes::from(data)));
+        }
+        let named = ev.event.is_some();
+        self.dispatch(
+            Event {
+                raw,
+                data,
+                obj,
+                ty,
+                named,
+            },
+            out,
+        )
+    }
+
+    fn dispatch(&mut self, ev: Event, out: &mut BytesMut) -> Result<(), Error> {
+        let batch_complete = !self.batch.is_empty() && self.open.is_none();
+        if batch_complete && ev.ty != "ping" && !self.starts_call(&ev)? {
+            self.lookahead = Some(ev);
+            self.start_gate()?;
+            return Ok(());
+        }
+        match ev.ty.as_str() {
+            // Kept in order behind held calls (allow-all stays byte-identical).
+            "ping" if !self.batch.is_empty() => self.keep(Held { ev, slot: None })?,
+            "ping" => self.emit(&ev, None, out),
+            "message_start" => {
+                if self.began {
+                    return Err(malformed("a second message_start"));
+                }
+                let Some(Value::Object(msg)) = ev.obj.get("message") else {
+                    return Err(malformed("message_start has no message"));
+                };
+                map_guard(msg, &["content", "stop_reason", "type", "role"])?;
+                match msg.get("content") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Array(a)) if a.is_empty() => {}
+                    Some(_) => return Err(malformed("message_start already holds content")),
+                }
+                self.began = true;
+                self.emit(&ev, None, out);
+            }
+            "content_block_start" => self.block_start(ev, out)?,
+            "content_block_delta" | "content_block_stop" => self.block_event(ev, out)?,
+            "message_delta" | "message_stop" => {
+                if self.open.is_some() {
+                    return Err(malformed("the message ended while a block was open"));
+                }
+                if !self.began || self.stopped {
+                    return Err(malformed("a message event outside a message"));
+                }
+                let end_turn = self.close_turn(out);
+                if ev.ty == "message_stop" {
+                    self.stopped = true;
+                    self.emit(&ev, None, out);
+                } else {
+                    self.emit_delta(&ev, end_turn, out)?;
+                }
+            }
+            _ => {
+                // An event type toolgate does not know: kept in order.
+                if !self.batch.is_empty() {
+                    return self.keep(Held { ev, slot: None });
+                }
+                self.emit(&ev, None, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The block index of an event.
+    fn index(ev: &Event) -> Result<u64, Error> {
+        ev.obj
+            .get("index")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| malformed("a block event has no integer index"))
+    }
+
+    /// Whether `ev` starts a call block (which joins the batch).
+    fn starts_call(&self, ev: &Event) -> Result<bool, Error> {
+        if ev.ty != "content_block_start" {
+            return Ok(false);
+        }
+        Ok(classify(block_type(&ev.obj)?) == BlockClass::Call)
+    }
+
+    fn block_start(&mut self, ev: Event, out: &mut BytesMut) -> Result<(), Error> {
+        if !self.began || self.stopped {
+            return Err(malformed("a block outside a message"));
+        }
+        if self.open.is_some() {
+            return Err(malformed("a block started while another was open"));
+        }
+        let index = Self::index(&ev)?;
+        if self.last_in.is_some_and(|l| index <= l) {
+            return Err(malformed("block indices do not increase"));
+        }
+        self.last_in = Some(index);
+        let Some(Value::Object(block)) = ev.obj.get("content_block") else {
+            return Err(malformed("content_block_start has no block"));
+        };
+        map_guard(block, &BLOCK_KEYS)?;
+        let class = classify(block_type(&ev.obj)?);
+        if class == BlockClass::Call {
+            let slot = Slot {
+                in_index: index,
+                block: block.clone(),
+                json: String::new(),
+                done: false,
+                bytes: 0,
+                oversized: false,
+            };
+            self.batch.push(slot);
+            let i = self.batch.len() - 1;
+            self.open = Some(Open {
+                in_index: index,
+                out: None,
+                slot: Some(i),
+            });
+            return self.hold(i, ev);
+        }
+        if class == BlockClass::Hosted {
+            self.hosted.push(hosted_call(block));
+        }
+        let o = self.out_next;
+        self.out_next += 1;
+        self.open = Some(Open {
+            in_index: index,
+            out: Some(o),
+            slot: None,
+        });
+        self.emit(&ev, (o != index).then_some(o), out);
+        Ok(())
+    }
+
+    fn block_event(&mut self, ev: Event, out: &mut BytesMut) -> Result<(), Error> {
+        let index = Self::index(&ev)?;
+        let Some(open) = self.open.filter(|o| o.in_index == index) else {
+            return Err(malformed("an event names a block that is not open"));
+        };
+        let stop = ev.ty == "content_block_stop";
+        if stop {
+            self.open = None;
+        }
+        match (open.slot, open.out) {
+            (Some(i), _) => {
+                if stop {
+                    self.batch[i].done = true;
+                } else {
+                    self.fragment(i, &ev)?;
+                }
+                self.hold(i, ev)
+            }
+            (None, Some(o)) => {
+                self.emit(&ev, (o != index).then_some(o), out);
+                Ok(())
+            }
+            (None, None) => Err(malformed("a block with no place")),
+        }
+    }
+
+    /// Joins a call's `input_json_delta` fragment.
+    fn fragment(&mut self, i: usize, ev: &Event) -> Result<(), Error> {
+        let Some(Value::Object(delta)) = ev.obj.get("delta") else {
+            return Err(malformed("a block delta has no delta"));
+        };
+        map_guard(delta, &["type", "partial_json"])?;
+        if delta.get("type").and_then(Value::as_str) != Some("input_json_delta") {
+            return Err(malformed("a call block got a delta that is not input"));
+        }
+        let part = delta
+            .get("partial_json")
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("partial_json is not a string"))?;
+        let slot = &mut self.batch[i];
+        if !slot.oversized {
+            slot.json.push_str(part);
+        }
+        self.last_call_delta = Some(Instant::now());
+        Ok(())
+    }
+
+    fn hold(&mut self, i: usize, ev: Event) -> Result<(), Error> {
+        self.last_call_delta = Some(Instant::now());
+        let size = ev.raw.len() + ev.data.len();
+        let slot = &mut self.batch[i];
+        slot.bytes += size;
+        if slot.oversized {
+            return Ok(());
+        }
+        if slot.json.len() > self.max_call
+            || slot.bytes > 2 * self.max_call + 64 * 1024
+            || self.held_bytes + size > self.max_held
+        {
+            // Too large to hold: rejected without keeping its events.
+            slot.oversized = true;
+            slot.json = String::new();
+            let freed: usize = self
+                .queue
+                .iter()
+                .filter(|h| h.slot == Some(i))
+                .map(|h| h.ev.raw.len() + h.ev.data.len())
+                .sum();
+            self.queue.retain(|h| h.slot != Some(i));
+            self.held_bytes -= freed;
+            return Ok(());
+        }
+        self.keep(Held { ev, slot: Some(i) })
+    }
+
+    fn keep(&mut self, h: Held) -> Result<(), Error> {
+        self.held_bytes += h.ev.raw.len() + h.ev.data.len();
+        if self.held_bytes > self.max_held.saturating_mul(2) {
+            return Err(malformed("held events over limits.max_held_args_bytes"));
+        }
+        self.queue.push(h);
+        Ok(())
+    }
+
+    /// Builds the pending calls from the complete blocks.
+    fn start_gate(&mut self) -> Result<(), Error> {
+        let mut calls = Vec::with_capacity(self.batch.len());
+        for s in &self.batch {
+            let start = s.block.get("input");
+            let start_empty = match start {
+                None | Some(Value::Null) => true,
+                Some(Value::Object(m)) => m.is_empty(),
+                Some(_) => false,
+            };
+            let input = match (s.json.is_empty(), start_empty) {
+                (true, true) => "{}".to_string(),
+                (true, false) => start.map(Value::to_string).unwrap_or_default(),
+                (false, true) => s.json.clone(),
+                (false, false) => {
+                    return Err(malformed("a call carries input in its start and its deltas"))
+                }
+            };
+            let mut call = call_of(&s.block, input, self.max_call)?;
+            if s.oversized {
+                call.oversized = true;
+                call.arguments = String::new();
+            }
+            calls.push(call);
+        }
+        self.pending = calls;
+        Ok(())
+    }
+
+    /// Before the message's end: when calls were withheld and none was
+    /// released, the neutral text block; whether the stop reason becomes
+    /// `end_turn`.
+    fn close_turn(&mut self, out: &mut BytesMut) -> bool {
+        if self.turn_closed || self.withheld == 0 || self.released > 0 {
+            return self.turn_closed;
+        }
+        self.turn_closed = true;
+        let i = self.out_next;
+        self.out_next += 1;
+        let events = [
+            (
+                "content_block_start",
+                json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+            ),
+            (
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": self.neutral}}),
+            ),
+            (
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": i}),
+            ),
+        ];
+        for (ty, v) in events {
+            write_event(out, ty, v.to_string().as_bytes());
+        }
+        true
+    }
+
+    /// Sends an event: as it came, or written anew with a new `index` (or
+    /// with its `event:` line when it had none).
+    fn emit(&self, ev: &Event, index: Option<u64>, out: &mut BytesMut) {
+        if index.is_none() && ev.named {
+            out.put_slice(&ev.raw);
+            return;
+        }
+        let text = String::from_utf8_lossy(&ev.data);
+        let Some(index) = index else {
+            write_event(out, &ev.ty, text.as_bytes());
+            return;
+        };
+        let top: Obj = match serde_json::from_str(&text) {
+            Ok(o) => o,
+            Err(_) => return,
+        };
+        let mut body = String::with_capacity(text.len());
+        write_obj(&mut body, &top, |k, _| {
+            (k == "index").then(|| index.to_string())
+        });
+        write_event(out, &ev.ty, body.as_bytes());
+    }
+
+    /// Sends `message_delta`, its stop reason `end_turn` when `end_turn` and
+    /// the model stopped for tool use.
+    fn emit_delta(&self, ev: &Event, end_turn: bool, out: &mut BytesMut) -> Result<(), Error> {
+        let Some(Value::Object(delta)) = ev.obj.get("delta") else {
+            return Err(malformed("message_delta has no delta"));
+        };
+        map_guard(delta, &["stop_reason"])?;
+        let tool_use = delta.get("stop_reason").and_then(Value::as_str) == Some("tool_use");
+        if !(end_turn && tool_use) {
+            self.emit(ev, None, out);
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&ev.data);
+        let top: Obj =
+            serde_json::from_str(&text).map_err(|_| malformed("event is not JSON"))?;
+        let mut body = String::with_capacity(text.len());
+        write_obj(&mut body, &top, |k, v| {
+            if k != "delta" {
+                return None;
+            }
+            let d = Obj::of(v)?;
+            let mut r = String::new();
+            write_obj(&mut r, &d, |k, _| {
+                (k == "stop_reason").then(|| "\"end_turn\"".to_string())
+            });
+            Some(r)
+        });
+        write_event(out, &ev.ty, body.as_bytes());
+        Ok(())
+    }
+}
+
+/// The type of an event's `content_block`.
+fn block_type(obj: &Map<String, Value>) -> Result<&str, Error> {
+    obj.get("content_block")
+        .and_then(|b| b.get("type"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("a content block has no type"))
+}
+
+/// Appends `event: <ty>` and the data lines of `data`.
+fn write_event(out: &mut BytesMut, ty: &str, data: &[u8]) {
+    out.put_slice(b"event: ");
+    out.put_slice(ty.as_bytes());
+    out.put_slice(b"\n");
+    crate::protocol::write_raw_data(out, data);
+}
+
+impl Rewriter for StreamRewriter {
+    fn push(&mut self, bytes: &[u8]) {
+        if !self.ended {
+            self.decoder.push(bytes);
+        }
+    }
+
+    fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
+        loop {
+            if !self.pending.is_empty() {
+                return Ok(Step::Gate);
+            }
+            if let Some(ev) = self.lookahead.take() {
+                self.dispatch(ev, out)?;
+                continue;
+            }
+            if self.ended {
+                self.decoder.clear();
+                return Ok(Step::NeedMore);
+            }
+            match self.decoder.next_event() {
+                Ok(Some(ev)) => self.handle(ev, out)?,
+                Ok(None) => return Ok(Step::NeedMore),
+                Err(_) => return Err(malformed("event larger than limits.max_event_bytes")),
+            }
+        }
+    }
+
+    fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
+        if !self.pending.is_empty() {
+            return Ok(Step::Gate);
+        }
+        if let Some(ev) = self.lookahead.take() {
+            self.dispatch(ev, out)?;
+            if !self.pending.is_empty() {
+                return Ok(Step::Gate);
+            }
+        }
+        if !self.ended {
+            if let Some(ev) = self.decoder.finish() {
+                self.handle(ev, out)?;
+                if !self.pending.is_empty() {
+                    return Ok(Step::Gate);
+                }
+            }
+        }
+        // Complete calls with nothing after them: the stream may have been
+        // cut inside the message, so they are dropped, not released.
+        if !self.batch.is_empty() || self.open.is_some() {
+            return Err(malformed("stream ended before its tool calls finished"));
+        }
+        if self.began && !self.stopped && !self.ended {
+            return Err(malformed("stream ended before the message completed"));
+        }
+        Ok(Step::NeedMore)
+    }
+
+    fn pending(&self) -> &[Call] {
+        &self.pending
+    }
+
+    fn resolve(&mut self, verdicts: &[Release], out: &mut BytesMut) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.pending = Vec::new();
+        let batch = std::mem::take(&mut self.batch);
+        let mut places = Vec::with_capacity(batch.len());
+        for (i, slot) in batch.iter().enumerate() {
+            if Release::at(verdicts, i).allowed() && !slot.oversized {
+                places.push(Some(self.out_next));
+                self.out_next += 1;
+                self.released += 1;
+            } else {
+                places.push(None);
+                self.withheld += 1;
+            }
+        }
+        for h in std::mem::take(&mut self.queue) {
+            match h.slot {
+                Some(i) => {
+                    if let Some(o) = places[i] {
+                        let index = batch[i].in_index;
+                        self.emit(&h.ev, (o != index).then_some(o), out);
+                    }
+                }
+                None => self.emit(&h.ev, None, out),
+            }
+        }
+        self.held_bytes = 0;
+    }
+
+    fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call> {
+        self.ended = true;
+        self.decoder.clear();
+        self.lookahead = None;
+        self.queue.clear();
+        let mut dropped = std::mem::take(&mut self.pending);
+        for s in std::mem::take(&mut self.batch).iter().skip(dropped.len()) {
+            let mut call = call_of(&s.block, String::new(), self.max_call).unwrap_or_default();
+            call.arguments = String::new();
+            dropped.push(call);
+        }
+        let body = match err {
+            Error::UpstreamEvent(body) if passthrough => body.clone(),
+            _ => super::error_body(err),
+        };
+        write_event(out, "error", &body);
+        dropped
+    }
+
+    fn last_call_delta(&self) -> Option<Instant> {
+        self.last_call_delta
+    }
+
+    fn take_hosted(&mut self) -> Vec<Call> {
+        std::mem::take(&mut self.hosted)
+    }
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
