@@ -272,9 +272,7 @@ impl Config {
                 MessagesAuth::Bearer => KeyHeader::Bearer,
                 _ => KeyHeader::XApiKey,
             },
-            timeout: m
-                .timeout_secs
-                .map_or(upstream.timeout, Duration::from_secs),
+            timeout: m.timeout_secs.map_or(upstream.timeout, Duration::from_secs),
             connect_timeout: m
                 .connect_timeout_secs
                 .map_or(upstream.connect_timeout, Duration::from_secs),

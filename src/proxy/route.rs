@@ -41,10 +41,7 @@ impl Route {
 /// The protocol family a refused path most likely belongs to, for the shape
 /// of its error: Messages when a segment is `messages`, else OpenAI's.
 pub fn family(path: &str) -> Protocol {
-    if path
-        .split('/')
-        .any(|s| s.eq_ignore_ascii_case("messages"))
-    {
+    if path.split('/').any(|s| s.eq_ignore_ascii_case("messages")) {
         Protocol::Messages
     } else {
         Protocol::Chat
@@ -224,12 +221,18 @@ mod tests {
             Some(Route::Gated(Protocol::Chat))
         );
         let get = |p: &str| route(&Method::GET, p).ok().map(|r| (r.route, r.rest));
-        assert_eq!(get("/v1/models"), Some((Route::Pass(Protocol::Chat), "/models".into())));
+        assert_eq!(
+            get("/v1/models"),
+            Some((Route::Pass(Protocol::Chat), "/models".into()))
+        );
         assert_eq!(
             get("/v1/models/openai/gpt-4.1:free").map(|r| r.0),
             Some(Route::Pass(Protocol::Chat))
         );
-        assert_eq!(ok("/v1/embeddings").map(|r| r.0), Some(Route::Pass(Protocol::Chat)));
+        assert_eq!(
+            ok("/v1/embeddings").map(|r| r.0),
+            Some(Route::Pass(Protocol::Chat))
+        );
         let r = route(&post, "/phase/execution/v1/chat/completions").unwrap();
         assert_eq!(
             (r.route, r.rest.as_str(), r.phase.as_deref()),

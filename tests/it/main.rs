@@ -49,5 +49,7 @@ mod deploy;
 mod output;
 // The black-box audit's holes, each through the real binary.
 mod holes;
+/// `POST /v1/messages` (Anthropic) through a real toolgate.
+pub mod messages;
 /// `POST /v1/responses` through a real toolgate.
 mod responses;

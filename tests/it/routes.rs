@@ -91,7 +91,7 @@ async fn endpoints_that_could_return_ungated_tool_calls_are_refused() {
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for path in [
         "/v1/responses/resp_1",
-        "/v1/messages",
+        "/v1/messages/msg_1/content",
         "/v1/chat/completions/cmpl_1",
         "/v1/threads/t/runs",
         "/v1/RESPONSES/x/y",
@@ -103,6 +103,12 @@ async fn endpoints_that_could_return_ungated_tool_calls_are_refused() {
                 .as_str()
                 .unwrap()
                 .contains("/v1/chat/completions"),
+            "{path}"
+        );
+        // Paths of the Messages family answer in its error shape.
+        assert_eq!(
+            a.json()["type"] == "error",
+            path.contains("messages"),
             "{path}"
         );
     }

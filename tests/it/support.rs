@@ -78,6 +78,16 @@ pub fn responses_fixtures() -> Vec<PathBuf> {
     })
 }
 
+/// Every Anthropic Messages stream in the shared set.
+pub fn messages_fixtures() -> Vec<PathBuf> {
+    shared_fixtures(|n| n.starts_with("anthropic-messages") && n.ends_with(".sse"))
+}
+
+/// Config lines that send `/v1/messages` to `upstream` with the test key.
+pub fn messages_upstream(upstream: &str) -> String {
+    format!("[upstream.messages]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 20\n")
+}
+
 /// The `response` of a Responses stream's `response.completed` event.
 pub fn responses_final(sse: &[u8]) -> Value {
     String::from_utf8_lossy(sse)
@@ -222,6 +232,11 @@ fn fixture_reply(req: &Value, chunk: usize) -> Reply {
     if req.get("input").is_some() {
         // A Responses stream's non-streamed equivalent: its final response.
         return Reply::json(200, responses_final(&body).to_string());
+    }
+    if name.starts_with("anthropic-messages") {
+        // A Messages stream's non-streamed equivalent: the message it builds.
+        let r = crate::messages::Reader::read(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        return Reply::json(200, r.message().to_string());
     }
     let acc = Acc::from_sse(&body);
     if acc.error {

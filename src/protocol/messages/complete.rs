@@ -220,7 +220,10 @@ mod tests {
             .collect();
         assert_eq!(types, ["text", "server_tool_use", "tool_use"]);
         assert_eq!(v["stop_reason"], "tool_use");
-        assert!(!out.contains("rm -rf") && !out.contains("\"toolu_1\""), "{out}");
+        assert!(
+            !out.contains("rm -rf") && !out.contains("\"toolu_1\""),
+            "{out}"
+        );
         assert_eq!(v["usage"]["output_tokens"], 4);
     }
 

@@ -130,9 +130,7 @@ pub fn error_type(err: &Error) -> &'static str {
         Error::UpstreamStatus { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS => {
             "rate_limit_error"
         }
-        Error::UpstreamStatus { status, .. } if status.is_client_error() => {
-            "invalid_request_error"
-        }
+        Error::UpstreamStatus { status, .. } if status.is_client_error() => "invalid_request_error",
         Error::Overloaded => "overloaded_error",
         Error::UpstreamEvent(body) => upstream_error_type(body),
         _ => "api_error",

@@ -38,7 +38,11 @@ pub fn type_base(ty: &str) -> Option<&str> {
 /// The name a `tools[]` entry is declared and gated under.
 pub fn tool_name(t: &Value) -> Option<&str> {
     let ty = t.get("type").and_then(Value::as_str);
-    match t.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+    match t
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
         Some(n) => Some(n),
         None => ty.and_then(type_base),
     }
@@ -278,15 +282,17 @@ fn push_result<'a>(
         url: url.clone(),
         content,
     };
-    let nested = content
-        .as_array()
-        .is_some_and(|a| a.iter().any(|b| b.get("content").is_some_and(Value::is_array)));
+    let nested = content.as_array().is_some_and(|a| {
+        a.iter()
+            .any(|b| b.get("content").is_some_and(Value::is_array))
+    });
     match content {
         Value::String(_) => out.push(result(content)),
         Value::Array(_) if !nested => {
-            let has_text = content
-                .as_array()
-                .is_some_and(|a| a.iter().any(|b| b.get("text").is_some_and(Value::is_string)));
+            let has_text = content.as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|b| b.get("text").is_some_and(Value::is_string))
+            });
             if has_text {
                 out.push(result(content));
             }
@@ -339,14 +345,16 @@ mod tests {
     #[test]
     fn declared_tools_include_anthropic_defined_and_server_tools() {
         let r = Protocol::Messages
-            .parse(br#"{"model":"m","messages":[],"tools":[
+            .parse(
+                br#"{"model":"m","messages":[],"tools":[
                 {"name":"get","input_schema":{"type":"object"}},
                 {"type":"custom","name":"put","input_schema":{"type":"object"}},
                 {"type":"web_search_20250305","name":"web_search"},
                 {"type":"text_editor_20250728","name":"str_replace_based_edit_tool"},
                 {"type":"bash_20250124","name":"bash"},
                 {"type":"tool_search_tool_bm25_20251119","name":"tool_search_tool_bm25"},
-                {"type":"code_execution_20250825","name":"code_execution"}]}"#)
+                {"type":"code_execution_20250825","name":"code_execution"}]}"#,
+            )
             .unwrap();
         let mut names: Vec<_> = r.declared.keys().cloned().collect();
         names.sort();
@@ -371,9 +379,10 @@ mod tests {
             "text_editor".to_string(),
             "str_replace_based_edit_tool".to_string()
         )));
-        assert!(r
-            .aliases
-            .contains(&("tool_search".to_string(), "tool_search_tool_bm25".to_string())));
+        assert!(r.aliases.contains(&(
+            "tool_search".to_string(),
+            "tool_search_tool_bm25".to_string()
+        )));
         assert!(r.explicit.is_empty());
     }
 
@@ -405,12 +414,12 @@ mod tests {
     #[test]
     fn texts_come_from_system_and_user_turns() {
         let body = json!({"system": [{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}],
-            "messages": [
-                {"role": "user", "content": "weather?"},
-                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}]},
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
-                {"role": "user", "content": [{"type": "text", "text": "thanks"}]}
-            ]});
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "w", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+            {"role": "user", "content": [{"type": "text", "text": "thanks"}]}
+        ]});
         let t = texts(&body, true);
         assert_eq!(t.system, "Be brief.\nUse tools.");
         assert_eq!(t.first_user.as_deref(), Some("weather?"));

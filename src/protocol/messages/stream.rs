@@ -36,7 +36,14 @@ use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step};
 
 /// The keys toolgate reads at the top of an event.
-const TOP: [&str; 6] = ["type", "index", "content_block", "delta", "message", "error"];
+const TOP: [&str; 6] = [
+    "type",
+    "index",
+    "content_block",
+    "delta",
+    "message",
+    "error",
+];
 
 /// The event types of the Messages stream.
 const EVENTS: [&str; 8] = [
@@ -163,7 +170,9 @@ impl StreamRewriter {
             return Err(malformed("event name differs from its type"));
         }
         if crate::fold::impersonates(&ty, &EVENTS) {
-            return Err(malformed("an event type differs from a known one only by case"));
+            return Err(malformed(
+                "an event type differs from a known one only by case",
+            ));
         }
         if ty == "error" {
             return Err(Error::UpstreamEvent(Bytes::from(data)));
@@ -400,7 +409,9 @@ impl StreamRewriter {
                 (true, false) => start.map(Value::to_string).unwrap_or_default(),
                 (false, true) => s.json.clone(),
                 (false, false) => {
-                    return Err(malformed("a call carries input in its start and its deltas"))
+                    return Err(malformed(
+                        "a call carries input in its start and its deltas",
+                    ))
                 }
             };
             let mut call = call_of(&s.block, input, self.max_call)?;
@@ -480,8 +491,7 @@ impl StreamRewriter {
             return Ok(());
         }
         let text = String::from_utf8_lossy(&ev.data);
-        let top: Obj =
-            serde_json::from_str(&text).map_err(|_| malformed("event is not JSON"))?;
+        let top: Obj = serde_json::from_str(&text).map_err(|_| malformed("event is not JSON"))?;
         let mut body = String::with_capacity(text.len());
         write_obj(&mut body, &top, |k, v| {
             if k != "delta" {

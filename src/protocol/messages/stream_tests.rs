@@ -89,7 +89,12 @@ fn stream() -> String {
         delta(0, json!({"type": "text_delta", "text": "Let me look."})),
         stop(0),
     ];
-    v.extend(tool(1, "toolu_1", "shell", &["", "{\"cmd\":", " \"rm -rf /\"}"]));
+    v.extend(tool(
+        1,
+        "toolu_1",
+        "shell",
+        &["", "{\"cmd\":", " \"rm -rf /\"}"],
+    ));
     v.push(json!({"type": "ping"}));
     v.extend(tool(2, "toolu_2", "get", &["", "{}"]));
     v.extend(end("tool_use"));
@@ -162,7 +167,12 @@ fn calls_are_assembled_from_their_fragments() {
     let mut seen = Vec::new();
     let mut rw = StreamRewriter::new(&opts());
     rw.run_sync(&[stream().as_bytes()], |c| {
-        seen.push((c.id.clone(), c.name.clone(), c.arguments.clone(), c.kind.clone()));
+        seen.push((
+            c.id.clone(),
+            c.name.clone(),
+            c.arguments.clone(),
+            c.kind.clone(),
+        ));
         true
     });
     assert_eq!(
@@ -302,7 +312,12 @@ fn an_oversized_call_is_withheld_without_its_events() {
     let mut o = opts();
     o.max_call_bytes = 16;
     let mut v = vec![start()];
-    v.extend(tool(0, "toolu_big", "get", &["{\"a\":\"", &"x".repeat(64), "\"}"]));
+    v.extend(tool(
+        0,
+        "toolu_big",
+        "get",
+        &["{\"a\":\"", &"x".repeat(64), "\"}"],
+    ));
     v.extend(end("tool_use"));
     let s: String = v.into_iter().map(ev).collect();
     let mut rw = StreamRewriter::new(&o);
@@ -313,7 +328,10 @@ fn an_oversized_call_is_withheld_without_its_events() {
     });
     assert_eq!(oversized, [true]);
     let out = String::from_utf8_lossy(&out);
-    assert!(!out.contains("toolu_big") && out.contains("NEUTRAL"), "{out}");
+    assert!(
+        !out.contains("toolu_big") && out.contains("NEUTRAL"),
+        "{out}"
+    );
 }
 
 /// The stream fails closed: it ends with an error event, and no call block
