@@ -1,11 +1,13 @@
 //! Criterion benches of the stream transform (no I/O): a text-only stream and a
-//! tool-call stream, for Chat Completions and for the Responses API, reported
-//! in bytes/s; divide by the event count for events/s.
+//! tool-call stream, for Chat Completions, the Responses API and Anthropic
+//! Messages, reported in bytes/s; divide by the event count for events/s.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use serde_json::json;
-use toolgate::protocol::{chat::stream::StreamRewriter, responses, sync_driver::RunSync, Options};
+use toolgate::protocol::{
+    chat::stream::StreamRewriter, messages, responses, sync_driver::RunSync, Options,
+};
 
 fn chunk(delta: serde_json::Value, finish: Option<&str>) -> String {
     let v = json!({"id": "chatcmpl-CMKAuuvC6E26nL6HLZzTrysEvC8Ln", "object": "chat.completion.chunk", "created": 1759436804,
@@ -97,6 +99,42 @@ fn responses_stream(n: usize, frags: usize) -> Vec<u8> {
         .into_bytes()
 }
 
+/// A Messages stream: `n` text deltas in one text block, then two calls
+/// whose input arrives in `frags` fragments each.
+fn messages_stream(n: usize, frags: usize) -> Vec<u8> {
+    let ev = |v: serde_json::Value| {
+        format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or(""))
+    };
+    let mut s = ev(
+        json!({"type": "message_start", "message": {"id": "msg_01E3Wn1NynZw9FALZ68znj9S", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 702, "output_tokens": 1}}}),
+    );
+    s.push_str(&ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
+    for i in 0..n {
+        s.push_str(&ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": format!(" token{i} of some streamed answer")}})));
+    }
+    s.push_str(&ev(json!({"type": "content_block_stop", "index": 0})));
+    for (i, name) in ["get_weather", "get_product_name"].iter().enumerate() {
+        let i = i + 1;
+        s.push_str(&ev(json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": format!("toolu_{i}"), "name": name, "input": {}}})));
+        s.push_str(&ev(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": "{\"q\":\""}})));
+        for f in 0..frags {
+            s.push_str(&ev(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": format!("w{f}")}})));
+        }
+        s.push_str(&ev(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": "\"}"}})));
+        s.push_str(&ev(json!({"type": "content_block_stop", "index": i})));
+    }
+    s.push_str(&ev(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 98}})));
+    s.push_str(&ev(json!({"type": "message_stop"})));
+    s.into_bytes()
+}
+
+fn run_messages(input: &[u8], deny_first: bool) -> usize {
+    let chunks: Vec<&[u8]> = input.chunks(16 * 1024).collect();
+    let mut rw = messages::stream::StreamRewriter::new(&opts());
+    rw.run_sync(&chunks, |c| !(deny_first && c.name == "get_weather"))
+        .len()
+}
+
 fn run_responses(input: &[u8], deny_first: bool) -> usize {
     let chunks: Vec<&[u8]> = input.chunks(16 * 1024).collect();
     let mut rw = responses::stream::StreamRewriter::new(&opts());
@@ -160,6 +198,26 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("tool_calls_one_denied", |b| {
         b.iter(|| run_responses(&rtools, true))
+    });
+    g.finish();
+    let mtext = messages_stream(2000, 0);
+    let mtools = messages_stream(10, 200);
+    for m in [&mtext, &mtools] {
+        assert_eq!(
+            run_messages(m, false),
+            m.len(),
+            "allow-all passes every byte"
+        );
+    }
+    let mut g = c.benchmark_group("messages_stream_transform");
+    g.throughput(Throughput::Bytes(mtext.len() as u64));
+    g.bench_function("text_only", |b| b.iter(|| run_messages(&mtext, false)));
+    g.throughput(Throughput::Bytes(mtools.len() as u64));
+    g.bench_function("tool_calls_allowed", |b| {
+        b.iter(|| run_messages(&mtools, false))
+    });
+    g.bench_function("tool_calls_one_denied", |b| {
+        b.iter(|| run_messages(&mtools, true))
     });
     g.finish();
 }

@@ -26,7 +26,8 @@ usage:
   toolgate serve [--config FILE]   run the proxy (no FILE: the embedded default config)
   toolgate check [--config FILE]   validate config, policies, CEL and schemas; print file:line: message
   toolgate explain [--config FILE] --tool NAME [--args JSON] [--phase P] [--request TEXT]
-                   [--mission TEXT] [--principal NAME] [--json]
+                   [--mission TEXT] [--principal NAME] [--protocol chat_completions|responses|messages]
+                   [--json]
                                    the decision for one call, its signals and deciding rule
   toolgate policy scaffold --from-request FILE
                                    a starter tool catalog from a request's tools
@@ -98,9 +99,18 @@ fn parse(args: &[String]) -> Result<Command, String> {
                 "--request",
                 "--mission",
                 "--principal",
+                "--protocol",
                 "--json",
             ];
             let (mut m, json) = flags(rest, &known)?;
+            let protocol = match m.remove("--protocol").as_deref() {
+                None | Some("chat_completions") => "chat_completions",
+                Some("responses") => "responses",
+                Some("messages") => "messages",
+                Some(_) => {
+                    return Err("--protocol is chat_completions, responses or messages".into())
+                }
+            };
             let q = Question {
                 tool: m.remove("--tool").ok_or("explain needs --tool")?,
                 args: m.remove("--args").unwrap_or_else(|| "{}".into()),
@@ -108,6 +118,7 @@ fn parse(args: &[String]) -> Result<Command, String> {
                 request: m.remove("--request"),
                 mission: m.remove("--mission"),
                 principal: m.remove("--principal"),
+                protocol,
             };
             Ok(Command::Explain(path(&m), q, json))
         }

@@ -21,6 +21,9 @@ pub struct Question {
     pub request: Option<String>,
     pub mission: Option<String>,
     pub principal: Option<String>,
+    /// The wire format the call came in (`chat_completions`, `responses`,
+    /// `messages`): what audit records and metrics name it by.
+    pub protocol: &'static str,
 }
 
 /// Decides `q` under `config`'s policy; returns `{verdict, rule, gate, reason, signals}`.
@@ -40,6 +43,11 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
     let principal = q.principal.clone().unwrap_or_else(|| "anonymous".into());
     let mut ctx = Context {
         request_id: "explain".into(),
+        protocol: if q.protocol.is_empty() {
+            "chat_completions"
+        } else {
+            q.protocol
+        },
         phase: q
             .phase
             .clone()
@@ -72,6 +80,7 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
         json!({"name": name, "origin": origin})
     });
     Ok(json!({
+        "protocol": ctx.protocol,
         "verdict": d.verdict.as_str(),
         "rule": rule,
         "gate": d.gate,
@@ -98,8 +107,9 @@ pub fn render(v: &Value) -> String {
         v["reason"].as_str().unwrap_or("?")
     ));
     out.push_str(&format!(
-        "policy:  {}\nsignals:\n",
-        v["policy"].as_str().unwrap_or("?")
+        "policy:  {}\nroute:   {}\nsignals:\n",
+        v["policy"].as_str().unwrap_or("?"),
+        v["protocol"].as_str().unwrap_or("?")
     ));
     if let Some(m) = v["signals"].as_object() {
         for (k, s) in m {

@@ -121,6 +121,7 @@ fn explain_prints_the_verdict_the_rule_and_every_signal() {
         out.contains("  tool.namespace = \"comm\" (deterministic)"),
         "{out}"
     );
+    assert!(out.contains("\nroute:   chat_completions\n"), "{out}");
     assert!(
         out.contains("  detect.emails = [\"bob@corp.io\"] (deterministic)"),
         "{out}"
@@ -141,6 +142,20 @@ fn explain_prints_the_verdict_the_rule_and_every_signal() {
     assert!(v["rule"].is_null());
     assert_eq!(v["signals"]["phase"]["value"], "execution");
     assert_eq!(v["signals"]["tool.declared"]["method"], "deterministic");
+    assert_eq!(v["protocol"], "chat_completions");
+    let (code, out, _) = stdout(&[
+        "explain",
+        "--tool",
+        "bash",
+        "--protocol",
+        "messages",
+        "--json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["protocol"], "messages");
+    let (code, _, err) = stdout(&["explain", "--tool", "x", "--protocol", "grpc"]);
+    assert_eq!(code, 2, "{err}");
     let (code, _, err) = stdout(&["explain", "--tool", "x", "--args", "{nope"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--args is not JSON"), "{err}");
