@@ -756,3 +756,60 @@ async fn an_anthropic_sdk_tool_loop_runs_through_the_gate() {
         && a["verdict"] == "allow"));
     gate.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anthropic_sdk_accepts_every_gated_fixture() {
+    crate::need_fixtures!();
+    let mut spec = Vec::new();
+    let mut all_names = Vec::new();
+    for path in messages_fixtures() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let r = Reader::read(&std::fs::read(&path).unwrap()).unwrap();
+        let names: Vec<String> = r.calls().into_iter().map(|c| c.1).collect();
+        all_names.extend(names.clone());
+        spec.push((name, names, r.message()));
+    }
+    let names: Vec<&str> = all_names.iter().map(String::as_str).collect();
+    for denied in [vec![], names.clone()] {
+        let mock = Mock::start(vec![Reply::Fixture { chunk: 17 }]).await;
+        let gate = start(&mock.base_url(), &deny(&denied), "").await;
+        let arg = json!(spec
+            .iter()
+            .map(|(n, t, _)| json!([n, t]))
+            .collect::<Vec<_>>())
+        .to_string();
+        let base = gate.url.clone();
+        let Some(r) =
+            tokio::task::spawn_blocking(move || run_python(vec![base, "fixtures".into(), arg]))
+                .await
+                .unwrap()
+        else {
+            return;
+        };
+        assert!(r.get("raised").is_none(), "{r:#}");
+        for (name, _, reference) in &spec {
+            let got = &r[name.as_str()];
+            let want: Vec<Value> = if denied.is_empty() {
+                calls_of(reference["content"].as_array().unwrap())
+                    .into_iter()
+                    .map(|(id, n, input)| json!([id, n, input]))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            assert_eq!(got["calls"], json!(want), "{name} deny {denied:?}: {got}");
+            let stop = if denied.is_empty() {
+                "tool_use"
+            } else {
+                "end_turn"
+            };
+            assert_eq!(got["stop_reason"], stop, "{name}");
+            assert_eq!(
+                got["text"].as_str().unwrap().ends_with(NEUTRAL),
+                !denied.is_empty(),
+                "{name}: {got}"
+            );
+        }
+        gate.stop().await;
+    }
+}

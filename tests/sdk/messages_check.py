@@ -1,6 +1,6 @@
 """The official anthropic SDK on the Messages API, through toolgate.
 
-Usage: python messages_check.py BASE_URL sdk|loop
+Usage: python messages_check.py BASE_URL sdk|loop|fixtures [JSON]
 
 sdk: `client.messages.stream(...)` with `get_final_message()`,
 `client.messages.create(stream=True)` iterated to the end (accumulated with
@@ -11,6 +11,10 @@ text.
 loop: a two-turn tool loop: the model asks for `get_weather`, the script
 runs it and sends the `tool_result` back, and prints which tools ran and the
 model's final text.
+
+fixtures: JSON is `[[fixture, [tool names]], ...]`; each fixture is asked
+for through `client.messages.stream(...)` (the mock replays it) and its
+final message summarised, keyed by fixture name.
 
 Any exception is printed as `{"raised": ...}` so the caller can say which.
 """
@@ -76,10 +80,28 @@ def loop(base_url):
     return {"ran": ran, "final": None}
 
 
+def fixtures(base_url, spec):
+    c = client(base_url)
+    out = {}
+    for name, tools in json.loads(spec):
+        declared = [{"name": t, "input_schema": {"type": "object"}} for t in dict.fromkeys(tools)]
+        with c.messages.stream(model="claude-test", max_tokens=100, tools=declared,
+                               messages=[{"role": "user", "content": f"fixture:{name}"}]) as stream:
+            for _ in stream:
+                pass
+            out[name] = summary(stream.get_final_message())
+    return out
+
+
 def main():
     base_url, mode = sys.argv[1], sys.argv[2]
     try:
-        out = sdk(base_url) if mode == "sdk" else loop(base_url)
+        if mode == "sdk":
+            out = sdk(base_url)
+        elif mode == "loop":
+            out = loop(base_url)
+        else:
+            out = fixtures(base_url, sys.argv[3])
     except Exception as e:  # noqa: BLE001 - the caller asserts on it
         out = {"raised": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
     print(json.dumps(out))
