@@ -136,11 +136,19 @@ impl PolicyGate {
         if self.always_denied(tool, ctx) {
             return false;
         }
+        self.any_static_match(tool, ctx, |r| {
+            r.verdict == Verdict::Allow && r.tools.is_some()
+        })
+    }
+
+    /// Whether a rule for `tool` that `keep` accepts holds whatever the
+    /// arguments: no condition, or one that reads only tool, phase and
+    /// caller and is true.
+    fn any_static_match(&self, tool: &str, ctx: &Context, keep: impl Fn(&Rule) -> bool) -> bool {
         let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
         let vars = Bindings::new(s.vars());
         self.policy.rules_for(tool).iter().any(|r| {
-            r.verdict == Verdict::Allow
-                && r.tools.is_some()
+            keep(r)
                 && match &r.when {
                     None => true,
                     Some(c) => {
@@ -154,20 +162,7 @@ impl PolicyGate {
     }
 
     fn always_denied_uncached(&self, tool: &str, ctx: &Context) -> bool {
-        let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
-        let vars = Bindings::new(s.vars());
-        self.policy.rules_for(tool).iter().any(|r| {
-            r.verdict == Verdict::Deny
-                && match &r.when {
-                    None => true,
-                    Some(c) => {
-                        c.variables
-                            .iter()
-                            .all(|v| STATIC_VARS.contains(&v.as_str()))
-                            && c.eval(&vars) == Ok(true)
-                    }
-                }
-        })
+        self.any_static_match(tool, ctx, |r| r.verdict == Verdict::Deny)
     }
 
     /// Takes a token from every limit on this tool; the first one over its limit, if any.

@@ -6,19 +6,15 @@ use serde_json::Value;
 use crate::protocol::sync_driver::RunSync;
 
 fn opts() -> Options {
-    Options {
-        neutral_message: "NEUTRAL".into(),
-        max_event_bytes: 1 << 20,
-        max_call_bytes: 1 << 16,
-        max_held_bytes: 1 << 20,
-        id_key: [0; 32],
-    }
+    crate::protocol::sync_driver::testing::options()
 }
 
 fn run(input: &str, deny: &[&str]) -> String {
-    let mut rw = StreamRewriter::new(&opts());
-    let out = rw.run_sync(&[input.as_bytes()], |c| !deny.contains(&c.name.as_str()));
-    String::from_utf8(out.to_vec()).unwrap()
+    crate::protocol::sync_driver::testing::run_denying(
+        &mut StreamRewriter::new(&opts()),
+        input,
+        deny,
+    )
 }
 
 fn events(out: &str) -> Vec<Value> {

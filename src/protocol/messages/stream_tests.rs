@@ -5,39 +5,18 @@ use crate::call::Kind;
 use crate::protocol::sync_driver::RunSync;
 
 fn opts() -> Options {
-    Options {
-        neutral_message: "NEUTRAL".into(),
-        max_event_bytes: 1 << 20,
-        max_call_bytes: 1 << 16,
-        max_held_bytes: 1 << 20,
-        id_key: [1; 32],
-    }
+    crate::protocol::sync_driver::testing::options()
 }
 
 fn run(input: &str, deny: &[&str]) -> String {
-    let mut rw = StreamRewriter::new(&opts());
-    let out = rw.run_sync(&[input.as_bytes()], |c| !deny.contains(&c.name.as_str()));
-    String::from_utf8(out.to_vec()).unwrap()
+    crate::protocol::sync_driver::testing::run_denying(
+        &mut StreamRewriter::new(&opts()),
+        input,
+        deny,
+    )
 }
 
-/// `(event name, data)` of every block.
-fn events(out: &str) -> Vec<(String, Value)> {
-    out.split("\n\n")
-        .filter(|b| !b.trim().is_empty())
-        .map(|b| {
-            let mut name = String::new();
-            let mut data = String::new();
-            for line in b.lines() {
-                if let Some(n) = line.strip_prefix("event: ") {
-                    name = n.to_string();
-                } else if let Some(d) = line.strip_prefix("data: ") {
-                    data.push_str(d);
-                }
-            }
-            (name, serde_json::from_str(&data).unwrap())
-        })
-        .collect()
-}
+use crate::protocol::sync_driver::testing::named_events as events;
 
 fn ev(v: Value) -> String {
     format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap())
