@@ -813,3 +813,31 @@ async fn the_anthropic_sdk_accepts_every_gated_fixture() {
         gate.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_fragments_that_are_not_json_withhold_the_call() {
+    let s = scripted_stream().replacen(" -rf /\\\"}", " -rf /", 1);
+    assert_ne!(s, scripted_stream());
+    let mock = Mock::start(vec![Reply::sse(s)]).await;
+    let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
+    let a = post(
+        &gate,
+        "/v1/messages",
+        &request("x", true, &["get_weather", "shell"]),
+        &[],
+    )
+    .await;
+    let r = Reader::read(&a.body).unwrap_or_else(|e| panic!("{e}\n{}", a.text()));
+    assert!(r.errors.is_empty() && r.stopped, "{}", a.text());
+    let names: Vec<String> = r.calls().into_iter().map(|c| c.1).collect();
+    assert_eq!(names, ["get_weather"], "{}", a.text());
+    assert_eq!(r.message()["stop_reason"], "tool_use");
+    let audit = gate.audit_flushed().await;
+    let shell = audit.iter().find(|r| r["tool"] == "shell").unwrap();
+    assert_eq!(
+        (shell["verdict"].as_str(), shell["gate"].as_str()),
+        (Some("reject"), Some("integrity")),
+        "{shell}"
+    );
+    gate.stop().await;
+}
