@@ -1,10 +1,12 @@
 //! The body adapter: drives a protocol's sans-IO [`Rewriter`] over the upstream body.
 //!
-//! A task reads upstream frames, feeds the rewriter, sends what the agent may
-//! see into a small channel, and awaits the gates (sending `: keepalive`
-//! comments meanwhile). The agent's response body is the channel's receiver.
-//! When the agent goes away the channel closes, the task ends and the upstream
-//! body is dropped, which cancels the upstream request.
+//! [`GatedBody`] is the agent's response body, polled in place by hyper: each
+//! poll reads upstream frames, feeds the rewriter and returns what the agent
+//! may see; held calls are decided inside the poll (sending `: keepalive`
+//! comments while a slow gate works). When the agent goes away hyper drops
+//! the body, and the upstream body with it, which cancels the upstream
+//! request. Also here: [`Pieces`] (a rewritten whole body) and [`Deadline`]
+//! (a pass-through body bounded by the upstream timeout).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -15,11 +17,10 @@ use std::task::{Context as TaskContext, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::call::Release;
 use crate::context::Context;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
@@ -121,72 +122,48 @@ where
     }
 }
 
-/// One piece of output; `last` marks the end of the body.
-struct Piece {
-    data: Bytes,
-    last: bool,
+type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
+type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Where the gated body is.
+enum Phase {
+    /// Reading upstream frames.
+    Reading,
+    /// Upstream ended: the last events (`Rewriter::process`), then
+    /// `Rewriter::end`, each of which may still need a gate.
+    Draining { ending: bool },
+    /// The held calls are being decided; `then` is where to go after.
+    Gating {
+        decide: Decide,
+        tick: Option<Pin<Box<tokio::time::Sleep>>>,
+        since: Option<std::time::Instant>,
+        then: Box<Phase>,
+    },
+    /// A fault: the dropped calls are audited, then the error ending goes out.
+    Failing(Chore),
+    /// Everything is written; what is left in `out` is the last frame.
+    Done,
 }
 
-/// A response body fed by the gating task.
-pub struct ChannelBody {
-    rx: mpsc::Receiver<Piece>,
-    ended: bool,
-}
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(p)) => {
-                self.ended = p.last;
-                Poll::Ready(Some(Ok(Frame::data(p.data))))
-            }
-            Poll::Ready(None) => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    /// Lets hyper write the last piece and the end of the body in one go.
-    fn is_end_stream(&self) -> bool {
-        self.ended
-    }
-}
-
-/// Sends what `out` holds; `last` also ends the body.
-async fn send(out: &mut BytesMut, tx: &mpsc::Sender<Piece>, last: bool) -> Result<(), Stop> {
-    if out.is_empty() && !last {
-        return Ok(());
-    }
-    let data = out.split().freeze();
-    tx.send(Piece { data, last })
-        .await
-        .map_err(|_| Stop::ClientGone)
-}
-
-enum Stop {
-    ClientGone,
-    Fault(Error),
-}
-
-struct Driver {
+/// The agent's response body, driven where hyper polls it: upstream frames
+/// are read, fed to the protocol's sans-IO [`Rewriter`], and what the agent
+/// may see is returned as the next frame. Held calls are decided in place
+/// (text received before them goes out first, and `: keepalive` comments
+/// follow while a slow gate works). No task or channel per stream: when the
+/// agent goes away hyper drops this body, and with it the upstream body,
+/// which cancels the upstream request.
+pub struct GatedBody {
     state: Arc<State>,
     /// The pipeline the request started with (a reload does not change it mid-request).
     gates: Arc<Gates>,
     ctx: Arc<Context>,
     rw: Box<dyn Rewriter>,
+    upstream: Incoming,
+    dec: ContentDecoder,
+    deadline: Pin<Box<tokio::time::Sleep>>,
     out: BytesMut,
-    tx: mpsc::Sender<Piece>,
+    phase: Phase,
+    ended: bool,
 }
 
 /// Starts gating `body` and returns the agent's response body.
@@ -198,164 +175,196 @@ pub fn gated_stream(
     body: Incoming,
     decoder: ContentDecoder,
     deadline: Instant,
-) -> ChannelBody {
-    let (tx, rx) = mpsc::channel(32);
+) -> GatedBody {
     let rw = protocol.rewriter(&state.stream_options());
-    let mut d = Driver {
+    GatedBody {
         state,
         gates,
         ctx,
         rw,
+        upstream: body,
+        dec: decoder,
+        deadline: Box::pin(tokio::time::sleep_until(deadline)),
         out: BytesMut::with_capacity(16 * 1024),
-        tx,
-    };
-    tokio::spawn(async move { d.run(body, decoder, deadline).await });
-    ChannelBody { rx, ended: false }
+        phase: Phase::Reading,
+        ended: false,
+    }
 }
 
-impl Driver {
-    async fn run(&mut self, body: Incoming, decoder: ContentDecoder, deadline: Instant) {
-        let result = self.pump(body, decoder, deadline).await;
-        let late = self.rw.late_deltas();
-        if late > 0 {
-            self.state.metrics.late_tool_deltas.fetch_add(late, Relaxed);
-            tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");
-        }
-        if let Err(Stop::Fault(err)) = result {
-            tracing::warn!(request_id = %self.ctx.request_id, error = %err, "stream ended with an error event");
-            self.state.metrics.stream_faults.fetch_add(1, Relaxed);
-            let dropped = self
-                .rw
-                .fail(&err, self.state.passthrough_errors(), &mut self.out);
-            if let Some(w) = self.rw.take_withheld() {
-                self.state.remember_withheld(w);
-            }
-            release::dropped(
-                &self.state,
-                &self.gates,
-                &self.ctx,
-                &dropped,
-                "stream_fault",
-            )
-            .await;
-            let _ = self.send(true).await;
-        }
-    }
+/// What one step of the body's state machine produced.
+enum Next {
+    /// Go on stepping.
+    Continue,
+    /// Send what `out` holds (if anything) and be polled again.
+    Flush,
+    /// Nothing can be done until woken.
+    Wait,
+}
 
-    async fn pump(
-        &mut self,
-        mut body: Incoming,
-        mut dec: ContentDecoder,
-        deadline: Instant,
-    ) -> Result<(), Stop> {
-        loop {
-            let frame = tokio::select! {
-                biased;
-                _ = self.tx.closed() => return Err(Stop::ClientGone),
-                f = tokio::time::timeout_at(deadline, body.frame()) => f,
-            };
-            match frame {
-                Err(_) => return Err(Stop::Fault(Error::UpstreamTimeout)),
-                Ok(Some(Err(_))) => {
-                    return Err(Stop::Fault(Error::UpstreamUnreadable(
-                        "upstream connection failed mid-stream",
-                    )))
+impl GatedBody {
+    /// Runs the rewriter over what it was given; a gate or a fault changes the phase.
+    fn process(&mut self, ending: Option<bool>) -> Next {
+        let step = match ending {
+            Some(true) => self.rw.end(&mut self.out),
+            _ => self.rw.process(&mut self.out),
+        };
+        self.audit_hosted();
+        match step {
+            Ok(Step::NeedMore) => match ending {
+                None => Next::Flush,
+                Some(false) => {
+                    self.phase = Phase::Draining { ending: true };
+                    Next::Continue
                 }
-                Ok(Some(Ok(f))) => {
-                    if let Ok(data) = f.into_data() {
-                        let bytes = dec.decode(&data).map_err(Stop::Fault)?;
-                        self.rw.push(&bytes);
-                        // A body of known length that is complete ends here, so
-                        // its last piece and the end go out together.
-                        if body.is_end_stream() {
-                            return self.finish(&mut dec).await;
-                        }
-                        self.steps().await?;
-                    }
+                Some(true) => {
+                    self.phase = Phase::Done;
+                    Next::Continue
                 }
-                Ok(None) => return self.finish(&mut dec).await,
+            },
+            Ok(Step::Gate) => {
+                let then = match ending {
+                    None => Phase::Reading,
+                    Some(e) => Phase::Draining { ending: e },
+                };
+                self.start_gate(then);
+                Next::Continue
+            }
+            Err(e) => {
+                self.fail(e);
+                Next::Continue
             }
         }
     }
 
-    /// End of the upstream body: the last events, then the end of the agent's body.
-    async fn finish(&mut self, dec: &mut ContentDecoder) -> Result<(), Stop> {
-        let rest = dec.finish().map_err(Stop::Fault)?;
-        self.rw.push(&rest);
-        loop {
-            let step = self.rw.process(&mut self.out).map_err(Stop::Fault)?;
-            self.audit_hosted().await;
-            match step {
-                Step::NeedMore => break,
-                Step::Gate => self.gate().await?,
-            }
-        }
-        loop {
-            let step = self.rw.end(&mut self.out).map_err(Stop::Fault)?;
-            self.audit_hosted().await;
-            match step {
-                Step::NeedMore => break,
-                Step::Gate => self.gate().await?,
-            }
-        }
-        self.send(true).await
+    /// Begins deciding the pending calls.
+    fn start_gate(&mut self, then: Phase) {
+        let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
+        let calls = self.rw.pending().to_vec();
+        let decide: Decide =
+            Box::pin(async move { release::decide(&state, &gates, &ctx, &calls).await });
+        self.phase = Phase::Gating {
+            decide,
+            tick: None,
+            since: self.rw.last_call_delta(),
+            then: Box::new(then),
+        };
     }
 
-    async fn steps(&mut self) -> Result<(), Stop> {
-        loop {
-            let step = self.rw.process(&mut self.out).map_err(Stop::Fault)?;
-            self.audit_hosted().await;
-            match step {
-                Step::NeedMore => return self.send(false).await,
-                Step::Gate => self.gate().await?,
-            }
+    /// Ends the stream the protocol's way after `err`; held calls are
+    /// dropped and audited before the ending goes out.
+    fn fail(&mut self, err: Error) {
+        tracing::warn!(request_id = %self.ctx.request_id, error = %err, "stream ended with an error event");
+        self.state.metrics.stream_faults.fetch_add(1, Relaxed);
+        let dropped = self
+            .rw
+            .fail(&err, self.state.passthrough_errors(), &mut self.out);
+        if let Some(w) = self.rw.take_withheld() {
+            self.state.remember_withheld(w);
         }
+        let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
+        self.phase = Phase::Failing(Box::pin(async move {
+            release::dropped(&state, &gates, &ctx, &dropped, "stream_fault").await;
+        }));
     }
 
-    /// Audits the provider-run calls the rewriter has seen.
-    async fn audit_hosted(&mut self) {
+    /// Audits provider-run calls the rewriter has seen (they already ran;
+    /// the record is written beside the stream, not before it).
+    fn audit_hosted(&mut self) {
         let hosted = self.rw.take_hosted();
-        if !hosted.is_empty() {
-            release::hosted(&self.state, &self.gates, &self.ctx, &hosted).await;
+        if hosted.is_empty() {
+            return;
+        }
+        let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
+        tokio::spawn(async move { release::hosted(&state, &gates, &ctx, &hosted).await });
+    }
+
+    /// Reads the next upstream frame.
+    fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
+        match Pin::new(&mut self.upstream).poll_frame(cx) {
+            Poll::Ready(Some(Ok(f))) => {
+                let Ok(data) = f.into_data() else {
+                    return Next::Continue;
+                };
+                match self.dec.decode(&data) {
+                    Ok(bytes) => self.rw.push(&bytes),
+                    Err(e) => {
+                        self.fail(e);
+                        return Next::Continue;
+                    }
+                }
+                // A body of known length that is complete ends here, so
+                // its last piece and the end go out together.
+                if self.upstream.is_end_stream() {
+                    self.upstream_ended();
+                    return Next::Continue;
+                }
+                self.process(None)
+            }
+            Poll::Ready(Some(Err(_))) => {
+                self.fail(Error::UpstreamUnreadable(
+                    "upstream connection failed mid-stream",
+                ));
+                Next::Continue
+            }
+            Poll::Ready(None) => {
+                self.upstream_ended();
+                Next::Continue
+            }
+            Poll::Pending => {
+                if self.deadline.as_mut().poll(cx).is_ready() {
+                    self.fail(Error::UpstreamTimeout);
+                    return Next::Continue;
+                }
+                Next::Wait
+            }
         }
     }
 
-    /// Sends what is ready; `last` also ends the body.
-    async fn send(&mut self, last: bool) -> Result<(), Stop> {
-        send(&mut self.out, &self.tx, last).await
+    fn upstream_ended(&mut self) {
+        match self.dec.finish() {
+            Ok(rest) => {
+                self.rw.push(&rest);
+                self.phase = Phase::Draining { ending: false };
+            }
+            Err(e) => self.fail(e),
+        }
     }
 
-    /// Gates the held calls. Gates that answer at once cost nothing extra;
-    /// when a gate has to wait, the text received so far goes out first and
-    /// keep-alives follow while it waits.
-    async fn gate(&mut self) -> Result<(), Stop> {
-        let since = self.rw.last_call_delta();
+    /// Polls the gate; a slow gate lets the text before it go out, then
+    /// sends keep-alives.
+    fn gate(&mut self, cx: &mut TaskContext<'_>) -> Result<Next, Bytes> {
         let every = self.state.config.stream.keepalive;
-        let allowed = {
-            let mut decide = std::pin::pin!(release::decide(
-                &self.state,
-                &self.gates,
-                &self.ctx,
-                self.rw.pending()
-            ));
-            match futures_util::poll!(decide.as_mut()) {
-                Poll::Ready(a) => a,
-                Poll::Pending => {
-                    send(&mut self.out, &self.tx, false).await?;
-                    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
-                    loop {
-                        tokio::select! {
-                            a = &mut decide => break a,
-                            _ = tick.tick() => {
-                                let keepalive = Piece { data: KEEPALIVE, last: false };
-                                self.tx.send(keepalive).await.map_err(|_| Stop::ClientGone)?;
-                            }
-                        }
-                    }
+        let Phase::Gating {
+            decide,
+            tick,
+            since,
+            ..
+        } = &mut self.phase
+        else {
+            return Ok(Next::Continue);
+        };
+        let verdicts = match decide.as_mut().poll(cx) {
+            Poll::Ready(v) => v,
+            Poll::Pending => {
+                if !self.out.is_empty() {
+                    return Ok(Next::Flush);
                 }
+                let t = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+                if t.as_mut().poll(cx).is_ready() {
+                    t.as_mut().reset(tokio::time::Instant::now() + every);
+                    // Registers the next tick's wake-up.
+                    let _ = t.as_mut().poll(cx);
+                    return Err(KEEPALIVE);
+                }
+                return Ok(Next::Wait);
             }
         };
-        self.rw.resolve(&allowed, &mut self.out);
+        let since = *since;
+        let Phase::Gating { then, .. } = std::mem::replace(&mut self.phase, Phase::Done) else {
+            return Ok(Next::Continue);
+        };
+        self.phase = *then;
+        self.rw.resolve(&verdicts, &mut self.out);
         // Remembered before anything of this answer goes out, so a request
         // that continues from it finds the record.
         if let Some(w) = self.rw.take_withheld() {
@@ -364,6 +373,88 @@ impl Driver {
         if let Some(t) = since {
             self.state.metrics.release_latency.observe(t.elapsed());
         }
-        Ok(())
+        Ok(Next::Continue)
+    }
+}
+
+impl Body for GatedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        loop {
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            let next = match &mut this.phase {
+                Phase::Reading => this.read(cx),
+                Phase::Draining { ending } => {
+                    let ending = *ending;
+                    this.process(Some(ending))
+                }
+                Phase::Gating { .. } => match this.gate(cx) {
+                    Ok(n) => n,
+                    Err(keepalive) => return Poll::Ready(Some(Ok(Frame::data(keepalive)))),
+                },
+                Phase::Failing(chore) => match chore.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        this.phase = Phase::Done;
+                        Next::Continue
+                    }
+                    Poll::Pending => Next::Wait,
+                },
+                Phase::Done => {
+                    this.ended = true;
+                    if this.out.is_empty() {
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
+                }
+            };
+            match next {
+                Next::Continue => {}
+                Next::Flush if !this.out.is_empty() => {
+                    return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
+                }
+                Next::Flush => {}
+                Next::Wait => {
+                    if !this.out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// Lets hyper write the last piece and the end of the body in one go.
+    fn is_end_stream(&self) -> bool {
+        self.ended || (matches!(self.phase, Phase::Done) && self.out.is_empty())
+    }
+}
+
+impl Drop for GatedBody {
+    fn drop(&mut self) {
+        // The agent went away while calls were being decided or dropped
+        // calls audited: that work still finishes, so the trail is whole.
+        let left: Option<Chore> = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Gating { decide, .. } => Some(Box::pin(async move {
+                decide.await;
+            })),
+            Phase::Failing(chore) => Some(chore),
+            _ => None,
+        };
+        if let (Some(chore), Ok(rt)) = (left, tokio::runtime::Handle::try_current()) {
+            rt.spawn(chore);
+        }
+        let late = self.rw.late_deltas();
+        if late > 0 {
+            self.state.metrics.late_tool_deltas.fetch_add(late, Relaxed);
+            tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");
+        }
     }
 }

@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::Value;
 
-use super::{full, is_json, upstream_status, ProxyBody, Routed};
+use super::{full, is_json, reply, upstream_status, ProxyBody, Routed};
 use crate::body;
 use crate::context::{self, Context};
 use crate::encoding::ContentDecoder;
@@ -107,7 +107,7 @@ pub async fn handle(
         let b = body::gated_stream(protocol, state.clone(), gates, ctx, body, decoder, deadline);
         return Ok(Response::from_parts(
             head,
-            b.map_err(|never| match never {}).boxed(),
+            b.map_err(|never| match never {}).boxed_unsync(),
         ));
     }
     let raw = gather::response(
@@ -129,7 +129,7 @@ pub async fn handle(
         Protocol::Chat => {
             let mut parsed = chat::complete::Completion::parse(text, max_args)?;
             if parsed.calls().is_empty() {
-                return Ok(Response::from_parts(head, full(raw.clone())));
+                return Ok(Response::from_parts(head, reply(raw.clone())));
             }
             let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
             parsed.forget_calls();
@@ -138,7 +138,7 @@ pub async fn handle(
         Protocol::Responses => {
             let mut parsed = responses::complete::Answer::parse(text, max_args)?;
             if parsed.calls().is_empty() {
-                return Ok(Response::from_parts(head, full(raw.clone())));
+                return Ok(Response::from_parts(head, reply(raw.clone())));
             }
             let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
             parsed.forget_calls();
@@ -153,7 +153,7 @@ pub async fn handle(
             let mut parsed = messages::complete::Answer::parse(text, max_args)?;
             release::hosted(state, &gates, &ctx, parsed.hosted()).await;
             if parsed.calls().is_empty() {
-                return Ok(Response::from_parts(head, full(raw.clone())));
+                return Ok(Response::from_parts(head, reply(raw.clone())));
             }
             let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
             parsed.forget_calls();
@@ -161,11 +161,11 @@ pub async fn handle(
         }
     };
     if !changed {
-        return Ok(Response::from_parts(head, full(raw.clone())));
+        return Ok(Response::from_parts(head, reply(raw.clone())));
     }
     Ok(Response::from_parts(
         head,
-        body::Pieces::new(out.finish()).boxed(),
+        body::Pieces::new(out.finish()).boxed_unsync(),
     ))
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
+use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
@@ -32,14 +32,20 @@ use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 pub use route::{route, Route, Routed};
 
-pub type ProxyBody = BoxBody<Bytes, body::BodyError>;
+/// The agent's response body (a gated stream is `Send`, not `Sync`).
+pub type ProxyBody = UnsyncBoxBody<Bytes, body::BodyError>;
 
 /// How much of an upstream error body is kept for `errors = "passthrough"`.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// A whole body, as a response body or an upstream request body.
+/// A whole body, as an upstream request body.
 fn full<E: 'static>(b: Bytes) -> BoxBody<Bytes, E> {
     Full::new(b).map_err(|never| match never {}).boxed()
+}
+
+/// A whole body, as the agent's response body.
+fn reply(b: Bytes) -> ProxyBody {
+    Full::new(b).map_err(|never| match never {}).boxed_unsync()
 }
 
 /// Handles one agent request; never fails (errors become responses here).
@@ -69,7 +75,7 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
             crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
             _ => tracing::warn!(error = %e, "request failed"),
         }
-        e.into_response(state.passthrough_errors(), |e| family.error_body(e), full)
+        e.into_response(state.passthrough_errors(), |e| family.error_body(e), reply)
     });
     state.metrics.request(label, resp.status().as_u16());
     resp
@@ -106,7 +112,7 @@ async fn pass(
     strip_hop_by_hop(&mut head.headers);
     Ok(Response::from_parts(
         head,
-        body::Deadline::new(body, deadline).boxed(),
+        body::Deadline::new(body, deadline).boxed_unsync(),
     ))
 }
 

@@ -119,3 +119,55 @@ async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
     );
     gate.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_leaves_during_the_gate_still_leaves_a_whole_audit_trail() {
+    let body = [
+        chunk(
+            0,
+            json!({"role": "assistant", "content": "Let me look."}),
+            None,
+        ),
+        chunk(0, call_delta(0, "c1", "good", "{}"), None),
+        chunk(0, call_delta(1, "c2", "bad", "{}"), None),
+        chunk(0, json!({}), Some("tool_calls")),
+        "data: [DONE]\n\n".into(),
+    ]
+    .concat();
+    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let slow = Slow {
+        running: running.clone(),
+        peak: Arc::new(AtomicUsize::new(0)),
+    };
+    let gate = start_gate_with(&mock.base_url(), ALLOW_ALL, "", vec![Arc::new(slow)]).await;
+    let (_, mut body) = open_stream(&gate, &chat_request(true, &["good", "bad"]), false).await;
+    // Read until the text arrives, wait until the gate is at work, and leave.
+    loop {
+        let f = body.frame().await.unwrap().unwrap();
+        if String::from_utf8_lossy(f.data_ref().unwrap()).contains("Let me look.") {
+            break;
+        }
+    }
+    for _ in 0..100 {
+        if running.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(running.load(Ordering::SeqCst) > 0, "the gate started");
+    drop(body);
+    tokio::time::sleep(DELAY * 2).await;
+    let audit = gate.audit_flushed().await;
+    let decided: Vec<(&str, &str)> = audit
+        .iter()
+        .map(|r| {
+            (
+                r["call_id"].as_str().unwrap(),
+                r["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(decided, [("c1", "allow"), ("c2", "reject")], "{audit:?}");
+    gate.stop().await;
+}
