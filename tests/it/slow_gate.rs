@@ -40,21 +40,28 @@ impl Gate for Slow {
     }
 }
 
+/// "Let me look.", then `calls` (id, name, arguments), the finish and `[DONE]`.
+fn text_then_calls(calls: &[(&str, &str, &str)]) -> String {
+    let mut body = chunk(
+        0,
+        json!({"role": "assistant", "content": "Let me look."}),
+        None,
+    );
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        body.push_str(&chunk(0, call_delta(i as u32, id, name, args), None));
+    }
+    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
-    let body = [
-        chunk(
-            0,
-            json!({"role": "assistant", "content": "Let me look."}),
-            None,
-        ),
-        chunk(0, call_delta(0, "c1", "good", "{}"), None),
-        chunk(0, call_delta(1, "c2", "bad", "{}"), None),
-        chunk(0, call_delta(2, "c3", "good", "{\"n\":3}"), None),
-        chunk(0, json!({}), Some("tool_calls")),
-        "data: [DONE]\n\n".into(),
-    ]
-    .concat();
+    let body = text_then_calls(&[
+        ("c1", "good", "{}"),
+        ("c2", "bad", "{}"),
+        ("c3", "good", "{\"n\":3}"),
+    ]);
     let mock = Mock::start(vec![Reply::sse(body)]).await;
     let peak = Arc::new(AtomicUsize::new(0));
     let slow = Slow {
@@ -122,18 +129,7 @@ async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_leaves_during_the_gate_still_leaves_a_whole_audit_trail() {
-    let body = [
-        chunk(
-            0,
-            json!({"role": "assistant", "content": "Let me look."}),
-            None,
-        ),
-        chunk(0, call_delta(0, "c1", "good", "{}"), None),
-        chunk(0, call_delta(1, "c2", "bad", "{}"), None),
-        chunk(0, json!({}), Some("tool_calls")),
-        "data: [DONE]\n\n".into(),
-    ]
-    .concat();
+    let body = text_then_calls(&[("c1", "good", "{}"), ("c2", "bad", "{}")]);
     let mock = Mock::start(vec![Reply::sse(body)]).await;
     let running = Arc::new(AtomicUsize::new(0));
     let slow = Slow {
