@@ -51,5 +51,7 @@ mod output;
 mod holes;
 /// `POST /v1/messages` (Anthropic) through a real toolgate.
 pub mod messages;
+/// A strict reference reader of Messages streams.
+mod messages_reader;
 /// `POST /v1/responses` through a real toolgate.
 mod responses;

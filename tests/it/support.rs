@@ -235,7 +235,8 @@ fn fixture_reply(req: &Value, chunk: usize) -> Reply {
     }
     if name.starts_with("anthropic-messages") {
         // A Messages stream's non-streamed equivalent: the message it builds.
-        let r = crate::messages::Reader::read(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let r =
+            crate::messages_reader::Reader::read(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
         return Reply::json(200, r.message().to_string());
     }
     let acc = Acc::from_sse(&body);

@@ -26,12 +26,11 @@
 use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use super::{call_of, classify, hosted_call, BlockClass, BLOCK_KEYS};
+use super::call_of;
 use crate::call::{Call, Release};
 use crate::error::Error;
-use crate::protocol::json::{write_obj, Obj};
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step};
 
@@ -56,6 +55,13 @@ const EVENTS: [&str; 8] = [
     "ping",
     "error",
 ];
+
+#[path = "stream_emit.rs"]
+mod emit;
+#[path = "stream_hold.rs"]
+mod hold;
+
+use emit::write_event;
 
 fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
@@ -245,155 +251,6 @@ impl StreamRewriter {
         Ok(())
     }
 
-    /// The block index of an event.
-    fn index(ev: &Event) -> Result<u64, Error> {
-        ev.obj
-            .get("index")
-            .and_then(Value::as_u64)
-            .ok_or_else(|| malformed("a block event has no integer index"))
-    }
-
-    /// Whether `ev` starts a call block (which joins the batch).
-    fn starts_call(&self, ev: &Event) -> Result<bool, Error> {
-        if ev.ty != "content_block_start" {
-            return Ok(false);
-        }
-        Ok(classify(block_type(&ev.obj)?) == BlockClass::Call)
-    }
-
-    fn block_start(&mut self, ev: Event, out: &mut BytesMut) -> Result<(), Error> {
-        if !self.began || self.stopped {
-            return Err(malformed("a block outside a message"));
-        }
-        if self.open.is_some() {
-            return Err(malformed("a block started while another was open"));
-        }
-        let index = Self::index(&ev)?;
-        if self.last_in.is_some_and(|l| index <= l) {
-            return Err(malformed("block indices do not increase"));
-        }
-        self.last_in = Some(index);
-        let Some(Value::Object(block)) = ev.obj.get("content_block") else {
-            return Err(malformed("content_block_start has no block"));
-        };
-        map_guard(block, &BLOCK_KEYS)?;
-        let class = classify(block_type(&ev.obj)?);
-        if class == BlockClass::Call {
-            let slot = Slot {
-                in_index: index,
-                block: block.clone(),
-                json: String::new(),
-                done: false,
-                bytes: 0,
-                oversized: false,
-            };
-            self.batch.push(slot);
-            let i = self.batch.len() - 1;
-            self.open = Some(Open {
-                in_index: index,
-                out: None,
-                slot: Some(i),
-            });
-            return self.hold(i, ev);
-        }
-        if class == BlockClass::Hosted {
-            self.hosted.push(hosted_call(block));
-        }
-        let o = self.out_next;
-        self.out_next += 1;
-        self.open = Some(Open {
-            in_index: index,
-            out: Some(o),
-            slot: None,
-        });
-        self.emit(&ev, (o != index).then_some(o), out);
-        Ok(())
-    }
-
-    fn block_event(&mut self, ev: Event, out: &mut BytesMut) -> Result<(), Error> {
-        let index = Self::index(&ev)?;
-        let Some(open) = self.open.filter(|o| o.in_index == index) else {
-            return Err(malformed("an event names a block that is not open"));
-        };
-        let stop = ev.ty == "content_block_stop";
-        if stop {
-            self.open = None;
-        }
-        match (open.slot, open.out) {
-            (Some(i), _) => {
-                if stop {
-                    self.batch[i].done = true;
-                } else {
-                    self.fragment(i, &ev)?;
-                }
-                self.hold(i, ev)
-            }
-            (None, Some(o)) => {
-                self.emit(&ev, (o != index).then_some(o), out);
-                Ok(())
-            }
-            (None, None) => Err(malformed("a block with no place")),
-        }
-    }
-
-    /// Joins a call's `input_json_delta` fragment.
-    fn fragment(&mut self, i: usize, ev: &Event) -> Result<(), Error> {
-        let Some(Value::Object(delta)) = ev.obj.get("delta") else {
-            return Err(malformed("a block delta has no delta"));
-        };
-        map_guard(delta, &["type", "partial_json"])?;
-        if delta.get("type").and_then(Value::as_str) != Some("input_json_delta") {
-            return Err(malformed("a call block got a delta that is not input"));
-        }
-        let part = delta
-            .get("partial_json")
-            .and_then(Value::as_str)
-            .ok_or_else(|| malformed("partial_json is not a string"))?;
-        let slot = &mut self.batch[i];
-        if !slot.oversized {
-            slot.json.push_str(part);
-        }
-        self.last_call_delta = Some(Instant::now());
-        Ok(())
-    }
-
-    fn hold(&mut self, i: usize, ev: Event) -> Result<(), Error> {
-        self.last_call_delta = Some(Instant::now());
-        let size = ev.raw.len() + ev.data.len();
-        let slot = &mut self.batch[i];
-        slot.bytes += size;
-        if slot.oversized {
-            return Ok(());
-        }
-        if slot.json.len() > self.max_call
-            || slot.bytes > 2 * self.max_call + 64 * 1024
-            || self.held_bytes + size > self.max_held
-        {
-            // Too large to hold: rejected without keeping its events.
-            slot.oversized = true;
-            slot.json = String::new();
-            let freed: usize = self
-                .queue
-                .iter()
-                .filter(|h| h.slot == Some(i))
-                .map(|h| h.ev.raw.len() + h.ev.data.len())
-                .sum();
-            self.queue.retain(|h| h.slot != Some(i));
-            self.held_bytes -= freed;
-            return Ok(());
-        }
-        self.keep(Held { ev, slot: Some(i) })
-    }
-
-    fn keep(&mut self, h: Held) -> Result<(), Error> {
-        self.held_bytes += h.ev.raw.len() + h.ev.data.len();
-        if self.held_bytes > self.max_held.saturating_mul(2) {
-            return Err(malformed("held events over limits.max_held_args_bytes"));
-        }
-        self.queue.push(h);
-        Ok(())
-    }
-
     /// Builds the pending calls from the complete blocks.
     fn start_gate(&mut self) -> Result<(), Error> {
         let mut calls = Vec::with_capacity(self.batch.len());
@@ -424,105 +281,6 @@ impl StreamRewriter {
         self.pending = calls;
         Ok(())
     }
-
-    /// Before the message's end: when calls were withheld and none was
-    /// released, the neutral text block; whether the stop reason becomes
-    /// `end_turn`.
-    fn close_turn(&mut self, out: &mut BytesMut) -> bool {
-        if self.turn_closed || self.withheld == 0 || self.released > 0 {
-            return self.turn_closed;
-        }
-        self.turn_closed = true;
-        let i = self.out_next;
-        self.out_next += 1;
-        let events = [
-            (
-                "content_block_start",
-                json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
-            ),
-            (
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": self.neutral}}),
-            ),
-            (
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": i}),
-            ),
-        ];
-        for (ty, v) in events {
-            write_event(out, ty, v.to_string().as_bytes());
-        }
-        true
-    }
-
-    /// Sends an event: as it came, or written anew with a new `index` (or
-    /// with its `event:` line when it had none).
-    fn emit(&self, ev: &Event, index: Option<u64>, out: &mut BytesMut) {
-        if index.is_none() && ev.named {
-            out.put_slice(&ev.raw);
-            return;
-        }
-        let text = String::from_utf8_lossy(&ev.data);
-        let Some(index) = index else {
-            write_event(out, &ev.ty, text.as_bytes());
-            return;
-        };
-        let top: Obj = match serde_json::from_str(&text) {
-            Ok(o) => o,
-            Err(_) => return,
-        };
-        let mut body = String::with_capacity(text.len());
-        write_obj(&mut body, &top, |k, _| {
-            (k == "index").then(|| index.to_string())
-        });
-        write_event(out, &ev.ty, body.as_bytes());
-    }
-
-    /// Sends `message_delta`, its stop reason `end_turn` when `end_turn` and
-    /// the model stopped for tool use.
-    fn emit_delta(&self, ev: &Event, end_turn: bool, out: &mut BytesMut) -> Result<(), Error> {
-        let Some(Value::Object(delta)) = ev.obj.get("delta") else {
-            return Err(malformed("message_delta has no delta"));
-        };
-        map_guard(delta, &["stop_reason"])?;
-        let tool_use = delta.get("stop_reason").and_then(Value::as_str) == Some("tool_use");
-        if !(end_turn && tool_use) {
-            self.emit(ev, None, out);
-            return Ok(());
-        }
-        let text = String::from_utf8_lossy(&ev.data);
-        let top: Obj = serde_json::from_str(&text).map_err(|_| malformed("event is not JSON"))?;
-        let mut body = String::with_capacity(text.len());
-        write_obj(&mut body, &top, |k, v| {
-            if k != "delta" {
-                return None;
-            }
-            let d = Obj::of(v)?;
-            let mut r = String::new();
-            write_obj(&mut r, &d, |k, _| {
-                (k == "stop_reason").then(|| "\"end_turn\"".to_string())
-            });
-            Some(r)
-        });
-        write_event(out, &ev.ty, body.as_bytes());
-        Ok(())
-    }
-}
-
-/// The type of an event's `content_block`.
-fn block_type(obj: &Map<String, Value>) -> Result<&str, Error> {
-    obj.get("content_block")
-        .and_then(|b| b.get("type"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| malformed("a content block has no type"))
-}
-
-/// Appends `event: <ty>` and the data lines of `data`.
-fn write_event(out: &mut BytesMut, ty: &str, data: &[u8]) {
-    out.put_slice(b"event: ");
-    out.put_slice(ty.as_bytes());
-    out.put_slice(b"\n");
-    crate::protocol::write_raw_data(out, data);
 }
 
 impl Rewriter for StreamRewriter {

@@ -3,6 +3,7 @@
 use super::*;
 use crate::call::Kind;
 use crate::protocol::sync_driver::RunSync;
+use serde_json::json;
 
 fn opts() -> Options {
     crate::protocol::sync_driver::testing::options()
