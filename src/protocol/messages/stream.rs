@@ -19,8 +19,8 @@
 //! not the data's type, a repeated key or one that only folds to a known key,
 //! a block that starts while another is open or with an index that does not
 //! increase, a delta or stop for a block that is not open, a `message_start`
-//! that already holds content, a call's start `input` and deltas that both
-//! carry input, and a stream that ends before its message does. The stream
+//! that already holds content, a call whose start `input` says other than its
+//! deltas, and a stream that ends before its message does. The stream
 //! then ends with an `error` event.
 
 use std::time::Instant;
@@ -265,10 +265,16 @@ impl StreamRewriter {
                 (true, true) => "{}".to_string(),
                 (true, false) => start.map(Value::to_string).unwrap_or_default(),
                 (false, true) => s.json.clone(),
+                // Both: readers keep the fragments; they must say the same.
                 (false, false) => {
-                    return Err(malformed(
-                        "a call carries input in its start and its deltas",
-                    ))
+                    let same = crate::protocol::json::strict_value(s.json.as_bytes())
+                        .is_ok_and(|v| Some(&v) == start);
+                    if !same {
+                        return Err(malformed(
+                            "a call carries other input in its start than in its deltas",
+                        ));
+                    }
+                    s.json.clone()
                 }
             };
             let mut call = call_of(&s.block, input, self.max_call)?;

@@ -23,7 +23,7 @@ fn ev(v: Value) -> String {
     format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap())
 }
 
-fn start() -> Value {
+fn start_msg() -> Value {
     json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "m", "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}})
 }
 
@@ -64,7 +64,7 @@ fn end(reason: &str) -> Vec<Value> {
 /// Text, then a `shell` call and a `get` call, a ping between.
 fn stream() -> String {
     let mut v = vec![
-        start(),
+        start_msg(),
         block_start(0, json!({"type": "text", "text": ""})),
         delta(0, json!({"type": "text_delta", "text": "Let me look."})),
         stop(0),
@@ -168,7 +168,7 @@ fn calls_are_assembled_from_their_fragments() {
         ]
     );
     // A call with no fragment at all, or only an empty one, has input `{}`.
-    let mut v = vec![start()];
+    let mut v = vec![start_msg()];
     v.extend(tool(0, "toolu_3", "ping_tool", &[]));
     v.extend(end("tool_use"));
     let mut args = Vec::new();
@@ -179,6 +179,43 @@ fn calls_are_assembled_from_their_fragments() {
         true
     });
     assert_eq!(args, ["{}"]);
+}
+
+#[test]
+fn input_in_the_start_alone_or_repeated_by_the_fragments_is_read() {
+    let call = |start: Value, parts: &[&str]| {
+        let mut v = vec![start_msg()];
+        v.push(block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_s", "name": "get", "input": start}),
+        ));
+        for p in parts {
+            v.push(delta(
+                0,
+                json!({"type": "input_json_delta", "partial_json": p}),
+            ));
+        }
+        v.push(stop(0));
+        v.extend(end("tool_use"));
+        let s: String = v.into_iter().map(ev).collect();
+        let mut args = Vec::new();
+        let mut rw = StreamRewriter::new(&opts());
+        let out = rw.run_sync(&[s.as_bytes()], |c| {
+            args.push(c.arguments.clone());
+            true
+        });
+        (args, String::from_utf8_lossy(&out).into_owned())
+    };
+    let (args, _) = call(json!({"q": "a"}), &[]);
+    assert_eq!(args, ["{\"q\":\"a\"}"]);
+    let (args, _) = call(json!({"q": "a"}), &["{\"q\": ", "\"a\"}"]);
+    assert_eq!(args, ["{\"q\": \"a\"}"]);
+    let (args, out) = call(json!({"q": "a"}), &["{\"q\": \"b\"}"]);
+    assert!(args.is_empty(), "no call gated: {args:?}");
+    assert!(
+        out.contains("event: error") && !out.contains("toolu_s"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -234,7 +271,7 @@ fn an_event_without_a_name_is_written_with_one() {
 #[test]
 fn provider_run_calls_pass_and_are_reported() {
     let mut v = vec![
-        start(),
+        start_msg(),
         block_start(
             0,
             json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
@@ -269,7 +306,7 @@ fn provider_run_calls_pass_and_are_reported() {
 
 #[test]
 fn a_call_type_in_another_case_is_held_as_a_call_of_another_kind() {
-    let mut v = vec![start()];
+    let mut v = vec![start_msg()];
     v.push(block_start(
         0,
         json!({"type": "Tool_Use", "id": "toolu_x", "name": "shell", "input": {}}),
@@ -291,7 +328,7 @@ fn a_call_type_in_another_case_is_held_as_a_call_of_another_kind() {
 fn an_oversized_call_is_withheld_without_its_events() {
     let mut o = opts();
     o.max_call_bytes = 16;
-    let mut v = vec![start()];
+    let mut v = vec![start_msg()];
     v.extend(tool(
         0,
         "toolu_big",
@@ -414,7 +451,7 @@ fn broken_streams_fail_closed() {
 fn an_error_event_is_generic_unless_passed_through() {
     let s = format!(
         "{}event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"overloaded_error\",\"message\":\"internal detail\"}}}}\n\n",
-        ev(start())
+        ev(start_msg())
     );
     let out = run(&s, &[]);
     let evs = events(&out);
