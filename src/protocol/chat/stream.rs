@@ -281,7 +281,8 @@ impl StreamRewriter {
             "service_tier",
             "provider",
         ] {
-            if let Some(v) = obj.get(key) {
+            // Chunks of one stream mostly repeat these: copied only when changed.
+            if let Some(v) = obj.get(key).filter(|v| self.template.get(key) != Some(*v)) {
                 self.template.insert(key.to_string(), v.clone());
             }
         }
