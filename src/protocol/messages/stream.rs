@@ -162,6 +162,16 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         };
+        // Not part of the Messages stream, but sent by some compatible
+        // servers: an empty event, and a chat-style `[DONE]`. They carry
+        // nothing and are dropped; `[DONE]` while a call is held ends the
+        // stream too early.
+        match data.trim_ascii() {
+            b"" => return Ok(()),
+            b"[DONE]" if self.batch.is_empty() && self.open.is_none() => return Ok(()),
+            b"[DONE]" => return Err(malformed("stream ended before its tool calls finished")),
+            _ => {}
+        }
         let obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,
             _ => return Err(malformed("event data is not a JSON object")),

@@ -269,6 +269,26 @@ fn an_event_without_a_name_is_written_with_one() {
 }
 
 #[test]
+fn empty_events_and_a_chat_style_done_carry_nothing() {
+    let s = stream();
+    let quirky = format!(
+        "{}event: ping\ndata: \n\n{}data: [DONE]\n\n",
+        &s[..s.find("event: ping").unwrap()],
+        &s[s.find("event: ping").unwrap()..]
+    );
+    assert_eq!(run(&quirky, &[]), s);
+    // `[DONE]` while a call is held is the stream ending too early.
+    let cut = s.find("event: ping").unwrap();
+    let early = format!("{}data: [DONE]\n\n", &s[..cut]);
+    let out = run(&early, &[]);
+    assert!(
+        out.ends_with("\n\n") && out.contains("event: error"),
+        "{out}"
+    );
+    assert!(!out.contains("toolu_1"), "{out}");
+}
+
+#[test]
 fn provider_run_calls_pass_and_are_reported() {
     let mut v = vec![
         start_msg(),
