@@ -123,6 +123,10 @@ where
 }
 
 type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
+
+/// Output held back to join the next upstream frame that has already
+/// arrived, at most.
+const COALESCE_MAX: usize = 16 * 1024;
 type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where the gated body is.
@@ -211,6 +215,10 @@ impl GatedBody {
         self.audit_hosted();
         match step {
             Ok(Step::NeedMore) => match ending {
+                // Upstream frames that have already arrived are read before
+                // a write, so what came together goes out in one write
+                // (nothing waits: `read` flushes when upstream has no more).
+                None if self.out.len() < COALESCE_MAX => Next::Continue,
                 None => Next::Flush,
                 Some(false) => {
                     self.phase = Phase::Draining { ending: true };
