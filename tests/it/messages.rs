@@ -483,31 +483,8 @@ async fn tool_results_are_fenced_on_the_way_up() {
     gate.stop().await;
 }
 
-fn run_python(args: Vec<String>) -> Option<Value> {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide the Python SDKs (TOOLGATE_PYTHON or .venv)"
-        );
-        eprintln!("SKIPPED: no Python with the SDKs (run `bash .ci/test`, which creates .venv)");
-        return None;
-    };
-    let script =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/messages_check.py");
-    let out = std::process::Command::new(py)
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))),
-    )
+fn messages_check(args: Vec<String>) -> Option<Value> {
+    crate::support::run_python("messages_check.py", args)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -530,7 +507,7 @@ async fn the_anthropic_sdk_reads_gated_messages() {
         .await;
         let gate = start(&mock.base_url(), &deny(&denied), "").await;
         let base = gate.url.clone();
-        let Some(r) = tokio::task::spawn_blocking(move || run_python(vec![base, "sdk".into()]))
+        let Some(r) = tokio::task::spawn_blocking(move || messages_check(vec![base, "sdk".into()]))
             .await
             .unwrap()
         else {
@@ -584,7 +561,7 @@ async fn an_anthropic_sdk_tool_loop_runs_through_the_gate() {
     .await;
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
     let base = gate.url.clone();
-    let Some(r) = tokio::task::spawn_blocking(move || run_python(vec![base, "loop".into()]))
+    let Some(r) = tokio::task::spawn_blocking(move || messages_check(vec![base, "loop".into()]))
         .await
         .unwrap()
     else {
@@ -623,7 +600,7 @@ async fn the_anthropic_sdk_accepts_every_gated_fixture() {
         .to_string();
         let base = gate.url.clone();
         let Some(r) =
-            tokio::task::spawn_blocking(move || run_python(vec![base, "fixtures".into(), arg]))
+            tokio::task::spawn_blocking(move || messages_check(vec![base, "fixtures".into(), arg]))
                 .await
                 .unwrap()
         else {

@@ -453,34 +453,6 @@ fn scripted_stream() -> (String, Value) {
     (sse, fin)
 }
 
-fn run_python(script: &str, args: Vec<String>) -> Option<Value> {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide the Python SDKs (TOOLGATE_PYTHON or .venv)"
-        );
-        eprintln!("SKIPPED: no Python with the SDKs (run `bash .ci/test`, which creates .venv)");
-        return None;
-    };
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/sdk")
-        .join(script);
-    let out = std::process::Command::new(py)
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_reads_gated_responses() {
     let (sse, fin) = scripted_stream();
