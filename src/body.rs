@@ -167,7 +167,6 @@ pub struct GatedBody {
     deadline: Pin<Box<tokio::time::Sleep>>,
     out: BytesMut,
     phase: Phase,
-    ended: bool,
 }
 
 /// Starts gating `body` and returns the agent's response body.
@@ -191,7 +190,6 @@ pub fn gated_stream(
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         out: BytesMut::with_capacity(16 * 1024),
         phase: Phase::Reading,
-        ended: false,
     }
 }
 
@@ -203,6 +201,8 @@ enum Next {
     Flush,
     /// Nothing can be done until woken.
     Wait,
+    /// A slow gate is still deciding: send a keep-alive comment.
+    Keepalive,
 }
 
 impl GatedBody {
@@ -340,7 +340,7 @@ impl GatedBody {
 
     /// Polls the gate; a slow gate lets the text before it go out, then
     /// sends keep-alives.
-    fn gate(&mut self, cx: &mut TaskContext<'_>) -> Result<Next, Bytes> {
+    fn gate(&mut self, cx: &mut TaskContext<'_>) -> Next {
         let every = self.state.config.stream.keepalive;
         let Phase::Gating {
             decide,
@@ -349,27 +349,27 @@ impl GatedBody {
             ..
         } = &mut self.phase
         else {
-            return Ok(Next::Continue);
+            return Next::Continue;
         };
         let verdicts = match decide.as_mut().poll(cx) {
             Poll::Ready(v) => v,
             Poll::Pending => {
                 if !self.out.is_empty() {
-                    return Ok(Next::Flush);
+                    return Next::Flush;
                 }
                 let t = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
                 if t.as_mut().poll(cx).is_ready() {
                     t.as_mut().reset(tokio::time::Instant::now() + every);
                     // Registers the next tick's wake-up.
                     let _ = t.as_mut().poll(cx);
-                    return Err(KEEPALIVE);
+                    return Next::Keepalive;
                 }
-                return Ok(Next::Wait);
+                return Next::Wait;
             }
         };
         let since = *since;
         let Phase::Gating { then, .. } = std::mem::replace(&mut self.phase, Phase::Done) else {
-            return Ok(Next::Continue);
+            return Next::Continue;
         };
         self.phase = *then;
         self.rw.resolve(&verdicts, &mut self.out);
@@ -381,7 +381,7 @@ impl GatedBody {
         if let Some(t) = since {
             self.state.metrics.release_latency.observe(t.elapsed());
         }
-        Ok(Next::Continue)
+        Next::Continue
     }
 }
 
@@ -395,19 +395,13 @@ impl Body for GatedBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
         loop {
-            if this.ended {
-                return Poll::Ready(None);
-            }
             let next = match &mut this.phase {
                 Phase::Reading => this.read(cx),
                 Phase::Draining { ending } => {
                     let ending = *ending;
                     this.process(Some(ending))
                 }
-                Phase::Gating { .. } => match this.gate(cx) {
-                    Ok(n) => n,
-                    Err(keepalive) => return Poll::Ready(Some(Ok(Frame::data(keepalive)))),
-                },
+                Phase::Gating { .. } => this.gate(cx),
                 Phase::Failing(chore) => match chore.as_mut().poll(cx) {
                     Poll::Ready(()) => {
                         this.phase = Phase::Done;
@@ -415,16 +409,15 @@ impl Body for GatedBody {
                     }
                     Poll::Pending => Next::Wait,
                 },
+                // The last frame, then the end.
+                Phase::Done if this.out.is_empty() => return Poll::Ready(None),
                 Phase::Done => {
-                    this.ended = true;
-                    if this.out.is_empty() {
-                        return Poll::Ready(None);
-                    }
                     return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
                 }
             };
             match next {
                 Next::Continue => {}
+                Next::Keepalive => return Poll::Ready(Some(Ok(Frame::data(KEEPALIVE)))),
                 Next::Flush if !this.out.is_empty() => {
                     return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
                 }
@@ -441,7 +434,7 @@ impl Body for GatedBody {
 
     /// Lets hyper write the last piece and the end of the body in one go.
     fn is_end_stream(&self) -> bool {
-        self.ended || (matches!(self.phase, Phase::Done) && self.out.is_empty())
+        matches!(self.phase, Phase::Done) && self.out.is_empty()
     }
 }
 

@@ -239,6 +239,15 @@ pub fn write_raw_data(out: &mut BytesMut, data: &[u8]) {
     out.put_slice(b"\n");
 }
 
+/// Appends an event named `name` whose payload is `data` (split on line
+/// ends, so a payload with a line break stays one event).
+pub fn write_named_event(out: &mut BytesMut, name: &str, data: &[u8]) {
+    out.put_slice(b"event: ");
+    out.put_slice(name.as_bytes());
+    out.put_slice(b"\n");
+    write_raw_data(out, data);
+}
+
 /// Removes `list` when it is an empty array, and with it the settings that
 /// only mean something beside it (`dependents`); for hidden tools.
 pub fn drop_if_empty(obj: &mut Map<String, Value>, list: &str, dependents: &[&str]) {
@@ -324,5 +333,8 @@ mod tests {
         let mut out = BytesMut::new();
         write_raw_data(&mut out, b"a\nb");
         assert_eq!(&out[..], b"data: a\ndata: b\n\n");
+        let mut out = BytesMut::new();
+        write_named_event(&mut out, "ping", b"{\n}");
+        assert_eq!(&out[..], b"event: ping\ndata: {\ndata: }\n\n");
     }
 }

@@ -256,20 +256,20 @@ fn hide_tools(
         .filter(|n| policy.always_denied(n, ctx))
         .cloned()
         .collect();
-    let by_alias = req
-        .aliases
-        .iter()
-        .filter(|(alias, name)| !names.contains(name) && policy.always_denied(alias, ctx))
-        .map(|(_, name)| name.clone());
-    let by_alias: Vec<String> = by_alias.collect();
-    let refuse = !hide && !by_alias.is_empty();
-    names.extend(by_alias);
+    // A tool denied under another name it is known by goes too (with or
+    // without `hide_denied_tools`: its type names no call to gate).
+    names.extend(
+        req.aliases
+            .iter()
+            .filter(|(alias, _)| policy.always_denied(alias, ctx))
+            .map(|(_, name)| name.clone()),
+    );
     if names.is_empty() {
         return Ok(());
     }
     names.sort();
     names.dedup();
-    if !hide || refuse {
+    if !hide {
         return Err(Error::BadRequest(format!(
             "Tool '{}' is not available.",
             names[0]

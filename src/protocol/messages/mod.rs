@@ -98,7 +98,8 @@ pub fn call_of(block: &Map<String, Value>, input: String, max: usize) -> Result<
     })
 }
 
-/// A provider-run call, for the audit trail (its input is not kept).
+/// A provider-run call, for the audit trail (its input is not kept; the
+/// trail clips its name).
 pub fn hosted_call(block: &Map<String, Value>) -> Call {
     let name = block.get("name").and_then(Value::as_str).unwrap_or("");
     let t = block.get("type").and_then(Value::as_str).unwrap_or("");
@@ -109,7 +110,7 @@ pub fn hosted_call(block: &Map<String, Value>) -> Call {
             .unwrap_or("")
             .to_string(),
         kind: Kind::Other(t.to_string()),
-        name: name.chars().take(MAX_NAME_BYTES).collect(),
+        name: name.to_string(),
         ..Call::default()
     }
 }

@@ -61,7 +61,7 @@ mod emit;
 #[path = "stream_hold.rs"]
 mod hold;
 
-use emit::write_event;
+use crate::protocol::write_named_event as write_event;
 
 fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
@@ -90,17 +90,23 @@ struct Slot {
     block: Map<String, Value>,
     /// The `partial_json` fragments, joined.
     json: String,
-    done: bool,
     bytes: usize,
     oversized: bool,
 }
 
-/// The block open now: passing (with its index for the agent) or held.
+/// The block open now, by its upstream index, and where its events go.
 #[derive(Clone, Copy)]
 struct Open {
     in_index: u64,
-    out: Option<u64>,
-    slot: Option<usize>,
+    place: Place,
+}
+
+#[derive(Clone, Copy)]
+enum Place {
+    /// Passing, at this index for the agent.
+    Out(u64),
+    /// Held: the call at this position of the batch.
+    Held(usize),
 }
 
 pub struct StreamRewriter {

@@ -9,6 +9,7 @@ use super::{malformed, Event, StreamRewriter};
 use crate::error::Error;
 use crate::protocol::json::{write_obj, Obj};
 use crate::protocol::map_guard;
+use crate::protocol::write_named_event as write_event;
 
 impl StreamRewriter {
     /// Before the message's end: when calls were withheld and none was
@@ -98,12 +99,4 @@ impl StreamRewriter {
         write_event(out, &ev.ty, body.as_bytes());
         Ok(())
     }
-}
-
-/// Appends `event: <ty>` and the data lines of `data`.
-pub(super) fn write_event(out: &mut BytesMut, ty: &str, data: &[u8]) {
-    out.put_slice(b"event: ");
-    out.put_slice(ty.as_bytes());
-    out.put_slice(b"\n");
-    crate::protocol::write_raw_data(out, data);
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
-use super::{malformed, Event, Held, Open, Slot, StreamRewriter};
+use super::{malformed, Event, Held, Open, Place, Slot, StreamRewriter};
 use crate::error::Error;
 use crate::protocol::map_guard;
 use crate::protocol::messages::{classify, hosted_call, BlockClass, BLOCK_KEYS};
@@ -51,7 +51,6 @@ impl StreamRewriter {
                 in_index: index,
                 block: block.clone(),
                 json: String::new(),
-                done: false,
                 bytes: 0,
                 oversized: false,
             };
@@ -59,8 +58,7 @@ impl StreamRewriter {
             let i = self.batch.len() - 1;
             self.open = Some(Open {
                 in_index: index,
-                out: None,
-                slot: Some(i),
+                place: Place::Held(i),
             });
             return self.hold(i, ev);
         }
@@ -71,8 +69,7 @@ impl StreamRewriter {
         self.out_next += 1;
         self.open = Some(Open {
             in_index: index,
-            out: Some(o),
-            slot: None,
+            place: Place::Out(o),
         });
         self.emit(&ev, (o != index).then_some(o), out);
         Ok(())
@@ -87,20 +84,17 @@ impl StreamRewriter {
         if stop {
             self.open = None;
         }
-        match (open.slot, open.out) {
-            (Some(i), _) => {
-                if stop {
-                    self.batch[i].done = true;
-                } else {
+        match open.place {
+            Place::Held(i) => {
+                if !stop {
                     self.fragment(i, &ev)?;
                 }
                 self.hold(i, ev)
             }
-            (None, Some(o)) => {
+            Place::Out(o) => {
                 self.emit(&ev, (o != index).then_some(o), out);
                 Ok(())
             }
-            (None, None) => Err(malformed("a block with no place")),
         }
     }
 

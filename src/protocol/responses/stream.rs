@@ -36,7 +36,7 @@ mod emit;
 #[path = "stream_hold.rs"]
 mod hold;
 
-use emit::write_event;
+use crate::protocol::write_named_event as write_event;
 
 /// The keys toolgate reads at the top of an event and in a call item.
 const TOP: [&str; 10] = [

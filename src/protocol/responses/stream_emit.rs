@@ -11,6 +11,7 @@ use crate::protocol::json::{write_obj, Obj};
 use crate::protocol::responses::{
     call_id, call_of, classify, dropped_reasoning, neutral_item, neutral_part, ItemClass,
 };
+use crate::protocol::write_named_event as write_event;
 
 impl StreamRewriter {
     /// An event of no held call: renumbered if needed, its response rewritten.
@@ -205,13 +206,4 @@ impl StreamRewriter {
             write_event(out, ty, v.to_string().as_bytes());
         }
     }
-}
-
-/// Appends `event: <ty>` and `data: <data>`.
-pub(super) fn write_event(out: &mut BytesMut, ty: &str, data: &[u8]) {
-    out.put_slice(b"event: ");
-    out.put_slice(ty.as_bytes());
-    out.put_slice(b"\ndata: ");
-    out.put_slice(data);
-    out.put_slice(b"\n\n");
 }
