@@ -15,9 +15,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
+use crate::upstream::ResponseBody;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
-use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use crate::call::Release;
@@ -162,11 +162,14 @@ pub struct GatedBody {
     gates: Arc<Gates>,
     ctx: Arc<Context>,
     rw: Box<dyn Rewriter>,
-    upstream: Incoming,
+    upstream: ResponseBody,
     dec: ContentDecoder,
     deadline: Pin<Box<tokio::time::Sleep>>,
     out: BytesMut,
     phase: Phase,
+    /// Audit records of provider-run calls being written beside the stream;
+    /// the stream ends only once they are.
+    hosted: Option<Chore>,
 }
 
 /// Starts gating `body` and returns the agent's response body.
@@ -175,7 +178,7 @@ pub fn gated_stream(
     state: Arc<State>,
     gates: Arc<Gates>,
     ctx: Arc<Context>,
-    body: Incoming,
+    body: ResponseBody,
     decoder: ContentDecoder,
     deadline: Instant,
 ) -> GatedBody {
@@ -190,6 +193,7 @@ pub fn gated_stream(
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         out: BytesMut::with_capacity(16 * 1024),
         phase: Phase::Reading,
+        hosted: None,
     }
 }
 
@@ -276,14 +280,21 @@ impl GatedBody {
     }
 
     /// Audits provider-run calls the rewriter has seen (they already ran;
-    /// the record is written beside the stream, not before it).
+    /// the record is written beside the stream, not before it, and before
+    /// the stream's end).
     fn audit_hosted(&mut self) {
         let hosted = self.rw.take_hosted();
         if hosted.is_empty() {
             return;
         }
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
-        tokio::spawn(async move { release::hosted(&state, &gates, &ctx, &hosted).await });
+        let before = self.hosted.take();
+        self.hosted = Some(Box::pin(async move {
+            if let Some(b) = before {
+                b.await;
+            }
+            release::hosted(&state, &gates, &ctx, &hosted).await;
+        }));
     }
 
     /// Reads the next upstream frame.
@@ -394,6 +405,11 @@ impl Body for GatedBody {
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
+        if let Some(h) = &mut this.hosted {
+            if h.as_mut().poll(cx).is_ready() {
+                this.hosted = None;
+            }
+        }
         loop {
             let next = match &mut this.phase {
                 Phase::Reading => this.read(cx),
@@ -409,7 +425,15 @@ impl Body for GatedBody {
                     }
                     Poll::Pending => Next::Wait,
                 },
-                // The last frame, then the end.
+                // The last frame, then the end (once provider-run calls
+                // are audited: they are woken on).
+                Phase::Done if this.out.is_empty() && this.hosted.is_some() => {
+                    match this.hosted.as_mut().map(|h| h.as_mut().poll(cx)) {
+                        Some(Poll::Pending) => return Poll::Pending,
+                        _ => this.hosted = None,
+                    }
+                    Next::Continue
+                }
                 Phase::Done if this.out.is_empty() => return Poll::Ready(None),
                 Phase::Done => {
                     return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
@@ -434,7 +458,7 @@ impl Body for GatedBody {
 
     /// Lets hyper write the last piece and the end of the body in one go.
     fn is_end_stream(&self) -> bool {
-        matches!(self.phase, Phase::Done) && self.out.is_empty()
+        matches!(self.phase, Phase::Done) && self.out.is_empty() && self.hosted.is_none()
     }
 }
 
@@ -449,8 +473,10 @@ impl Drop for GatedBody {
             Phase::Failing(chore) => Some(chore),
             _ => None,
         };
-        if let (Some(chore), Ok(rt)) = (left, tokio::runtime::Handle::try_current()) {
-            rt.spawn(chore);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            for chore in left.into_iter().chain(self.hosted.take()) {
+                rt.spawn(chore);
+            }
         }
         let late = self.rw.late_deltas();
         if late > 0 {

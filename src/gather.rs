@@ -12,6 +12,8 @@
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+
+use crate::upstream::ResponseBody;
 use memmap2::MmapMut;
 
 use crate::budget::Charge;
@@ -202,7 +204,7 @@ pub async fn request(
 /// Reads a whole upstream body, decoded, up to `limit` bytes and the deadline,
 /// charged to the budget.
 pub async fn response(
-    mut body: Incoming,
+    mut body: ResponseBody,
     mut dec: ContentDecoder,
     announced: Option<u64>,
     limit: usize,

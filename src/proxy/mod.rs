@@ -29,7 +29,7 @@ use crate::error::Error;
 use crate::gather;
 use crate::protocol::Protocol;
 use crate::state::State;
-use crate::upstream::strip_hop_by_hop;
+use crate::upstream::{strip_hop_by_hop, ResponseBody};
 pub use route::{route, Route, Routed};
 
 /// The agent's response body (a gated stream is `Send`, not `Sync`).
@@ -120,7 +120,7 @@ async fn pass(
 async fn upstream_status(
     status: StatusCode,
     h: &HeaderMap,
-    body: Incoming,
+    body: ResponseBody,
     deadline: tokio::time::Instant,
 ) -> Error {
     let retry_after = h.get(header::RETRY_AFTER).cloned();

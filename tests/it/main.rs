@@ -43,6 +43,8 @@ mod sentinel;
 mod auth;
 // The TLS listener, mutual TLS and certificate reload.
 mod tls;
+// The upstream client: kept connections, closed ones, TLS over h2 and HTTP/1.1.
+mod upstream;
 // Docker, compose and Kubernetes files, validated offline; the compose agent for real.
 mod deploy;
 // Output validation: facts, the LLM fact-checker, the trace-to-facts bridge.

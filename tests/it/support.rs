@@ -168,6 +168,7 @@ impl Reply {
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub path: String,
+    pub version: http::Version,
     pub headers: HeaderMap,
     pub body: Bytes,
 }
@@ -177,6 +178,8 @@ pub struct Mock {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Set when a streamed body noticed its client had gone.
     pub cancelled: Arc<AtomicBool>,
+    /// Connections accepted so far.
+    pub connections: Arc<AtomicUsize>,
 }
 
 struct ChanBody(mpsc::Receiver<Result<Frame<Bytes>, std::io::Error>>);
@@ -253,26 +256,54 @@ fn fixture_reply(req: &Value, chunk: usize) -> Reply {
 impl Mock {
     /// Starts a mock that answers every request with `reply` (or the queued replies in turn).
     pub async fn start(replies: Vec<Reply>) -> Mock {
+        Mock::start_on(replies, None).await
+    }
+
+    /// The same over TLS (HTTP/1.1 or h2, as the handshake agreed).
+    pub async fn start_tls(replies: Vec<Reply>, tls: Arc<rustls::ServerConfig>) -> Mock {
+        Mock::start_on(replies, Some(tokio_rustls::TlsAcceptor::from(tls))).await
+    }
+
+    async fn start_on(replies: Vec<Reply>, tls: Option<tokio_rustls::TlsAcceptor>) -> Mock {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
         let cancelled = Arc::new(AtomicBool::new(false));
-        let (s, r, c) = (seen.clone(), replies.clone(), cancelled.clone());
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (s, r, c, n) = (
+            seen.clone(),
+            replies.clone(),
+            cancelled.clone(),
+            connections.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = l.accept().await else {
                     return;
                 };
+                n.fetch_add(1, Ordering::SeqCst);
                 let (s, r, c) = (s.clone(), r.clone(), c.clone());
                 let svc = service_fn(move |req: Request<Incoming>| {
                     let (s, r, c) = (s.clone(), r.clone(), c.clone());
                     async move { Ok::<_, Infallible>(Mock::answer(req, s, r, c).await) }
                 });
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
+                    let Some(tls) = tls else {
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .await;
+                        return;
+                    };
+                    let Ok(stream) = tls.accept(stream).await else {
+                        return;
+                    };
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
                 });
             }
         });
@@ -280,6 +311,7 @@ impl Mock {
             addr,
             seen,
             cancelled,
+            connections,
         }
     }
 
@@ -305,6 +337,7 @@ impl Mock {
             .unwrap_or_default();
         seen.lock().unwrap().push(Seen {
             path: parts.uri.to_string(),
+            version: parts.version,
             headers: parts.headers,
             body: body.clone(),
         });

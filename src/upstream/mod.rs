@@ -1,5 +1,11 @@
-//! The shared upstream client: rustls, pooled HTTP/1.1 and HTTP/2, timeouts,
-//! header hygiene and key injection.
+//! The upstream client: header hygiene, key injection and the total timeout,
+//! over pooled HTTP/1.1 and HTTP/2 connections ([`pool`]), plain or rustls.
+
+mod pool;
+mod response;
+mod stream;
+
+pub use response::ResponseBody;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,11 +13,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::combinators::BoxBody;
-use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 use crate::config::{self, AuthMode, KeyHeader};
 use crate::error::Error;
@@ -19,7 +20,7 @@ use crate::error::Error;
 pub type UpstreamBody = BoxBody<Bytes, hyper::Error>;
 
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, UpstreamBody>,
+    pool: Arc<pool::Pool>,
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     prefix: String,
@@ -84,19 +85,6 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
 
 impl Upstream {
     pub fn new(cfg: &config::Upstream) -> Result<Upstream, Error> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(cfg.connect_timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(cfg.ca_file.as_deref())?)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(https);
         let key = cfg
             .api_key_env
             .iter()
@@ -135,8 +123,20 @@ impl Upstream {
             .authority()
             .cloned()
             .ok_or_else(|| Error::config("<config>", 1, "upstream.base_url has no host"))?;
+        let tls = match scheme.as_str() {
+            "https" => Some(tls_config(cfg.ca_file.as_deref())?),
+            "http" => None,
+            other => {
+                return Err(Error::config(
+                    "<config>",
+                    1,
+                    format!("upstream.base_url: scheme '{other}' is not http or https"),
+                ))
+            }
+        };
+        let target = stream::Target::new(&authority, tls, cfg.connect_timeout)?;
         Ok(Upstream {
-            client,
+            pool: Arc::new(pool::Pool::new(target)),
             scheme,
             authority,
             prefix: cfg.path_prefix.clone(),
@@ -218,11 +218,10 @@ impl Upstream {
     }
 
     /// Sends a request; waits for the response head up to the total timeout.
-    pub async fn send(&self, req: Request<UpstreamBody>) -> Result<Response<Incoming>, Error> {
-        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+    pub async fn send(&self, req: Request<UpstreamBody>) -> Result<Response<ResponseBody>, Error> {
+        match tokio::time::timeout(self.timeout, self.pool.send(req)).await {
             Err(_) => Err(Error::UpstreamTimeout),
-            Ok(Err(e)) => Err(Error::UpstreamConnect(e.to_string())),
-            Ok(Ok(r)) => Ok(r),
+            Ok(r) => r,
         }
     }
 }

@@ -1,0 +1,254 @@
+//! Upstream connections kept for reuse.
+//!
+//! An HTTP/1.1 connection is driven by the request that holds it, in the
+//! agent's own task: while the response head is awaited, and then by the
+//! response body ([`ResponseBody`]), so the frames already in the socket are
+//! read in one go instead of one task hop per frame. When the body has ended
+//! the connection goes back to the idle list; a body dropped early drops its
+//! connection, which cancels the upstream request. An HTTP/2 connection
+//! (chosen by TLS ALPN) runs on its own task and is shared by all requests.
+
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use http::{header, HeaderValue, Request, Response, Version};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+use super::response::ResponseBody;
+use super::stream::{Stream, Target};
+use super::UpstreamBody;
+use crate::error::Error;
+
+/// How long an idle connection is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How many idle connections are kept; the oldest go first.
+const MAX_IDLE: usize = 256;
+
+pub type H1Conn = http1::Connection<TokioIo<Stream>, UpstreamBody>;
+type H2 = http2::SendRequest<UpstreamBody>;
+
+/// An HTTP/1.1 connection checked out by one request.
+pub struct Held {
+    pub tx: http1::SendRequest<UpstreamBody>,
+    /// Boxed once per connection: it moves with each request that holds it.
+    pub conn: Box<H1Conn>,
+}
+
+struct Idle {
+    held: Held,
+    since: Instant,
+}
+
+enum Lease {
+    H1 { held: Held, reused: bool },
+    H2(H2),
+}
+
+pub struct Pool {
+    target: Target,
+    idle: Mutex<VecDeque<Idle>>,
+    h2: Mutex<Option<H2>>,
+}
+
+/// Polls an HTTP/1.1 connection once; one that has ended (closed or failed)
+/// is dropped, and whatever waited on it learns why from hyper.
+fn drive(conn: &mut Option<Box<H1Conn>>, cx: &mut Context<'_>) {
+    if let Some(c) = conn {
+        if Pin::new(c.as_mut()).poll(cx).is_ready() {
+            *conn = None;
+        }
+    }
+}
+
+/// Whether an idle connection is still open: it has not seen the server
+/// close it, and it can take a request.
+fn alive(held: &mut Held) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    Pin::new(held.conn.as_mut()).poll(&mut cx).is_pending() && !held.tx.is_closed()
+}
+
+impl Pool {
+    pub fn new(target: Target) -> Pool {
+        Pool {
+            target,
+            idle: Mutex::new(VecDeque::new()),
+            h2: Mutex::new(None),
+        }
+    }
+
+    /// Sends a request and waits for the response head. A request that a
+    /// reused connection could not take (closed meanwhile) is sent once more
+    /// on a new connection; one that was written is never sent twice.
+    pub async fn send(
+        self: &Arc<Self>,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Response<ResponseBody>, Error> {
+        let mut fresh = false;
+        loop {
+            match self.lease(fresh).await? {
+                Lease::H2(tx) => return send_h2(tx, req).await,
+                Lease::H1 { held, reused } => match self.send_h1(held, req).await {
+                    Ok(r) => return Ok(r),
+                    Err((Some(back), e)) if reused && !fresh => {
+                        tracing::debug!(error = %e, "a kept upstream connection had closed; opening a new one");
+                        req = back;
+                        fresh = true;
+                    }
+                    Err((_, e)) => return Err(Error::UpstreamConnect(e.to_string())),
+                },
+            }
+        }
+    }
+
+    /// An idle connection (unless `fresh`), the shared HTTP/2 one, or a new one.
+    async fn lease(&self, fresh: bool) -> Result<Lease, Error> {
+        if !fresh {
+            if let Some(held) = self.take_idle() {
+                return Ok(Lease::H1 { held, reused: true });
+            }
+        }
+        if let Some(tx) = self.shared_h2() {
+            return Ok(Lease::H2(tx));
+        }
+        let opened = self.target.open().await?;
+        let io = TokioIo::new(opened.stream);
+        let failed = |e: hyper::Error| Error::UpstreamConnect(e.to_string());
+        if opened.h2 {
+            let (tx, conn) = http2::Builder::new(TokioExecutor::new())
+                .handshake(io)
+                .await
+                .map_err(failed)?;
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
+                }
+            });
+            if let Ok(mut shared) = self.h2.lock() {
+                *shared = Some(tx.clone());
+            }
+            return Ok(Lease::H2(tx));
+        }
+        let (tx, conn) = http1::Builder::new().handshake(io).await.map_err(failed)?;
+        Ok(Lease::H1 {
+            held: Held {
+                tx,
+                conn: Box::new(conn),
+            },
+            reused: false,
+        })
+    }
+
+    fn take_idle(&self) -> Option<Held> {
+        let mut idle = self.idle.lock().ok()?;
+        while let Some(mut i) = idle.pop_back() {
+            if i.since.elapsed() < IDLE_TIMEOUT && alive(&mut i.held) {
+                return Some(i.held);
+            }
+        }
+        None
+    }
+
+    fn shared_h2(&self) -> Option<H2> {
+        let mut shared = self.h2.lock().ok()?;
+        match shared.as_ref() {
+            Some(tx) if !tx.is_closed() => Some(tx.clone()),
+            _ => {
+                *shared = None;
+                None
+            }
+        }
+    }
+
+    /// Takes back a connection whose response has been read to its end.
+    pub fn put_back(&self, mut held: Held) {
+        if !alive(&mut held) {
+            return;
+        }
+        let Ok(mut idle) = self.idle.lock() else {
+            return;
+        };
+        while idle
+            .front()
+            .is_some_and(|i| i.since.elapsed() >= IDLE_TIMEOUT || idle.len() >= MAX_IDLE)
+        {
+            idle.pop_front();
+        }
+        idle.push_back(Idle {
+            held,
+            since: Instant::now(),
+        });
+    }
+
+    /// Sends on an HTTP/1.1 connection, driving it until the head arrives.
+    /// On failure the request comes back if it was never written.
+    async fn send_h1(
+        self: &Arc<Self>,
+        held: Held,
+        mut req: Request<UpstreamBody>,
+    ) -> Result<Response<ResponseBody>, (Option<Request<UpstreamBody>>, hyper::Error)> {
+        let Held { mut tx, conn } = held;
+        let mut conn = Some(conn);
+        let ready = poll_fn(|cx| {
+            drive(&mut conn, cx);
+            tx.poll_ready(cx)
+        })
+        .await;
+        if let Err(e) = ready {
+            return Err((Some(req), e));
+        }
+        origin_form(&mut req);
+        let sent = tx.try_send_request(req);
+        let mut sent = std::pin::pin!(sent);
+        let resp = poll_fn(|cx| {
+            drive(&mut conn, cx);
+            sent.as_mut().poll(cx)
+        })
+        .await;
+        match resp {
+            Ok(resp) => {
+                let held = conn.map(|conn| Held { tx, conn });
+                Ok(resp.map(|body| ResponseBody::new(body, held, self.clone())))
+            }
+            Err(mut e) => {
+                let back = e.take_message();
+                Err((back, e.into_error()))
+            }
+        }
+    }
+}
+
+async fn send_h2(
+    mut tx: H2,
+    mut req: Request<UpstreamBody>,
+) -> Result<Response<ResponseBody>, Error> {
+    let failed = |e: hyper::Error| Error::UpstreamConnect(e.to_string());
+    tx.ready().await.map_err(failed)?;
+    *req.version_mut() = Version::HTTP_2;
+    let resp = tx.send_request(req).await.map_err(failed)?;
+    Ok(resp.map(ResponseBody::shared))
+}
+
+/// HTTP/1.1 wants the path in the request line and the authority in `Host`.
+fn origin_form(req: &mut Request<UpstreamBody>) {
+    let host = req
+        .uri()
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
+    if let Some(h) = host {
+        req.headers_mut().insert(header::HOST, h);
+    }
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    if let Ok(uri) = path.parse() {
+        *req.uri_mut() = uri;
+    }
+}

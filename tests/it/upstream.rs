@@ -1,0 +1,232 @@
+//! The upstream client: a kept connection is reused, one the upstream closed
+//! is not, a request already written is never sent twice, and TLS upstreams
+//! are reached over HTTP/2 or HTTP/1.1 as ALPN agrees (with `ca_file`).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::accumulate::Acc;
+use crate::support::*;
+
+const COMPLETION: &str = r#"{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_connections_are_reused() {
+    let mock = Mock::start(vec![Reply::sse(one_call_stream("get_weather", "{}"))]).await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    for _ in 0..4 {
+        let a = post_chat(&gate, &chat_request(true, &["get_weather"])).await;
+        assert_eq!(a.status, 200);
+        assert_eq!(Acc::from_sse(&a.body).calls_of(0).len(), 1);
+    }
+    assert_eq!(mock.requests().len(), 4);
+    assert_eq!(
+        mock.connections.load(Ordering::SeqCst),
+        1,
+        "one upstream connection served every request in turn"
+    );
+    gate.stop().await;
+}
+
+/// What the raw upstream does with the n-th request on the c-th connection.
+#[derive(Clone, Copy)]
+enum Then {
+    /// Answers, keeps the connection open for `ms`, then closes it.
+    AnswerThenClose(u64),
+    /// Reads the request and closes without an answer.
+    Hang,
+}
+
+/// A keep-alive HTTP/1.1 upstream written by hand, so it can close
+/// connections the way servers do; counts connections and requests.
+async fn raw_upstream(
+    then: fn(usize, usize) -> Then,
+) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", l.local_addr().unwrap());
+    let (conns, reqs) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (c, r) = (conns.clone(), reqs.clone());
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let conn = c.fetch_add(1, Ordering::SeqCst);
+            let r = r.clone();
+            tokio::spawn(async move {
+                for n in 0.. {
+                    if !read_request(&mut s).await {
+                        return;
+                    }
+                    r.fetch_add(1, Ordering::SeqCst);
+                    match then(conn, n) {
+                        Then::Hang => return,
+                        Then::AnswerThenClose(ms) => {
+                            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", COMPLETION.len());
+                            let _ = s.write_all(head.as_bytes()).await;
+                            let _ = s.write_all(COMPLETION.as_bytes()).await;
+                            if ms < u64::MAX {
+                                // Reads nothing more: a request sent now is lost.
+                                tokio::time::sleep(Duration::from_millis(ms)).await;
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (url, conns, reqs)
+}
+
+/// Reads one request (head and `content-length` body); false at the end.
+async fn read_request(s: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                match s.read(&mut b).await {
+                    Ok(0) | Err(_) => return false,
+                    Ok(n) => buf.extend_from_slice(&b[..n]),
+                }
+            }
+            return true;
+        }
+        match s.read(&mut b).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_upstream_closed_is_not_used_again() {
+    let (url, conns, reqs) = raw_upstream(|_, _| Then::AnswerThenClose(50)).await;
+    let gate = start_gate(&url, ALLOW_ALL, "").await;
+    for _ in 0..3 {
+        let a = post_chat(&gate, &chat_request(false, &[])).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.json()["choices"][0]["message"]["content"], "hello");
+        // The upstream closes the kept connection meanwhile.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(reqs.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        conns.load(Ordering::SeqCst),
+        3,
+        "a new connection each time"
+    );
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_written_to_a_kept_connection_is_never_sent_twice() {
+    // The second request on the first connection is read, then the
+    // connection closes without an answer.
+    let (url, conns, reqs) = raw_upstream(|c, n| match (c, n) {
+        (0, 1) => Then::Hang,
+        _ => Then::AnswerThenClose(u64::MAX),
+    })
+    .await;
+    let gate = start_gate(&url, ALLOW_ALL, "").await;
+    let a = post_chat(&gate, &chat_request(false, &[])).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let a = post_chat(&gate, &chat_request(false, &[])).await;
+    assert_eq!(a.status, 502, "{}", a.text());
+    assert!(!a.text().contains("127.0.0.1"), "no upstream detail leaks");
+    assert_eq!(reqs.load(Ordering::SeqCst), 2, "not sent again");
+    assert_eq!(conns.load(Ordering::SeqCst), 1);
+    // The next request gets a new connection.
+    let a = post_chat(&gate, &chat_request(false, &[])).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
+    gate.stop().await;
+}
+
+fn server_tls(dir: &Path, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
+    let certs = CertificateDer::pem_file_iter(dir.join("server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("server-key.pem")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(cfg)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_upstreams_are_reached_over_h2_and_http1() {
+    let certs = TempDir::new();
+    toolgate::cli::certs::dev(&certs.0, false).unwrap();
+    let ca = format!(
+        "upstream.ca_file = \"{}\"\n",
+        certs.0.join("ca.pem").display()
+    );
+    let both: &[&[u8]] = &[b"h2", b"http/1.1"];
+    let h1: &[&[u8]] = &[b"http/1.1"];
+    for (alpn, want) in [(both, http::Version::HTTP_2), (h1, http::Version::HTTP_11)] {
+        let stream = Bytes::from(one_call_stream("send_email", "{}"));
+        let mock = Mock::start_tls(
+            vec![
+                Reply::sse(stream.clone()),
+                Reply::sse(stream),
+                Reply::json(200, COMPLETION),
+            ],
+            server_tls(&certs.0, alpn),
+        )
+        .await;
+        let url = format!("https://localhost:{}/v1", mock.addr.port());
+        let gate = start_gate(&url, &deny(&["send_email"]), &ca).await;
+        for _ in 0..2 {
+            let a = post_chat(&gate, &chat_request(true, &["send_email"])).await;
+            assert_eq!(a.status, 200, "{}", a.text());
+            assert!(Acc::from_sse(&a.body).calls_of(0).is_empty(), "withheld");
+        }
+        let a = post_chat(&gate, &chat_request(false, &[])).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        let seen = mock.requests();
+        assert_eq!(seen.len(), 3);
+        assert!(seen.iter().all(|r| r.version == want), "{want:?}");
+        assert_eq!(
+            seen[0].headers["authorization"],
+            format!("Bearer {UPSTREAM_KEY}").as_str()
+        );
+        assert_eq!(mock.connections.load(Ordering::SeqCst), 1, "{want:?}");
+        gate.stop().await;
+    }
+    // Without the CA the upstream's certificate is refused.
+    let mock = Mock::start_tls(
+        vec![Reply::json(200, COMPLETION)],
+        server_tls(&certs.0, both),
+    )
+    .await;
+    let url = format!("https://localhost:{}/v1", mock.addr.port());
+    let gate = start_gate(&url, ALLOW_ALL, "").await;
+    let a = post_chat(
+        &gate,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(a.status, 502, "{}", a.text());
+    assert!(mock.requests().is_empty());
+    gate.stop().await;
+}
