@@ -6,6 +6,7 @@
 //! (Qwen, GLM), legacy `function_call` with neither index nor id. Anything that
 //! cannot be read as a call is an upstream error, never a panic.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
@@ -23,6 +24,20 @@ const MAX_CHOICES: usize = 128;
 pub const LEGACY_KEY: u64 = u64::MAX;
 /// Calls without an `index` that carry a new id are numbered from here.
 const SYNTHETIC_BASE: u64 = 1 << 40;
+
+/// One tool-call entry's parts, as read from a chunk.
+#[derive(Debug, Default)]
+pub struct Delta<'a> {
+    /// The entry's `index`, when it has one.
+    pub index: Option<u64>,
+    pub id: Option<Cow<'a, str>>,
+    /// Its `type`.
+    pub kind: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
+    pub arguments: Cow<'a, str>,
+    /// The entry's other keys, kept as they first came.
+    pub extra: Map<String, Value>,
+}
 
 #[derive(Debug, Default)]
 struct ChoiceCalls {
@@ -93,30 +108,52 @@ impl Assembler {
         };
         map_guard(&entry, &ENTRY)?;
         let id = take_str(&mut entry, "id")?;
-        let key = match entry.remove("index") {
-            Some(Value::Number(n)) => n
-                .as_u64()
-                .ok_or_else(|| malformed("tool call index is not a non-negative integer"))?,
-            None | Some(Value::Null) => self.key_without_index(choice, pos, id.as_deref()),
+        let index = match entry.remove("index") {
+            Some(Value::Number(n)) => Some(
+                n.as_u64()
+                    .ok_or_else(|| malformed("tool call index is not a non-negative integer"))?,
+            ),
+            None | Some(Value::Null) => None,
             Some(_) => return Err(malformed("tool call index is not an integer")),
         };
         let kind = take_str(&mut entry, "type")?;
-        let function = match entry.remove("function") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(f)) => f,
-            Some(_) => return Err(malformed("tool call function is not an object")),
+        let (name, arguments) = function_parts(entry.remove("function"))?;
+        self.push_delta(
+            choice,
+            pos,
+            Delta {
+                index,
+                id: id.map(Cow::Owned),
+                kind: kind.map(Cow::Owned),
+                name: name.map(Cow::Owned),
+                arguments: Cow::Owned(arguments),
+                extra: entry,
+            },
+        )
+    }
+
+    /// One tool-call entry, already read: the whole-tree and the typed reader
+    /// of a chunk end here alike.
+    pub fn push_delta(&mut self, choice: u32, pos: usize, d: Delta<'_>) -> Result<(), Error> {
+        let key = match d.index {
+            Some(k) => k,
+            None => self.key_without_index(choice, pos, d.id.as_deref()),
         };
-        map_guard(&function, &FUNCTION)?;
-        self.merge(choice, key, false, id, kind, function, entry)
+        self.merge(choice, key, false, d)
     }
 
     /// One legacy `delta.function_call` object of choice `choice`.
     pub fn push_legacy(&mut self, choice: u32, function: Value) -> Result<(), Error> {
-        let Value::Object(function) = function else {
+        if !function.is_object() {
             return Err(malformed("function_call is not an object"));
+        }
+        let (name, arguments) = function_parts(Some(function))?;
+        let d = Delta {
+            name: name.map(Cow::Owned),
+            arguments: Cow::Owned(arguments),
+            ..Delta::default()
         };
-        map_guard(&function, &FUNCTION)?;
-        self.merge(choice, LEGACY_KEY, true, None, None, function, Map::new())
+        self.merge(choice, LEGACY_KEY, true, d)
     }
 
     /// Where an entry without `index` goes: a new call when it brings an id
@@ -139,27 +176,18 @@ impl Assembler {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn merge(
-        &mut self,
-        choice: u32,
-        key: u64,
-        legacy: bool,
-        id: Option<String>,
-        kind: Option<String>,
-        mut function: Map<String, Value>,
-        extra: Map<String, Value>,
-    ) -> Result<(), Error> {
+    fn merge(&mut self, choice: u32, key: u64, legacy: bool, d: Delta<'_>) -> Result<(), Error> {
         if !self.choices.contains_key(&choice) && self.choices.len() >= MAX_CHOICES {
             return Err(malformed("too many choices with tool calls"));
         }
-        let name = take_str(&mut function, "name")?;
-        let args = match function.remove("arguments") {
-            None | Some(Value::Null) => String::new(),
-            Some(Value::String(s)) => s,
-            Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
-            Some(_) => return Err(malformed("tool call arguments are not a string")),
-        };
+        let Delta {
+            id,
+            kind,
+            name,
+            arguments: args,
+            extra,
+            ..
+        } = d;
         let slot = self.choices.entry(choice).or_default();
         let idx = match slot.calls.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
@@ -190,17 +218,17 @@ impl Assembler {
         let extra_bytes = &mut slot.extra_bytes[idx];
         if let Some(id) = id.filter(|s| !s.is_empty()) {
             if call.id.is_empty() {
-                call.id = id;
+                call.id = id.into_owned();
             } else if call.id != id {
                 return Err(malformed("tool call id changed mid-call"));
             }
         }
         if let Some(k) = kind.filter(|s| !s.is_empty()) {
-            call.wire_type.get_or_insert(k);
+            call.wire_type.get_or_insert_with(|| k.into_owned());
         }
         if let Some(n) = name.filter(|s| !s.is_empty() && !call.name_too_long) {
             if call.name.is_empty() {
-                call.name = n;
+                call.name = n.into_owned();
             } else if call.name != n {
                 call.name.push_str(&n);
             }
@@ -239,6 +267,24 @@ impl Assembler {
         call.site.extra.extend(new_extra);
         Ok(())
     }
+}
+
+/// A `function` object's `name` and `arguments` (an object or array as its text).
+fn function_parts(function: Option<Value>) -> Result<(Option<String>, String), Error> {
+    let mut function = match function {
+        None | Some(Value::Null) => return Ok((None, String::new())),
+        Some(Value::Object(f)) => f,
+        Some(_) => return Err(malformed("tool call function is not an object")),
+    };
+    map_guard(&function, &FUNCTION)?;
+    let name = take_str(&mut function, "name")?;
+    let args = match function.remove("arguments") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s,
+        Some(v @ (Value::Object(_) | Value::Array(_))) => v.to_string(),
+        Some(_) => return Err(malformed("tool call arguments are not a string")),
+    };
+    Ok((name, args))
 }
 
 fn take_str(m: &mut Map<String, Value>, key: &str) -> Result<Option<String>, Error> {

@@ -3,12 +3,14 @@
 //! - [`request`]: the request's declared tools, texts and tool results.
 //! - [`hide`]: removes denied tools from the request.
 //! - [`assemble`]: tool-call deltas → complete calls.
+//! - [`delta`]: a chunk of tool-call deltas only, read without a tree.
 //! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
 //! - [`complete`]: the same gating over a non-streaming response.
 
 pub mod assemble;
 pub mod chunk;
 pub mod complete;
+pub mod delta;
 pub mod hide;
 pub mod request;
 pub mod stream;

@@ -19,6 +19,7 @@ use serde_json::{json, Map, Value};
 
 use super::assemble::Assembler;
 use super::chunk::{is_empty_chunk, set_finish};
+use super::delta::{self, DeltaChunk, TEMPLATE};
 use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefilter, Site, DONE};
 use crate::call::{Call, Release};
 use crate::error::Error;
@@ -58,6 +59,9 @@ pub struct StreamRewriter {
     finals: HashMap<u32, Final>,
     any_rewritten: bool,
     template: Map<String, Value>,
+    /// The raw text each [`TEMPLATE`] field last had in a chunk read by
+    /// [`delta`], when `template` holds that value (empty when unknown).
+    template_raw: [String; 7],
     pending: Option<Pending>,
     ended: bool,
     text_seen: bool,
@@ -80,6 +84,7 @@ impl StreamRewriter {
             finals: HashMap::new(),
             any_rewritten: false,
             template: Map::new(),
+            template_raw: Default::default(),
             pending: None,
             ended: false,
             text_seen: false,
@@ -145,6 +150,9 @@ impl StreamRewriter {
         risky: bool,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
+        if let Some(chunk) = delta::read(data) {
+            return self.tool_deltas(chunk);
+        }
         // Repeated keys are refused: the tree would keep one value of a key and
         // a reader could act on the other.
         let mut obj = match crate::protocol::json::strict_value(data) {
@@ -183,6 +191,37 @@ impl StreamRewriter {
             return Ok(());
         }
         self.start_pending(gated, Some(obj), None);
+        Ok(())
+    }
+
+    /// A chunk of tool-call deltas only: its calls are held, nothing is sent
+    /// (what the whole-tree path does with such a chunk, without the tree).
+    fn tool_deltas(&mut self, chunk: DeltaChunk<'_>) -> Result<(), Error> {
+        let template = chunk.template();
+        for (pos, ch) in chunk.choices.into_iter().enumerate() {
+            let idx = match ch.index {
+                Some(i) => i,
+                None => u32::try_from(pos)
+                    .map_err(|_| malformed("choice index is not a small integer"))?,
+            };
+            if self.finals.contains_key(&idx) {
+                self.late_deltas += 1;
+                continue;
+            }
+            for (p, e) in ch.entries().enumerate() {
+                self.asm.push_delta(idx, p, e)?;
+            }
+            self.last_call_delta = Some(Instant::now());
+        }
+        for ((key, raw), seen) in TEMPLATE.iter().zip(template).zip(&mut self.template_raw) {
+            let Some(raw) = raw.filter(|r| r.get() != seen) else {
+                continue;
+            };
+            let v: Value = serde_json::from_str(raw.get())
+                .map_err(|_| malformed("event data is not a JSON object"))?;
+            self.template.insert(key.to_string(), v);
+            raw.get().clone_into(seen);
+        }
         Ok(())
     }
 
@@ -272,18 +311,14 @@ impl StreamRewriter {
     }
 
     fn remember_template(&mut self, obj: &Map<String, Value>) {
-        for key in [
-            "id",
-            "object",
-            "created",
-            "model",
-            "system_fingerprint",
-            "service_tier",
-            "provider",
-        ] {
+        for (key, seen) in TEMPLATE.iter().zip(&mut self.template_raw) {
             // Chunks of one stream mostly repeat these: copied only when changed.
-            if let Some(v) = obj.get(key).filter(|v| self.template.get(key) != Some(*v)) {
+            if let Some(v) = obj
+                .get(*key)
+                .filter(|v| self.template.get(*key) != Some(*v))
+            {
                 self.template.insert(key.to_string(), v.clone());
+                seen.clear();
             }
         }
     }
