@@ -31,7 +31,25 @@ pub struct PolicyGate {
     sensors: Vec<Arc<dyn Sensor>>,
     threshold: f64,
     hidden_memo: std::sync::Mutex<HashMap<u64, bool>>,
+    /// First-pass results by the tool and the values of what its rules read
+    /// (see [`PolicyGate::first_pass`]).
+    pass_memo: std::sync::Mutex<HashMap<String, Memo>>,
 }
+
+/// A remembered first pass: the verdict's rule and the rules that matched,
+/// as positions in the tool's applicable rules.
+#[derive(Clone)]
+struct Memo {
+    verdict: Verdict,
+    rule: Option<usize>,
+    matched: Vec<usize>,
+}
+
+/// How many first passes are remembered (the map is cleared when full), and
+/// the longest key kept: a key that long holds text from the arguments
+/// (schema errors, detector findings) and is not worth keeping.
+const PASS_MEMO_ENTRIES: usize = 4096;
+const PASS_MEMO_KEY_BYTES: usize = 1024;
 
 /// The rules that apply to a call and the variables they read (`None` = all).
 #[derive(Clone, Copy)]
@@ -88,6 +106,7 @@ impl PolicyGate {
             sensors,
             threshold,
             hidden_memo: Default::default(),
+            pass_memo: Default::default(),
         }
     }
 
@@ -218,12 +237,7 @@ impl PolicyGate {
         );
         let over = self.rate(call, ctx);
         sig.set("rate.exceeded", json!(over.is_some()));
-        let first = evaluate(
-            &rules,
-            &Bindings::new(sig.vars_only(only)),
-            self.policy.default_verdict,
-            &call.name,
-        );
+        let first = self.first_pass(&rules, &sig, only, &call.name);
         let mut out = Outcome {
             verdict: first.verdict,
             reason: Cow::Borrowed(if first.rule.is_some() {
@@ -254,6 +268,66 @@ impl PolicyGate {
         }
         out.signals = Some(sig);
         out
+    }
+
+    /// The first pass over the rules. Rules are pure functions of the
+    /// variables they read, so a pass is remembered by the tool's name and the
+    /// values of those variables, unless they include the arguments
+    /// themselves (or `explain` wants every signal computed anyway). A CEL
+    /// error at run time is then logged once per distinct input, not per call.
+    fn first_pass<'a>(
+        &self,
+        rules: &[&'a Rule],
+        sig: &Signals,
+        only: Option<&[&str]>,
+        tool: &str,
+    ) -> Pass<'a> {
+        let key = only
+            .filter(|o| !o.contains(&"args"))
+            .and_then(|o| sig.memo_key(tool, o, PASS_MEMO_KEY_BYTES));
+        let Some(key) = key else {
+            return evaluate(
+                rules,
+                &Bindings::new(sig.vars_only(only)),
+                self.policy.default_verdict,
+                tool,
+            );
+        };
+        let known = self
+            .pass_memo
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned());
+        if let Some(m) = known {
+            return Pass {
+                verdict: m.verdict,
+                rule: m.rule.and_then(|i| rules.get(i).copied()),
+                matched: m
+                    .matched
+                    .iter()
+                    .filter_map(|&i| rules.get(i).copied())
+                    .collect(),
+            };
+        }
+        let pass = evaluate(
+            rules,
+            &Bindings::new(sig.vars_only(only)),
+            self.policy.default_verdict,
+            tool,
+        );
+        let at = |r: &Rule| rules.iter().position(|x| std::ptr::eq(*x, r));
+        let memo = Memo {
+            verdict: pass.verdict,
+            rule: pass.rule.and_then(at),
+            matched: pass.matched.iter().filter_map(|r| at(r)).collect(),
+        };
+        if let Ok(mut m) = self.pass_memo.lock() {
+            if m.len() >= PASS_MEMO_ENTRIES {
+                m.clear();
+            }
+            m.insert(key, memo);
+        }
+        pass
     }
 
     /// Runs the sensors the matched rules require, then the rules again.

@@ -134,6 +134,28 @@ impl Signals {
         vars
     }
 
+    /// A key naming `tool` and the values of the signals under the
+    /// top-level names `only` (what a pass over the rules reads), or `None`
+    /// when it would be longer than `max` bytes.
+    pub fn memo_key(&self, tool: &str, only: &[&str], max: usize) -> Option<String> {
+        use std::fmt::Write;
+        let mut key = String::with_capacity(128);
+        let _ = write!(key, "{}", Value::from(tool));
+        for (name, s) in &self.map {
+            let top = name.split_once('.').map(|(t, _)| t).unwrap_or(name);
+            if !only.contains(&top) {
+                continue;
+            }
+            // The tool is JSON, names are dotted identifiers and values JSON:
+            // no raw `\0` occurs in any, so the key reads back one way only.
+            let _ = write!(key, "\0{name}\0{}", s.value);
+            if key.len() > max {
+                return None;
+            }
+        }
+        Some(key)
+    }
+
     /// Every signal with its method (and confidence), for `explain`.
     pub fn to_json(&self) -> Value {
         let m: Map<String, Value> = self

@@ -405,3 +405,34 @@ async fn rule_results_follow_the_phase_the_declaration_and_the_caller_call_after
         Verdict::Allow
     );
 }
+
+#[tokio::test]
+async fn remembered_first_passes_answer_by_every_input_they_read() {
+    let g = gates("[[rule]]\nname = \"no-p2\"\nwhen = \"principal == 'p2'\"\nverdict = \"deny\"\n[[rule]]\nname = \"no-rm\"\ntools = [\"shell\"]\nwhen = \"has(args.cmd) && args.cmd == 'rm'\"\nverdict = \"deny\"\n");
+    let mut typed = ctx("execution");
+    typed.declared.insert(
+        "typed".into(),
+        Declared {
+            parameters: Some(json!({"type": "object", "required": ["n"]})),
+        },
+    );
+    let mut p2 = typed.clone();
+    p2.principal = "p2".into();
+    // Each input, several times and interleaved: a remembered pass answers
+    // only the inputs it was computed for.
+    for _ in 0..3 {
+        for (name, args, c, want) in [
+            ("comm.send", "{}", &ctx("planning"), Verdict::Deny),
+            ("comm.send", "{}", &ctx("execution"), Verdict::Allow),
+            ("typed", "{}", &typed, Verdict::Reject),
+            ("typed", "{\"n\":1}", &typed, Verdict::Allow),
+            ("typed", "{\"n\":1}", &p2, Verdict::Deny),
+            ("nope", "{}", &typed, Verdict::Reject),
+            ("shell", "{\"cmd\":\"rm\"}", &typed, Verdict::Deny),
+            ("shell", "{\"cmd\":\"ls\"}", &typed, Verdict::Allow),
+        ] {
+            let d = g.decide(&call(name, args), c).await;
+            assert_eq!(d.verdict, want, "{name} {args} {}", c.phase);
+        }
+    }
+}
