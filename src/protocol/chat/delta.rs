@@ -31,7 +31,7 @@ pub const TEMPLATE: [&str; 7] = [
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DeltaChunk<'a> {
+struct DeltaChunk<'a> {
     #[serde(borrow, default, deserialize_with = "raw")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "raw")]
@@ -47,7 +47,7 @@ pub struct DeltaChunk<'a> {
     #[serde(borrow, default, deserialize_with = "raw")]
     provider: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub choices: Vec<DeltaChoice<'a>>,
+    choices: Vec<DeltaChoice<'a>>,
     #[serde(default, rename = "usage")]
     _usage: Option<Null>,
     /// OpenAI's padding against length side channels; dropped with the chunk.
@@ -57,9 +57,9 @@ pub struct DeltaChunk<'a> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DeltaChoice<'a> {
+struct DeltaChoice<'a> {
     #[serde(default)]
-    pub index: Option<u32>,
+    index: Option<u32>,
     #[serde(borrow)]
     delta: Calls<'a>,
     #[serde(default, rename = "finish_reason")]
@@ -99,8 +99,9 @@ struct Entry<'a> {
 struct Function<'a> {
     #[serde(borrow, default)]
     name: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    arguments: Option<Text<'a>>,
+    /// Raw, so its place in the chunk is known ([`super::repeat`]).
+    #[serde(borrow, default, deserialize_with = "raw")]
+    arguments: Option<&'a RawValue>,
 }
 
 /// JSON `null` only (an `Option<Null>` is absent, null, or an error).
@@ -134,52 +135,85 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
+/// The value of `quoted` when it is exactly one JSON string, borrowed unless
+/// it had escapes.
+pub fn string(quoted: &str) -> Option<Cow<'_, str>> {
+    serde_json::from_str::<Text>(quoted).ok().map(|t| t.0)
+}
+
 /// A present value's raw text, `null` included.
 fn raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
 }
 
+/// Such a chunk, read: its template fields, and each choice's index (if
+/// given) and entries.
+pub struct Read<'a> {
+    /// The template fields present, in [`TEMPLATE`] order.
+    pub template: [Option<&'a RawValue>; 7],
+    pub choices: Vec<(Option<u32>, Vec<Delta<'a>>)>,
+    /// For one choice with one entry whose `arguments` is a string: where
+    /// the string's content (quotes excluded) is in the chunk.
+    pub span: Option<(usize, usize)>,
+}
+
 /// Reads `data` when it is such a chunk, with at least one choice.
-pub fn read(data: &[u8]) -> Option<DeltaChunk<'_>> {
+pub fn read(data: &[u8]) -> Option<Read<'_>> {
     // Checked once as a whole (fast on ASCII), not string by string.
     let text = std::str::from_utf8(data).ok()?;
     let chunk: DeltaChunk = serde_json::from_str(text).ok()?;
-    (!chunk.choices.is_empty()).then_some(chunk)
-}
-
-impl<'a> DeltaChunk<'a> {
-    /// The template fields present, in [`TEMPLATE`] order.
-    pub fn template(&self) -> [Option<&'a RawValue>; 7] {
-        [
-            self.id,
-            self.object,
-            self.created,
-            self.model,
-            self.system_fingerprint,
-            self.service_tier,
-            self.provider,
-        ]
+    if chunk.choices.is_empty() {
+        return None;
     }
-}
-
-impl<'a> DeltaChoice<'a> {
-    /// The choice's entries, as the assembler takes them.
-    pub fn entries(self) -> impl Iterator<Item = Delta<'a>> {
-        self.delta.tool_calls.into_iter().map(|e| {
-            let (name, arguments) = match e.function {
+    let template = [
+        chunk.id,
+        chunk.object,
+        chunk.created,
+        chunk.model,
+        chunk.system_fingerprint,
+        chunk.service_tier,
+        chunk.provider,
+    ];
+    let mut span = None;
+    let one = chunk.choices.len() == 1;
+    let mut choices = Vec::with_capacity(chunk.choices.len());
+    for ch in chunk.choices {
+        let one = one && ch.delta.tool_calls.len() == 1;
+        let mut entries = Vec::with_capacity(ch.delta.tool_calls.len());
+        for e in ch.delta.tool_calls {
+            let (name, raw_args) = match e.function {
                 Some(f) => (f.name, f.arguments),
                 None => (None, None),
             };
-            Delta {
+            let arguments = match raw_args {
+                None => Cow::Borrowed(""),
+                Some(r) if r.get() == "null" => Cow::Borrowed(""),
+                // Not a string: the whole-tree path decides.
+                Some(r) if !r.get().starts_with('"') => return None,
+                Some(r) => {
+                    if one {
+                        let at = r.get().as_ptr() as usize - text.as_ptr() as usize;
+                        span = Some((at + 1, at + r.get().len() - 1));
+                    }
+                    string(r.get())?
+                }
+            };
+            entries.push(Delta {
                 index: e.index,
                 id: e.id.map(|t| t.0),
                 kind: e.kind.map(|t| t.0),
                 name: name.map(|t| t.0),
-                arguments: arguments.map(|t| t.0).unwrap_or_default(),
+                arguments,
                 extra: serde_json::Map::new(),
-            }
-        })
+            });
+        }
+        choices.push((ch.index, entries));
     }
+    Some(Read {
+        template,
+        choices,
+        span,
+    })
 }
 
 #[cfg(test)]
@@ -189,20 +223,25 @@ mod tests {
     #[test]
     fn a_plain_fragment_is_read_and_borrowed() {
         let d = br#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":null,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"xy"}"#;
-        let c = read(d).unwrap();
-        assert_eq!(c.template()[0].unwrap().get(), "\"c1\"");
-        assert_eq!(c.template()[4].unwrap().get(), "null");
-        assert!(c.template()[6].is_none());
-        let mut choices = c.choices;
-        let ch = choices.remove(0);
-        assert_eq!(ch.index, Some(0));
-        let e: Vec<Delta> = ch.entries().collect();
+        let r = read(d).unwrap();
+        assert_eq!(r.template[0].unwrap().get(), "\"c1\"");
+        assert_eq!(r.template[4].unwrap().get(), "null");
+        assert!(r.template[6].is_none());
+        let (index, e) = &r.choices[0];
+        assert_eq!(*index, Some(0));
         assert_eq!(e[0].index, Some(0));
         assert_eq!(e[0].arguments, "{\"a");
+        let (s, end) = r.span.unwrap();
+        assert_eq!(&d[s..end], br#"{\"a"#);
         let d = br#"{"choices":[{"delta":{"tool_calls":[{"id":"x","type":"function","function":{"name":"get","arguments":"ab"}}]}}]}"#;
-        let e: Vec<Delta> = read(d).unwrap().choices.remove(0).entries().collect();
+        let r = read(d).unwrap();
+        let e = &r.choices[0].1;
         assert!(matches!(e[0].name, Some(Cow::Borrowed("get"))));
         assert!(matches!(e[0].arguments, Cow::Borrowed("ab")));
+        let d = br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}},{"index":1,"function":{"arguments":null}}]}}]}"#;
+        let r = read(d).unwrap();
+        assert!(r.span.is_none(), "two entries: no single span");
+        assert_eq!(r.choices[0].1[1].arguments, "");
     }
 
     #[test]

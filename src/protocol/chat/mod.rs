@@ -3,7 +3,8 @@
 //! - [`request`]: the request's declared tools, texts and tool results.
 //! - [`hide`]: removes denied tools from the request.
 //! - [`assemble`]: tool-call deltas → complete calls.
-//! - [`delta`]: a chunk of tool-call deltas only, read without a tree.
+//! - [`delta`]: a chunk of tool-call deltas only, read without a tree;
+//!   [`repeat`]: one that repeats the last but for its arguments' text.
 //! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
 //! - [`complete`]: the same gating over a non-streaming response.
 
@@ -12,6 +13,7 @@ pub mod chunk;
 pub mod complete;
 pub mod delta;
 pub mod hide;
+pub mod repeat;
 pub mod request;
 pub mod stream;
 

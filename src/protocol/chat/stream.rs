@@ -18,8 +18,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
 use super::assemble::Assembler;
+use super::assemble::Delta;
 use super::chunk::{is_empty_chunk, set_finish};
-use super::delta::{self, DeltaChunk, TEMPLATE};
+use super::delta::{self, TEMPLATE};
+use super::repeat::Last;
 use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefilter, Site, DONE};
 use crate::call::{Call, Release};
 use crate::error::Error;
@@ -62,6 +64,8 @@ pub struct StreamRewriter {
     /// The raw text each [`TEMPLATE`] field last had in a chunk read by
     /// [`delta`], when `template` holds that value (empty when unknown).
     template_raw: [String; 7],
+    /// The last chunk of one tool-call entry, for [`super::repeat`].
+    last: Last,
     pending: Option<Pending>,
     ended: bool,
     text_seen: bool,
@@ -85,6 +89,7 @@ impl StreamRewriter {
             any_rewritten: false,
             template: Map::new(),
             template_raw: Default::default(),
+            last: Last::default(),
             pending: None,
             ended: false,
             text_seen: false,
@@ -129,6 +134,15 @@ impl StreamRewriter {
             }
             return Ok(());
         }
+        // Most fragments of a call repeat the chunk before but for their text.
+        let mut last = std::mem::take(&mut self.last);
+        let repeated = last
+            .repeat(data)
+            .map(|(choice, e)| self.tool_entries(0, choice, [e]));
+        self.last = last;
+        if let Some(r) = repeated {
+            return r;
+        }
         let Prefilter { names_call, risky } = prefilter(data, &mut self.scratch);
         if !risky && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
             if !self.text_seen && has_text(data) {
@@ -150,9 +164,17 @@ impl StreamRewriter {
         risky: bool,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
-        if let Some(chunk) = delta::read(data) {
-            return self.tool_deltas(chunk);
+        if let Some(r) = delta::read(data) {
+            if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {
+                self.last.remember(data, span, *choice, &entries[0]);
+            }
+            self.remember_raw_template(r.template)?;
+            for (pos, (choice, entries)) in r.choices.into_iter().enumerate() {
+                self.tool_entries(pos, choice, entries)?;
+            }
+            return Ok(());
         }
+        self.last.clear();
         // Repeated keys are refused: the tree would keep one value of a key and
         // a reader could act on the other.
         let mut obj = match crate::protocol::json::strict_value(data) {
@@ -194,25 +216,37 @@ impl StreamRewriter {
         Ok(())
     }
 
-    /// A chunk of tool-call deltas only: its calls are held, nothing is sent
-    /// (what the whole-tree path does with such a chunk, without the tree).
-    fn tool_deltas(&mut self, chunk: DeltaChunk<'_>) -> Result<(), Error> {
-        let template = chunk.template();
-        for (pos, ch) in chunk.choices.into_iter().enumerate() {
-            let idx = match ch.index {
-                Some(i) => i,
-                None => u32::try_from(pos)
-                    .map_err(|_| malformed("choice index is not a small integer"))?,
-            };
-            if self.finals.contains_key(&idx) {
-                self.late_deltas += 1;
-                continue;
+    /// One choice's tool-call entries from a chunk of such entries only
+    /// ([`delta`], [`super::repeat`]): they are held, nothing is sent (what
+    /// the whole-tree path does with such a chunk, without the tree).
+    fn tool_entries<'d>(
+        &mut self,
+        pos: usize,
+        choice: Option<u32>,
+        entries: impl IntoIterator<Item = Delta<'d>>,
+    ) -> Result<(), Error> {
+        let idx = match choice {
+            Some(i) => i,
+            None => {
+                u32::try_from(pos).map_err(|_| malformed("choice index is not a small integer"))?
             }
-            for (p, e) in ch.entries().enumerate() {
-                self.asm.push_delta(idx, p, e)?;
-            }
-            self.last_call_delta = Some(Instant::now());
+        };
+        if self.finals.contains_key(&idx) {
+            self.late_deltas += 1;
+            return Ok(());
         }
+        for (p, e) in entries.into_iter().enumerate() {
+            self.asm.push_delta(idx, p, e)?;
+        }
+        self.last_call_delta = Some(Instant::now());
+        Ok(())
+    }
+
+    /// The template fields of a chunk read by [`delta`], copied when changed.
+    fn remember_raw_template(
+        &mut self,
+        template: [Option<&serde_json::value::RawValue>; 7],
+    ) -> Result<(), Error> {
         for ((key, raw), seen) in TEMPLATE.iter().zip(template).zip(&mut self.template_raw) {
             let Some(raw) = raw.filter(|r| r.get() != seen) else {
                 continue;

@@ -308,3 +308,58 @@ fn a_call_hidden_behind_a_repeated_key_fails_the_stream() {
     assert!(!out.contains("shell"), "{out}");
     assert!(out.contains("\"error\""), "{out}");
 }
+
+#[test]
+fn fragments_that_repeat_the_chunk_before_are_assembled_the_same_way() {
+    let frag = |a: &str| {
+        chunk(
+            &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":{a}}}}}]}}"#),
+            "null",
+        )
+    };
+    let header = chunk(
+        r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"get","arguments":""}}]}"#,
+        "null",
+    );
+    let input = [
+        header,
+        frag(r#""{\"q\":""#),
+        frag(r#""\"Par""#),
+        frag(r#""is \u00e9\"""#),
+        frag(r#""}""#),
+        chunk("{}", "\"tool_calls\""),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    assert_eq!(
+        calls(&out),
+        [(0, "a".into(), "get".into(), "{\"q\":\"Paris é\"}".into())]
+    );
+}
+
+#[test]
+fn a_fragment_that_smuggles_a_key_into_its_repeat_fails_the_stream() {
+    let frag = |a: &str| {
+        chunk(
+            &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":{a}}}}}]}}"#),
+            "null",
+        )
+    };
+    let input = [
+        chunk(
+            r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"get","arguments":""}}]}"#,
+            "null",
+        ),
+        frag(r#""{}""#),
+        // Byte for byte the chunk before, but its "string" closes early and
+        // a second `arguments` follows: a repeated key, never a repeat.
+        frag(r#""x","arguments":"{}""#),
+        chunk("{}", "\"tool_calls\""),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    assert!(calls(&out).is_empty(), "{out}");
+    assert!(out.contains("\"error\""), "{out}");
+}
