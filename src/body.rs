@@ -392,6 +392,11 @@ impl GatedBody {
         if let Some(t) = since {
             self.state.metrics.release_latency.observe(t.elapsed());
         }
+        // Events that came behind the ones that started the gate are already
+        // here: they go on now, not when upstream next sends something.
+        if matches!(self.phase, Phase::Reading) {
+            return self.process(None);
+        }
         Next::Continue
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
-use serde_json::json;
+use serde_json::{json, Value};
 use toolgate::call::Call;
 use toolgate::context::Context;
 use toolgate::gate::{BoxFuture, Gate, Outcome};
@@ -166,4 +166,109 @@ async fn an_agent_that_leaves_during_the_gate_still_leaves_a_whole_audit_trail()
         .collect();
     assert_eq!(decided, [("c1", "allow"), ("c2", "reject")], "{audit:?}");
     gate.stop().await;
+}
+
+/// Reads the agent's stream until `want` has arrived, and fails if it would
+/// take the upstream's next part to get there (the timeout is only a guard
+/// against a hang: `after` is sent only once this returns).
+async fn read_until(body: &mut hyper::body::Incoming, seen: &mut Vec<u8>, want: &str) {
+    let found = tokio::time::timeout(Duration::from_secs(15), async {
+        while !String::from_utf8_lossy(seen).contains(want) {
+            match body.frame().await {
+                Some(Ok(f)) => seen.extend_from_slice(&f.into_data().unwrap_or_default()),
+                _ => return false,
+            }
+        }
+        true
+    })
+    .await;
+    assert_eq!(
+        found,
+        Ok(true),
+        "{want:?} did not arrive before the upstream went on: {}",
+        String::from_utf8_lossy(seen)
+    );
+}
+
+/// Text that arrives while a call is held, or right behind a gated one, goes
+/// out at once: the agent sees it before the upstream sends anything more.
+/// A chat call is held to its choice's finish, so it comes after the text; a
+/// Messages call is gated when the next block begins, so it comes before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_after_a_held_call_is_not_held_with_it() {
+    let ev = |t: &str, v: Value| format!("event: {t}\ndata: {v}\n\n");
+    let cases: Vec<(&str, Value, String, String, &str, bool)> = vec![
+        (
+            "/v1/chat/completions",
+            chat_request(true, &["get_weather"]),
+            [
+                chunk(0, json!({"role": "assistant", "content": "Checking."}), None),
+                chunk(0, call_delta(0, "call_1", "get_weather", "{\"q\":"), None),
+                chunk(0, json!({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}), None),
+                chunk(0, json!({"content": " Still typing."}), None),
+            ]
+            .concat(),
+            [chunk(0, json!({}), Some("tool_calls")), "data: [DONE]\n\n".into()].concat(),
+            "get_weather",
+            false,
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "claude-test", "max_tokens": 64, "stream": true,
+                   "messages": [{"role": "user", "content": "hi"}],
+                   "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}),
+            [
+                ev("message_start", json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}})),
+                ev("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}})),
+                ev("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"q\":1}"}})),
+                ev("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+                ev("content_block_start", json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}})),
+                ev("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": " Still typing."}})),
+            ]
+            .concat(),
+            [
+                ev("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
+                ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}})),
+                ev("message_stop", json!({"type": "message_stop"})),
+            ]
+            .concat(),
+            "toolu_1",
+            true,
+        ),
+    ];
+    for (path, req, before, after, call, call_first) in cases {
+        let go = Arc::new(tokio::sync::Notify::new());
+        let mock = Mock::start(vec![Reply::Paused {
+            before: before.into(),
+            after: after.into(),
+            go: go.clone(),
+        }])
+        .await;
+        let extra = if path == "/v1/messages" {
+            messages_upstream(&mock.base_url())
+        } else {
+            String::new()
+        };
+        let gate = start_gate(&mock.base_url(), ALLOW_ALL, &extra).await;
+        let (_, mut body) = open_stream_at(&gate, path, &req, false).await;
+        let mut seen = Vec::new();
+        read_until(&mut body, &mut seen, "Still typing.").await;
+        assert_eq!(
+            String::from_utf8_lossy(&seen).contains(call),
+            call_first,
+            "{path}: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        go.notify_one();
+        read_until(&mut body, &mut seen, call).await;
+        let all = String::from_utf8_lossy(&seen).into_owned();
+        let text_at = all.find("Still typing.").unwrap();
+        assert_eq!(
+            all.find(call).unwrap() < text_at,
+            call_first,
+            "{path}: {all}"
+        );
+        while let Some(Ok(_)) = body.frame().await {}
+        gate.stop().await;
+    }
 }

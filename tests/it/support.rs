@@ -141,6 +141,12 @@ pub enum Reply {
     Fixture { chunk: usize },
     /// Computed from the request body: (status, JSON body), after a delay.
     Func(Responder, Duration),
+    /// An SSE body sent in two parts: `after` only once `go` is notified.
+    Paused {
+        before: Bytes,
+        after: Bytes,
+        go: Arc<tokio::sync::Notify>,
+    },
 }
 
 impl Reply {
@@ -423,6 +429,15 @@ impl Mock {
                     let _ = tx.send(Ok(Frame::data(body))).await;
                 });
             }
+            Reply::Paused { before, after, go } => {
+                resp.headers_mut()
+                    .insert("content-type", "text/event-stream".parse().unwrap());
+                tokio::spawn(async move {
+                    let _ = tx.send(Ok(Frame::data(before))).await;
+                    go.notified().await;
+                    let _ = tx.send(Ok(Frame::data(after))).await;
+                });
+            }
             Reply::Fixture { .. } | Reply::Func(..) => unreachable!(),
         }
         resp
@@ -674,10 +689,21 @@ pub fn call_delta(index: u32, id: &str, name: &str, args: &str) -> Value {
 /// Posts a streaming chat request and returns the response body unread, for
 /// tests that watch frames arrive (or stop reading).
 pub async fn open_stream(gate: &Gate, body: &Value, http2: bool) -> (http::Version, Incoming) {
+    open_stream_at(gate, "/v1/chat/completions", body, http2).await
+}
+
+/// The same at `path`.
+pub async fn open_stream_at(
+    gate: &Gate,
+    path: &str,
+    body: &Value,
+    http2: bool,
+) -> (http::Version, Incoming) {
     let mut b = Client::builder(TokioExecutor::new());
     b.http2_only(http2);
     let client: Client<_, Full<Bytes>> = b.build_http();
-    let req = Request::post(format!("{}/v1/chat/completions", gate.url))
+    let req = Request::post(format!("{}{path}", gate.url))
+        .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
         .unwrap();
     let resp = client.request(req).await.unwrap();
