@@ -2,6 +2,8 @@
 //! a fixed stream (`"stream":true`) or a fixed JSON body, from memory.
 //!
 //! Usage: cargo run --release --example mock_upstream -- 127.0.0.1:9901
+//! With `MOCK_EVENT_DELAY_MS=N` the stream's events are sent N ms apart (a
+//! slow provider, for `bench/slow_streams.sh`); otherwise all at once.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,8 +13,12 @@
 
 use std::convert::Infallible;
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -50,8 +56,30 @@ fn json_body() -> Bytes {
         "usage": {"prompt_tokens": 5, "completion_tokens": 15, "total_tokens": 20}}).to_string())
 }
 
+/// The stream's events one by one, `delay` apart.
+fn slow(sse: Bytes, delay: Duration) -> BoxBody<Bytes, Infallible> {
+    let events: Vec<Bytes> = sse
+        .split_inclusive(|&b| b == b'\n')
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .map(|lines| Bytes::from(lines.concat()))
+        .collect();
+    let s = futures_util::stream::unfold((events, 0usize), move |(ev, i)| async move {
+        let next = ev.get(i)?.clone();
+        if i > 0 {
+            tokio::time::sleep(delay).await;
+        }
+        Some((Ok::<_, Infallible>(Frame::data(next)), (ev, i + 1)))
+    });
+    StreamBody::new(s).boxed()
+}
+
 #[tokio::main]
 async fn main() {
+    let delay = std::env::var("MOCK_EVENT_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9901".into());
@@ -72,12 +100,12 @@ async fn main() {
                     .map(|b| b.to_bytes())
                     .unwrap_or_default();
                 let streaming = memchr::memmem::find(&body, b"\"stream\":true").is_some();
-                let (ctype, b) = if streaming {
-                    ("text/event-stream", sse)
-                } else {
-                    ("application/json", js)
+                let (ctype, b) = match (streaming, delay) {
+                    (true, Some(d)) => ("text/event-stream", slow(sse, d)),
+                    (true, None) => ("text/event-stream", Full::new(sse).boxed()),
+                    (false, _) => ("application/json", Full::new(js).boxed()),
                 };
-                let mut r = Response::new(Full::new(b));
+                let mut r = Response::new(b);
                 r.headers_mut()
                     .insert("content-type", ctype.parse().unwrap());
                 Ok::<_, Infallible>(r)

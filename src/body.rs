@@ -127,6 +127,9 @@ type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
 /// Output held back to join the next upstream frame that has already
 /// arrived, at most.
 const COALESCE_MAX: usize = 16 * 1024;
+/// What the agent's next frame starts with room for; it grows as needed.
+/// Small, because every open stream holds one (10,000 slow streams).
+const OUT_CAPACITY: usize = 2 * 1024;
 type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where the gated body is.
@@ -191,7 +194,7 @@ pub fn gated_stream(
         upstream: body,
         dec: decoder,
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
-        out: BytesMut::with_capacity(16 * 1024),
+        out: BytesMut::with_capacity(OUT_CAPACITY),
         phase: Phase::Reading,
         hosted: None,
     }
