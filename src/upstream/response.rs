@@ -53,7 +53,14 @@ impl Body for ResponseBody {
             }
         }
         let next = Pin::new(&mut this.body).poll_frame(cx);
-        if let Poll::Ready(None) = next {
+        // At the end, or at the last frame of a body of known length (hyper,
+        // and the gated body, stop polling once `is_end_stream` says so).
+        let ended = match &next {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => this.body.is_end_stream(),
+            _ => false,
+        };
+        if ended {
             if let Some((held, pool)) = this.held.take() {
                 pool.put_back(held);
             }

@@ -230,3 +230,20 @@ async fn tls_upstreams_are_reached_over_h2_and_http1() {
     assert!(mock.requests().is_empty());
     gate.stop().await;
 }
+
+/// hyper stops reading a body of known length at its last frame, before
+/// the end is polled: the connection is kept all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_body_of_known_length_gives_its_connection_back() {
+    let (url, conns, reqs) = raw_upstream(|_, _| Then::AnswerThenClose(u64::MAX)).await;
+    let gate = start_gate(&url, ALLOW_ALL, "").await;
+    for _ in 0..3 {
+        let models = format!("{}/v1/models", gate.url);
+        let a = send("GET", &models, &[("authorization", "Bearer x")], "").await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.body, COMPLETION.as_bytes());
+    }
+    assert_eq!(reqs.load(Ordering::SeqCst), 3);
+    assert_eq!(conns.load(Ordering::SeqCst), 1);
+    gate.stop().await;
+}
