@@ -15,7 +15,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
-use crate::upstream::ResponseBody;
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 use tokio::time::Instant;
@@ -29,6 +28,7 @@ use crate::protocol::KEEPALIVE;
 use crate::protocol::{Protocol, Rewriter, Step};
 use crate::release;
 use crate::state::State;
+use crate::upstream::ResponseBody;
 
 /// The error a response body may end with: the agent sees a cut-off response.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
@@ -300,6 +300,17 @@ impl GatedBody {
         }));
     }
 
+    /// Drives the provider-run audit records; true once none is left.
+    fn poll_hosted(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        if let Some(h) = &mut self.hosted {
+            if h.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            self.hosted = None;
+        }
+        true
+    }
+
     /// Reads the next upstream frame.
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
         match Pin::new(&mut self.upstream).poll_frame(cx) {
@@ -413,11 +424,7 @@ impl Body for GatedBody {
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
-        if let Some(h) = &mut this.hosted {
-            if h.as_mut().poll(cx).is_ready() {
-                this.hosted = None;
-            }
-        }
+        this.poll_hosted(cx);
         loop {
             let next = match &mut this.phase {
                 Phase::Reading => this.read(cx),
@@ -435,14 +442,12 @@ impl Body for GatedBody {
                 },
                 // The last frame, then the end (once provider-run calls
                 // are audited: they are woken on).
-                Phase::Done if this.out.is_empty() && this.hosted.is_some() => {
-                    match this.hosted.as_mut().map(|h| h.as_mut().poll(cx)) {
-                        Some(Poll::Pending) => return Poll::Pending,
-                        _ => this.hosted = None,
-                    }
-                    Next::Continue
+                Phase::Done if this.out.is_empty() => {
+                    return match this.poll_hosted(cx) {
+                        true => Poll::Ready(None),
+                        false => Poll::Pending,
+                    };
                 }
-                Phase::Done if this.out.is_empty() => return Poll::Ready(None),
                 Phase::Done => {
                     return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
                 }

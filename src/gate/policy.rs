@@ -282,16 +282,19 @@ impl PolicyGate {
         only: Option<&[&str]>,
         tool: &str,
     ) -> Pass<'a> {
-        let key = only
-            .filter(|o| !o.contains(&"args"))
-            .and_then(|o| sig.memo_key(tool, o, PASS_MEMO_KEY_BYTES));
-        let Some(key) = key else {
-            return evaluate(
+        let run = || {
+            evaluate(
                 rules,
                 &Bindings::new(sig.vars_only(only)),
                 self.policy.default_verdict,
                 tool,
-            );
+            )
+        };
+        let key = only
+            .filter(|o| !o.contains(&"args"))
+            .and_then(|o| sig.memo_key(tool, o, PASS_MEMO_KEY_BYTES));
+        let Some(key) = key else {
+            return run();
         };
         let known = self
             .pass_memo
@@ -309,12 +312,7 @@ impl PolicyGate {
                     .collect(),
             };
         }
-        let pass = evaluate(
-            rules,
-            &Bindings::new(sig.vars_only(only)),
-            self.policy.default_verdict,
-            tool,
-        );
+        let pass = run();
         let at = |r: &Rule| rules.iter().position(|x| std::ptr::eq(*x, r));
         let memo = Memo {
             verdict: pass.verdict,

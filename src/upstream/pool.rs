@@ -95,7 +95,7 @@ impl Pool {
                 Lease::H2(tx) => return send_h2(tx, req).await,
                 Lease::H1 { held, reused } => match self.send_h1(held, req).await {
                     Ok(r) => return Ok(r),
-                    Err((Some(back), e)) if reused && !fresh => {
+                    Err((Some(back), e)) if reused => {
                         tracing::debug!(error = %e, "a kept upstream connection had closed; opening a new one");
                         req = back;
                         fresh = true;

@@ -18,17 +18,6 @@ use serde_json::value::RawValue;
 
 use super::assemble::Delta;
 
-/// The chunk fields copied into the template of the chunks toolgate writes.
-pub const TEMPLATE: [&str; 7] = [
-    "id",
-    "object",
-    "created",
-    "model",
-    "system_fingerprint",
-    "service_tier",
-    "provider",
-];
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeltaChunk<'a> {
@@ -149,7 +138,7 @@ fn raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Erro
 /// Such a chunk, read: its template fields, and each choice's index (if
 /// given) and entries.
 pub struct Read<'a> {
-    /// The template fields present, in [`TEMPLATE`] order.
+    /// The template fields present, in [`super::template::FIELDS`] order.
     pub template: [Option<&'a RawValue>; 7],
     pub choices: Vec<(Option<u32>, Vec<Delta<'a>>)>,
     /// For one choice with one entry whose `arguments` is a string: where

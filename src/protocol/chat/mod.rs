@@ -5,6 +5,7 @@
 //! - [`assemble`]: tool-call deltas → complete calls.
 //! - [`delta`]: a chunk of tool-call deltas only, read without a tree;
 //!   [`repeat`]: one that repeats the last but for its arguments' text.
+//! - [`template`]: the chunks toolgate writes (upstream fields, a released call).
 //! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
 //! - [`complete`]: the same gating over a non-streaming response.
 
@@ -16,6 +17,7 @@ pub mod hide;
 pub mod repeat;
 pub mod request;
 pub mod stream;
+pub mod template;
 
 use std::ops::{Deref, DerefMut};
 

@@ -17,11 +17,11 @@ use std::time::Instant;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
-use super::assemble::Assembler;
-use super::assemble::Delta;
+use super::assemble::{Assembler, Delta};
 use super::chunk::{is_empty_chunk, set_finish};
-use super::delta::{self, TEMPLATE};
+use super::delta;
 use super::repeat::Last;
+use super::template::Template;
 use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefilter, Site, DONE};
 use crate::call::{Call, Release};
 use crate::error::Error;
@@ -60,10 +60,7 @@ pub struct StreamRewriter {
     asm: Assembler,
     finals: HashMap<u32, Final>,
     any_rewritten: bool,
-    template: Map<String, Value>,
-    /// The raw text each [`TEMPLATE`] field last had in a chunk read by
-    /// [`delta`], when `template` holds that value (empty when unknown).
-    template_raw: [String; 7],
+    template: Template,
     /// The last chunk of one tool-call entry, for [`super::repeat`].
     last: Last,
     pending: Option<Pending>,
@@ -87,8 +84,7 @@ impl StreamRewriter {
             asm: Assembler::new(o.max_call_bytes, o.max_held_bytes),
             finals: HashMap::new(),
             any_rewritten: false,
-            template: Map::new(),
-            template_raw: Default::default(),
+            template: Template::default(),
             last: Last::default(),
             pending: None,
             ended: false,
@@ -168,7 +164,7 @@ impl StreamRewriter {
             if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {
                 self.last.remember(data, span, *choice, &entries[0]);
             }
-            self.remember_raw_template(r.template)?;
+            self.template.remember_raw(r.template)?;
             for (pos, (choice, entries)) in r.choices.into_iter().enumerate() {
                 self.tool_entries(pos, choice, entries)?;
             }
@@ -205,7 +201,7 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         }
-        self.remember_template(&obj);
+        self.template.remember(&obj);
         if gated.is_empty() {
             if !is_empty_chunk(&obj) {
                 write_event(out, &Value::Object(obj));
@@ -239,23 +235,6 @@ impl StreamRewriter {
             self.asm.push_delta(idx, p, e)?;
         }
         self.last_call_delta = Some(Instant::now());
-        Ok(())
-    }
-
-    /// The template fields of a chunk read by [`delta`], copied when changed.
-    fn remember_raw_template(
-        &mut self,
-        template: [Option<&serde_json::value::RawValue>; 7],
-    ) -> Result<(), Error> {
-        for ((key, raw), seen) in TEMPLATE.iter().zip(template).zip(&mut self.template_raw) {
-            let Some(raw) = raw.filter(|r| r.get() != seen) else {
-                continue;
-            };
-            let v: Value = serde_json::from_str(raw.get())
-                .map_err(|_| malformed("event data is not a JSON object"))?;
-            self.template.insert(key.to_string(), v);
-            raw.get().clone_into(seen);
-        }
         Ok(())
     }
 
@@ -344,19 +323,6 @@ impl StreamRewriter {
         Ok(())
     }
 
-    fn remember_template(&mut self, obj: &Map<String, Value>) {
-        for (key, seen) in TEMPLATE.iter().zip(&mut self.template_raw) {
-            // Chunks of one stream mostly repeat these: copied only when changed.
-            if let Some(v) = obj
-                .get(*key)
-                .filter(|v| self.template.get(*key) != Some(*v))
-            {
-                self.template.insert(key.to_string(), v.clone());
-                seen.clear();
-            }
-        }
-    }
-
     fn start_pending(
         &mut self,
         choices: Vec<PendingChoice>,
@@ -375,35 +341,6 @@ impl StreamRewriter {
             chunk,
             then_raw,
         });
-    }
-
-    fn call_chunk(&self, choice: u32, j: usize, call: &Call, site: &Site) -> Value {
-        let function = json!({ "name": call.name, "arguments": call.arguments });
-        let delta = if site.legacy {
-            json!({ "function_call": function })
-        } else {
-            let mut entry = Map::new();
-            entry.insert("index".into(), json!(j));
-            entry.insert("id".into(), json!(call.id));
-            entry.insert("type".into(), json!("function"));
-            entry.insert("function".into(), function);
-            for (k, v) in &site.extra {
-                entry.entry(k.clone()).or_insert_with(|| v.clone());
-            }
-            json!({ "tool_calls": [Value::Object(entry)] })
-        };
-        self.chunk_with(choice, delta, Value::Null)
-    }
-
-    fn chunk_with(&self, choice: u32, delta: Value, finish: Value) -> Value {
-        let mut obj = self.template.clone();
-        obj.entry("object")
-            .or_insert_with(|| json!("chat.completion.chunk"));
-        obj.insert(
-            "choices".into(),
-            json!([{ "index": choice, "delta": delta, "finish_reason": finish }]),
-        );
-        Value::Object(obj)
     }
 }
 
@@ -493,7 +430,7 @@ impl Rewriter for StreamRewriter {
                 .map(|(_, cs)| cs)
                 .collect();
             for (j, (call, site)) in kept.iter().enumerate() {
-                write_event(out, &self.call_chunk(pc.choice, j, call, site));
+                write_event(out, &self.template.call(pc.choice, j, call, site));
             }
             let sent = if kept.is_empty() {
                 let text = if self.text_seen {
@@ -503,7 +440,9 @@ impl Rewriter for StreamRewriter {
                 };
                 write_event(
                     out,
-                    &self.chunk_with(pc.choice, json!({ "content": text }), Value::Null),
+                    &self
+                        .template
+                        .chunk(pc.choice, json!({ "content": text }), Value::Null),
                 );
                 "stop".to_string()
             } else {
@@ -527,7 +466,9 @@ impl Rewriter for StreamRewriter {
                 }
                 _ => write_event(
                     out,
-                    &self.chunk_with(pc.choice, json!({}), Value::String(sent.clone())),
+                    &self
+                        .template
+                        .chunk(pc.choice, json!({}), Value::String(sent.clone())),
                 ),
             }
             self.finals.insert(pc.choice, Final { sent });

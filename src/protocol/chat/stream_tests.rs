@@ -309,20 +309,26 @@ fn a_call_hidden_behind_a_repeated_key_fails_the_stream() {
     assert!(out.contains("\"error\""), "{out}");
 }
 
-#[test]
-fn fragments_that_repeat_the_chunk_before_are_assembled_the_same_way() {
-    let frag = |a: &str| {
-        chunk(
-            &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":{a}}}}}]}}"#),
-            "null",
-        )
-    };
-    let header = chunk(
+/// The first chunk of call `a` (`get`), its arguments empty.
+fn call_header() -> String {
+    chunk(
         r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"get","arguments":""}}]}"#,
         "null",
-    );
+    )
+}
+
+/// A fragment of call 0 whose `arguments` is the JSON text `a`.
+fn frag(a: &str) -> String {
+    chunk(
+        &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":{a}}}}}]}}"#),
+        "null",
+    )
+}
+
+#[test]
+fn fragments_that_repeat_the_chunk_before_are_assembled_the_same_way() {
     let input = [
-        header,
+        call_header(),
         frag(r#""{\"q\":""#),
         frag(r#""\"Par""#),
         frag(r#""is \u00e9\"""#),
@@ -340,17 +346,8 @@ fn fragments_that_repeat_the_chunk_before_are_assembled_the_same_way() {
 
 #[test]
 fn a_fragment_that_smuggles_a_key_into_its_repeat_fails_the_stream() {
-    let frag = |a: &str| {
-        chunk(
-            &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":{a}}}}}]}}"#),
-            "null",
-        )
-    };
     let input = [
-        chunk(
-            r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"get","arguments":""}}]}"#,
-            "null",
-        ),
+        call_header(),
         frag(r#""{}""#),
         // Byte for byte the chunk before, but its "string" closes early and
         // a second `arguments` follows: a repeated key, never a repeat.
