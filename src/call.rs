@@ -69,6 +69,10 @@ pub enum Release {
     Allow,
     /// Replaced by the neutral failure; nothing of the call reaches the client.
     Withhold,
+    /// Withheld, and the model may be asked to go on without it (`rewrite =
+    /// "resume"`): answered upstream with a neutral tool result, its tool
+    /// removed from the follow-up's `tools` when `deny`.
+    Resume { deny: bool },
 }
 
 impl Release {
@@ -79,5 +83,9 @@ impl Release {
 
     pub fn allowed(self) -> bool {
         self == Release::Allow
+    }
+
+    pub fn resumable(self) -> bool {
+        matches!(self, Release::Resume { .. })
     }
 }

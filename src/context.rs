@@ -38,6 +38,9 @@ pub struct Context {
     pub user_text: String,
     pub system_text: String,
     pub tool_text: String,
+    /// Which follow-up request (`rewrite = "resume"`) the calls come from;
+    /// 0 for the agent's own request.
+    pub resume: u32,
 }
 
 /// The text of a message's `content` (a string or an array of text parts).

@@ -9,7 +9,7 @@ use crate::call::{Call, Release};
 use crate::context::Context;
 use crate::digest::{now_rfc3339, sha256_hex};
 use crate::gate::{Decision, Gates};
-use crate::policy::Verdict;
+use crate::policy::{RewriteMode, Verdict};
 use crate::state::State;
 
 /// Longest tool name written to the audit trail (names are model output).
@@ -44,6 +44,9 @@ struct Record<'a> {
     policy: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<&'static str>,
+    /// The follow-up request the call came from (`rewrite = "resume"`).
+    #[serde(skip_serializing_if = "is_zero")]
+    resume: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     signals: Option<crate::gate::signals::AuditView<'a>>,
 }
@@ -53,6 +56,10 @@ struct StepOut {
     gate: &'static str,
     verdict: &'static str,
     us: u64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str) -> Record<'a> {
@@ -83,6 +90,7 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
         args_oversized: call.oversized,
         policy,
         mode: None,
+        resume: ctx.resume,
         signals: d.signals.as_ref().map(|s| s.audit_view()),
     }
 }
@@ -102,22 +110,36 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         }
         // Metrics count the decided verdict (in monitor mode too); a call whose
         // audit record could not be written fails closed and counts as rejected.
-        let (release, counted) = match state.audit.record(&rec).await {
-            Ok(()) => (monitor || d.verdict == Verdict::Allow, d.verdict),
+        let (allow, counted, audited) = match state.audit.record(&rec).await {
+            Ok(()) => (monitor || d.verdict == Verdict::Allow, d.verdict, true),
             Err(e) => {
                 tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed; call fails closed");
-                (false, d.verdict.max(Verdict::Reject))
+                (false, d.verdict.max(Verdict::Reject), false)
             }
         };
         state.metrics.tool_call(counted);
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
-        allowed.push(if release {
+        allowed.push(if allow {
             Release::Allow
+        } else if audited && rewrite(state, gates, d) == RewriteMode::Resume {
+            Release::Resume {
+                deny: d.verdict == Verdict::Deny,
+            }
         } else {
             Release::Withhold
         });
     }
     allowed
+}
+
+/// What replaces a withheld call: its deciding rule's `rewrite`, or the
+/// configured mode.
+fn rewrite(state: &State, gates: &Gates, d: &Decision) -> RewriteMode {
+    d.outcome
+        .rule
+        .as_deref()
+        .and_then(|r| gates.policy().rewrite_of(r))
+        .unwrap_or(state.config.rewrite.mode)
 }
 
 /// Audits calls that were held and dropped without a verdict (stream failure).

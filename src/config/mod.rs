@@ -106,6 +106,19 @@ impl Config {
                 "rewrite.neutral_message must not be empty".into(),
             );
         }
+        if raw.rewrite.neutral_result.get_ref().trim().is_empty() {
+            bad(
+                raw.rewrite.neutral_result.span(),
+                "rewrite.neutral_result must not be empty".into(),
+            );
+        }
+        if *raw.rewrite.max_resumes.get_ref() > 8 {
+            bad(
+                raw.rewrite.max_resumes.span(),
+                "rewrite.max_resumes must be at most 8 (each is a round trip to the provider)"
+                    .into(),
+            );
+        }
         let l = &raw.limits;
         for (name, v) in [
             ("max_request_bytes", l.max_request_bytes),
@@ -353,6 +366,9 @@ impl Config {
             rewrite: Rewrite {
                 neutral_message: raw.rewrite.neutral_message.into_inner(),
                 errors: raw.rewrite.errors,
+                mode: raw.rewrite.mode,
+                max_resumes: raw.rewrite.max_resumes.into_inner(),
+                neutral_result: raw.rewrite.neutral_result.into_inner(),
             },
             limits: Limits {
                 max_request_bytes: l.max_request_bytes,

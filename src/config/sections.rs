@@ -156,6 +156,12 @@ pub enum ErrorMode {
 pub struct Rewrite {
     pub neutral_message: String,
     pub errors: ErrorMode,
+    /// What replaces withheld calls unless their rule says otherwise.
+    pub mode: crate::policy::RewriteMode,
+    /// Follow-up requests at most per response; past it, `drop`.
+    pub max_resumes: u32,
+    /// The tool result a follow-up answers each withheld call with.
+    pub neutral_result: String,
 }
 
 #[derive(Debug, Clone, Copy)]

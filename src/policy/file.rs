@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::catalog::{ExternalComm, ToolClass, ToolEntry};
 use super::expr::Condition;
 use super::limits::{Limit, LimitKey};
-use super::{FailMode, FenceMode, FenceRule, Glob, Rule, Verdict};
+use super::{FailMode, FenceMode, FenceRule, Glob, RewriteMode, Rule, Verdict};
 use crate::config::{line_of, toml_diagnostic, OneOrMany};
 use crate::error::Diagnostic;
 
@@ -72,6 +72,8 @@ struct RawRule {
     require: Vec<String>,
     #[serde(default)]
     fail: Option<FailMode>,
+    #[serde(default)]
+    rewrite: Option<RewriteMode>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -220,6 +222,7 @@ pub(super) fn compile(
             verdict: r.verdict,
             require: r.require,
             fail: r.fail.unwrap_or(FailMode::Closed),
+            rewrite: r.rewrite,
             origin: format!("{file}:{}", line_of(src, at)),
         });
     }

@@ -47,6 +47,18 @@ impl Verdict {
     }
 }
 
+/// What replaces a withheld call (`[rewrite] mode`, or a rule's `rewrite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RewriteMode {
+    /// The call is removed; a choice left without calls gets the neutral text.
+    #[default]
+    Drop,
+    /// toolgate answers the call with a neutral tool result upstream itself
+    /// and splices the model's continuation into the same response.
+    Resume,
+}
+
 /// How a tool's results are fenced (spotlighting, Hines et al. 2024).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,6 +102,8 @@ pub struct Rule {
     /// LLM sensors that must run before an `allow` of this rule stands.
     pub require: Vec<String>,
     pub fail: FailMode,
+    /// What replaces a call this rule withholds; `None` = `[rewrite] mode`.
+    pub rewrite: Option<RewriteMode>,
     /// `file:line` where the rule is written.
     pub origin: String,
 }
@@ -151,6 +165,11 @@ impl RuleIndex {
 }
 
 impl PolicySet {
+    /// The `rewrite` of the rule named `name`, if it sets one.
+    pub fn rewrite_of(&self, name: &str) -> Option<RewriteMode> {
+        self.rules.iter().find(|r| r.name == name)?.rewrite
+    }
+
     /// The rules that apply to `tool` (compared caseless), in file order.
     pub fn rules_for<'a>(&'a self, tool: &str) -> Vec<&'a Rule> {
         let folded = crate::fold::fold(tool);
