@@ -37,6 +37,7 @@ pub mod policy;
 pub mod protocol;
 pub mod proxy;
 pub mod release;
+pub mod resume;
 pub mod server;
 pub mod stamp;
 pub mod state;

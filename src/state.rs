@@ -176,6 +176,8 @@ impl State {
             max_call_bytes: l.max_tool_args_bytes,
             max_held_bytes: l.max_held_args_bytes,
             id_key: self.id_key,
+            resume: false,
+            neutral_result: self.config.rewrite.neutral_result.clone(),
         }
     }
 

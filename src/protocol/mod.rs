@@ -116,6 +116,17 @@ impl Protocol {
         }
     }
 
+    /// Turns what went upstream last into the follow-up request that
+    /// answers a [`Resumption`].
+    pub fn follow_up(self, body: &mut Value, r: &Resumption) -> Result<(), Error> {
+        match self {
+            Protocol::Chat => chat::follow::follow_up(body, r),
+            Protocol::Responses | Protocol::Messages => Err(Error::UpstreamUnreadable(
+                "resume is not built for this protocol",
+            )),
+        }
+    }
+
     /// A streaming rewriter for one response.
     pub fn rewriter(self, o: &Options) -> Box<dyn Rewriter> {
         match self {
@@ -162,6 +173,54 @@ pub struct Options {
     pub max_held_bytes: usize,
     /// Keys the ids of messages that replace withheld calls.
     pub id_key: [u8; 32],
+    /// A choice whose every call is withheld for `resume` may be continued
+    /// by a follow-up request (the request has one choice, and follow-ups
+    /// are left); else such a choice gets the neutral text.
+    pub resume: bool,
+    /// The tool result a follow-up answers each withheld call with.
+    pub neutral_result: String,
+}
+
+/// A response whose calls were all withheld for `resume`: what the
+/// follow-up request adds to the conversation, and what the agent was not
+/// sent of the response so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resumption {
+    /// Appended to the conversation (`messages`, or `input`): the assistant
+    /// turn with the withheld calls, then a neutral result for each.
+    pub turn: Vec<Value>,
+    /// Tools of `deny`ed calls: removed from the follow-up's `tools`.
+    pub denied: Vec<String>,
+    /// The response's text before its calls (whole-body responses), joined
+    /// to the continuation's.
+    pub text: Option<String>,
+    /// The response's token usage, added to the continuation's.
+    pub usage: Option<Value>,
+}
+
+/// Adds the numbers of `extra` into `into`, key by key (token usage).
+pub fn add_usage(into: &mut Value, extra: &Value) {
+    match (into, extra) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(slot) => add_usage(slot, v),
+                    None => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot @ Value::Number(_), Value::Number(n)) => {
+            let sum = match (slot.as_u64(), n.as_u64()) {
+                (Some(x), Some(y)) => Value::from(x.saturating_add(y)),
+                _ => Value::from(slot.as_f64().unwrap_or(0.0) + n.as_f64().unwrap_or(0.0)),
+            };
+            *slot = sum;
+        }
+        (slot @ Value::Null, v) => *slot = v.clone(),
+        _ => {}
+    }
 }
 
 /// The calls of a stored response that were withheld, so that a request
@@ -211,6 +270,19 @@ pub trait Rewriter: Send {
     fn take_hosted(&mut self) -> Vec<Call> {
         Vec::new()
     }
+    /// A response whose calls were all withheld for `resume` (asked once,
+    /// right after `resolve`): the rest of this upstream stream is read but
+    /// not sent, and the driver makes the follow-up request.
+    fn take_resumption(&mut self) -> Option<Resumption> {
+        None
+    }
+    /// The follow-up's stream comes next: it is read as the continuation of
+    /// the response the agent is receiving (one id, one ending, usage
+    /// summed). `resume` says whether it may be continued again.
+    fn continue_with(&mut self, _resume: bool) {}
+    /// The follow-up could not be made: the response ends as `drop` would
+    /// have ended it.
+    fn give_up(&mut self, _out: &mut BytesMut) {}
 }
 
 /// An error when `ambiguous` (see [`json::Obj::ambiguous`]).

@@ -78,6 +78,8 @@ pub mod testing {
             max_call_bytes: 1 << 16,
             max_held_bytes: 1 << 20,
             id_key: [1; 32],
+            resume: false,
+            neutral_result: "R".into(),
         }
     }
 

@@ -17,9 +17,11 @@ use crate::error::Error;
 use crate::fence;
 use crate::gate::Gates;
 use crate::gather::{self, content_length};
+use crate::policy::RewriteMode;
 use crate::protocol::json::Spliced;
 use crate::protocol::{chat, messages, responses, tree_cost, Parsed, Protocol};
 use crate::release;
+use crate::resume::{self, FollowUp, Sent};
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
 
@@ -68,6 +70,17 @@ pub async fn handle(
     }
     hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
     let body = gather::json_body(&req.body, size)?;
+    let mut follow = resumable(state, &gates, protocol, &req.body).then(|| FollowUp {
+        protocol,
+        method: parts.method.clone(),
+        rest: routed.rest.clone(),
+        query: parts.uri.query().map(str::to_string),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+        stream: req.stream,
+        made: 0,
+        max: state.config.rewrite.max_resumes,
+    });
     drop(req.body);
     let ctx = Arc::new(ctx);
     let upstream = state.upstream_for(protocol);
@@ -86,25 +99,16 @@ pub async fn handle(
     if !head.status.is_success() {
         return Err(upstream_status(head.status, &head.headers, body, deadline).await);
     }
-    let decoder = ContentDecoder::for_headers(&head.headers)?;
-    let content_type = head
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let announced = content_length(&head.headers);
-    strip_hop_by_hop(&mut head.headers);
-    head.headers.remove(header::CONTENT_LENGTH);
-    head.headers.remove(header::CONTENT_ENCODING);
-    let is_sse = content_type.starts_with("text/event-stream");
-    if req.stream != is_sse || (!is_sse && !is_json(&content_type)) {
-        return Err(Error::UpstreamUnreadable(
-            "the response's content type does not match the request",
-        ));
-    }
-    if is_sse {
-        let b = body::gated_stream(protocol, state.clone(), gates, ctx, body, decoder, deadline);
+    let (decoder, announced) = read_head(&mut head, req.stream)?;
+    if req.stream {
+        let sent = Sent {
+            body,
+            decoder,
+            announced,
+            deadline,
+            ctx,
+        };
+        let b = body::gated_stream(protocol, state.clone(), gates, sent, follow.take());
         return Ok(Response::from_parts(
             head,
             b.map_err(|never| match never {}).boxed_unsync(),
@@ -132,8 +136,20 @@ pub async fn handle(
                 return Ok(Response::from_parts(head, reply(raw.clone())));
             }
             let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
+            let result = &state.config.rewrite.neutral_result;
+            let again = follow
+                .take()
+                .filter(FollowUp::left)
+                .and_then(|f| Some((f, parsed.resumption(&verdicts, result)?)));
             parsed.forget_calls();
-            parsed.rewrite(&verdicts, neutral, &mut out)
+            let changed = parsed.rewrite(&verdicts, neutral, &mut out);
+            if let Some((f, r)) = again {
+                let dropped = resume::concat(out.finish());
+                let body =
+                    resume::chat_whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await;
+                return Ok(Response::from_parts(head, reply(body)));
+            }
+            changed
         }
         Protocol::Responses => {
             let mut parsed = responses::complete::Answer::parse(text, max_args)?;
@@ -167,6 +183,50 @@ pub async fn handle(
         head,
         body::Pieces::new(out.finish()).boxed_unsync(),
     ))
+}
+
+/// Checks a successful upstream head against the request (an event stream
+/// when it streams, JSON otherwise) and readies it for the agent: the body's
+/// decoder and announced length; hop-by-hop, length and encoding headers go.
+pub(crate) fn read_head(
+    head: &mut http::response::Parts,
+    stream: bool,
+) -> Result<(ContentDecoder, Option<u64>), Error> {
+    let decoder = ContentDecoder::for_headers(&head.headers)?;
+    let content_type = head
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let announced = content_length(&head.headers);
+    strip_hop_by_hop(&mut head.headers);
+    head.headers.remove(header::CONTENT_LENGTH);
+    head.headers.remove(header::CONTENT_ENCODING);
+    let is_sse = content_type.starts_with("text/event-stream");
+    if stream != is_sse || (!is_sse && !is_json(&content_type)) {
+        return Err(Error::UpstreamUnreadable(
+            "the response's content type does not match the request",
+        ));
+    }
+    Ok((decoder, announced))
+}
+
+/// Whether a response to this request may be continued by follow-ups
+/// (`rewrite = "resume"` somewhere, follow-ups allowed, one choice asked for).
+fn resumable(state: &State, gates: &Gates, protocol: Protocol, body: &Value) -> bool {
+    let wanted = state.config.rewrite.mode == RewriteMode::Resume
+        || gates
+            .policy()
+            .rules
+            .iter()
+            .any(|r| r.rewrite == Some(RewriteMode::Resume));
+    let one_choice = body.get("n").and_then(Value::as_u64).is_none_or(|n| n <= 1);
+    wanted
+        && protocol == Protocol::Chat
+        && one_choice
+        && state.config.rewrite.max_resumes > 0
+        && !state.monitor()
 }
 
 /// A request that continues a stored response answers the calls toolgate

@@ -30,6 +30,7 @@ use crate::gather;
 use crate::protocol::Protocol;
 use crate::state::State;
 use crate::upstream::{strip_hop_by_hop, ResponseBody};
+pub(crate) use gated::read_head;
 pub use route::{route, Route, Routed};
 
 /// The agent's response body (a gated stream is `Send`, not `Sync`).

@@ -51,9 +51,11 @@ mod deploy;
 mod output;
 // The black-box audit's holes, each through the real binary.
 mod holes;
+// `rewrite = "resume"`: follow-ups spliced into the agent's response.
 /// `POST /v1/messages` (Anthropic) through a real toolgate.
 pub mod messages;
 /// A strict reference reader of Messages streams.
 mod messages_reader;
 /// `POST /v1/responses` through a real toolgate.
 mod responses;
+mod resume;

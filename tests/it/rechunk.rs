@@ -15,6 +15,8 @@ fn opts() -> Options {
         max_call_bytes: 1 << 20,
         max_held_bytes: 1 << 22,
         id_key: [0; 32],
+        resume: false,
+        neutral_result: "R".into(),
     }
 }
 

@@ -139,7 +139,8 @@ pub enum Reply {
     },
     /// The fixture named by the last user message `fixture:NAME` (SSE or JSON by the request's `stream`).
     Fixture { chunk: usize },
-    /// Computed from the request body: (status, JSON body), after a delay.
+    /// Computed from the request body: (status, JSON body, or an SSE body
+    /// when it starts with `data:`), after a delay.
     Func(Responder, Duration),
     /// An SSE body sent in two parts: `after` only once `go` is notified.
     Paused {
@@ -362,7 +363,11 @@ impl Mock {
             Reply::Func(f, delay) => {
                 tokio::time::sleep(delay).await;
                 let (status, b) = f(&serde_json::from_slice(&body).unwrap_or(Value::Null));
-                Reply::json(status, b)
+                // A computed event stream goes out as one.
+                match b.starts_with("data:") {
+                    true => Reply::sse(b),
+                    false => Reply::json(status, b),
+                }
             }
             r => r,
         };

@@ -17,11 +17,11 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 
 use super::keys::{CHOICE, ENTRY, FUNCTION, MESSAGE, TOP};
-use super::kind_of;
+use super::{kind_of, Site};
 use crate::call::{Call, Release, MAX_NAME_BYTES};
 use crate::error::Error;
-use crate::protocol::fold_guard;
 use crate::protocol::json::{self, is_null, write_key, write_obj, write_string, Obj, Sink};
+use crate::protocol::{fold_guard, Resumption};
 
 fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
@@ -122,6 +122,50 @@ impl<'a> Completion<'a> {
         &self.calls
     }
 
+    /// The follow-up `resume` needs when the body has one choice and every
+    /// one of its calls is withheld for resume; call before [`Self::forget_calls`].
+    pub fn resumption(&self, verdicts: &[Release], result: &str) -> Option<Resumption> {
+        let [ch] = self.choices.as_deref()? else {
+            return None;
+        };
+        let all = (0..self.calls.len()).all(|i| Release::at(verdicts, i).resumable());
+        if self.calls.is_empty() || !all {
+            return None;
+        }
+        let sites: Vec<Site> = ch
+            .slots
+            .iter()
+            .map(|s| match s {
+                Slot::Legacy => Site {
+                    legacy: true,
+                    ..Site::default()
+                },
+                Slot::Tool(i) => Site {
+                    extra: extra_keys(ch.entries.get(*i).copied()),
+                    ..Site::default()
+                },
+            })
+            .collect();
+        let text = ch
+            .message
+            .as_ref()
+            .and_then(|m| m.present("content"))
+            .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
+        let pairs: Vec<(&Call, &Site)> = self.calls.iter().zip(&sites).collect();
+        Some(Resumption {
+            turn: super::follow::turn(&pairs, text.as_deref(), result),
+            denied: (self.calls.iter().zip(0..))
+                .filter(|(_, i)| Release::at(verdicts, *i) == Release::Resume { deny: true })
+                .map(|(c, _)| c.name.clone())
+                .collect(),
+            text,
+            usage: self
+                .top
+                .present("usage")
+                .and_then(|u| serde_json::from_str(u.get()).ok()),
+        })
+    }
+
     /// Drops the calls' own copies (arguments) once they are decided.
     pub fn forget_calls(&mut self) {
         self.calls = Vec::new();
@@ -167,6 +211,15 @@ impl<'a> Completion<'a> {
         out.text("}");
         true
     }
+}
+
+/// Keys of a tool-call entry besides the call itself (kept in a follow-up).
+fn extra_keys(entry: Option<&RawValue>) -> serde_json::Map<String, serde_json::Value> {
+    let mut m: serde_json::Map<String, serde_json::Value> = entry
+        .and_then(|e| serde_json::from_str(e.get()).ok())
+        .unwrap_or_default();
+    m.retain(|k, _| !matches!(k.as_str(), "index" | "id" | "type" | "function"));
+    m
 }
 
 fn allowed_slice(verdicts: &[Release], from: usize, n: usize) -> Vec<bool> {

@@ -13,6 +13,7 @@ pub mod assemble;
 pub mod chunk;
 pub mod complete;
 pub mod delta;
+pub mod follow;
 pub mod hide;
 pub mod repeat;
 pub mod request;

@@ -26,7 +26,11 @@ use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefil
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::{map_guard, write_raw_data, Options, Rewriter, Step};
+use crate::protocol::{map_guard, write_raw_data, Options, Resumption, Rewriter, Step};
+use resume::ResumeState;
+
+#[path = "stream_resume.rs"]
+mod resume;
 
 /// The finish reason the agent was sent for a choice.
 #[derive(Debug)]
@@ -71,6 +75,7 @@ pub struct StreamRewriter {
     late_deltas: u64,
     /// Reused by the prefilter's case-insensitive search.
     scratch: Vec<u8>,
+    resume: ResumeState,
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -93,7 +98,13 @@ impl StreamRewriter {
             last_call_delta: None,
             late_deltas: 0,
             scratch: Vec::new(),
+            resume: ResumeState::new(o.resume, &o.neutral_result),
         }
+    }
+
+    fn mark_final(&mut self, choice: u32, sent: &str) {
+        let sent = sent.to_string();
+        self.finals.insert(choice, Final { sent });
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
@@ -111,6 +122,14 @@ impl StreamRewriter {
         if event == Some("error") {
             return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
         }
+        if self.resume.active() {
+            return self.resumed_event(raw, data, out);
+        }
+        self.data(raw, data, out)
+    }
+
+    /// One data event (`raw` its bytes as they go on).
+    fn data(&mut self, raw: Bytes, data: &[u8], out: &mut BytesMut) -> Result<(), Error> {
         if data.trim_ascii() == b"[DONE]" {
             if self.asm.any() {
                 let choices = self
@@ -412,6 +431,18 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
+    fn take_resumption(&mut self) -> Option<Resumption> {
+        self.take_ready()
+    }
+
+    fn continue_with(&mut self, resume: bool) {
+        self.continue_stream(resume);
+    }
+
+    fn give_up(&mut self, out: &mut BytesMut) {
+        self.end_without_follow_up(out);
+    }
+
     /// Emits the gated choices: allowed calls (one complete delta each, indices
     /// from 0), a neutral message when none is left, then the finish.
     /// `verdicts[i]` answers `pending()[i]`; a missing answer withholds.
@@ -429,6 +460,32 @@ impl Rewriter for StreamRewriter {
                 .filter(|(i, (c, _))| c.choice == pc.choice && Release::at(verdicts, *i).allowed())
                 .map(|(_, cs)| cs)
                 .collect();
+            if kept.is_empty() && self.resume.allowed && p.choices.len() == 1 {
+                let mine = p
+                    .calls
+                    .iter()
+                    .zip(&p.sites)
+                    .enumerate()
+                    .filter(|(_, (c, _))| c.choice == pc.choice);
+                let resumable = mine
+                    .clone()
+                    .all(|(i, _)| Release::at(verdicts, i).resumable());
+                if resumable {
+                    let denied = mine
+                        .clone()
+                        .filter(|(i, _)| {
+                            Release::at(verdicts, *i) == Release::Resume { deny: true }
+                        })
+                        .map(|(_, (c, _))| c.name.clone())
+                        .collect();
+                    let calls: Vec<(&Call, &Site)> = mine.map(|(_, cs)| cs).collect();
+                    self.begin_resume(pc.choice, &calls, denied, chunk.take(), out);
+                    if p.then_raw.is_some() {
+                        self.ended = true;
+                    }
+                    return;
+                }
+            }
             for (j, (call, site)) in kept.iter().enumerate() {
                 write_event(out, &self.template.call(pc.choice, j, call, site));
             }

@@ -55,6 +55,11 @@ impl Template {
         Ok(())
     }
 
+    /// A field's value as last seen.
+    pub fn field(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key)
+    }
+
     /// A chunk of these fields with one choice.
     pub fn chunk(&self, choice: u32, delta: Value, finish: Value) -> Value {
         let mut obj = self.fields.clone();

@@ -17,7 +17,6 @@ use std::task::{Context as TaskContext, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
-use tokio::time::Instant;
 
 use crate::call::Release;
 use crate::context::Context;
@@ -27,100 +26,15 @@ use crate::gate::Gates;
 use crate::protocol::KEEPALIVE;
 use crate::protocol::{Protocol, Rewriter, Step};
 use crate::release;
+use crate::resume::{self, FollowUp, Sending, Sent};
 use crate::state::State;
 use crate::upstream::ResponseBody;
 
 /// The error a response body may end with: the agent sees a cut-off response.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A whole body sent as pieces (a rewritten body's new text and the slices
-/// of the original it kept), with its exact length announced.
-pub struct Pieces {
-    pieces: std::collections::VecDeque<Bytes>,
-    left: u64,
-}
-
-impl Pieces {
-    pub fn new(pieces: Vec<Bytes>) -> Pieces {
-        let left = pieces.iter().map(|p| p.len() as u64).sum();
-        Pieces {
-            pieces: pieces.into(),
-            left,
-        }
-    }
-}
-
-impl Body for Pieces {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let next = self.pieces.pop_front();
-        if let Some(p) = &next {
-            self.left -= p.len() as u64;
-        }
-        Poll::Ready(next.map(|p| Ok(Frame::data(p))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.pieces.is_empty()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::SizeHint::with_exact(self.left)
-    }
-}
-
-/// A pass-through body bounded by the upstream's total deadline. Past it the
-/// body ends with an error, so the agent sees a cut-off response (a reset, or
-/// no final chunk), never a short body that looks whole.
-pub struct Deadline<B> {
-    inner: B,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl<B> Deadline<B> {
-    pub fn new(inner: B, deadline: Instant) -> Deadline<B> {
-        Deadline {
-            inner,
-            sleep: Box::pin(tokio::time::sleep_until(deadline)),
-        }
-    }
-}
-
-impl<B> Body for Deadline<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<BodyError>,
-{
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut TaskContext<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let this = self.get_mut();
-        if let Poll::Ready(f) = Pin::new(&mut this.inner).poll_frame(cx) {
-            return Poll::Ready(f.map(|r| r.map_err(Into::into)));
-        }
-        match this.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Some(Err("upstream response body timed out".into()))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
+mod plain;
+pub use plain::{Deadline, Pieces};
 
 type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
 
@@ -146,6 +60,9 @@ enum Phase {
         since: Option<std::time::Instant>,
         then: Box<Phase>,
     },
+    /// Upstream ended and its calls were all withheld for `resume`: the
+    /// follow-up's answer is awaited, then read as the continuation.
+    Resuming,
     /// A fault: the dropped calls are audited, then the error ending goes out.
     Failing(Chore),
     /// Everything is written; what is left in `out` is the last frame.
@@ -173,30 +90,39 @@ pub struct GatedBody {
     /// Audit records of provider-run calls being written beside the stream;
     /// the stream ends only once they are.
     hosted: Option<Chore>,
+    /// What a follow-up (`rewrite = "resume"`) needs, while none is under way.
+    follow: Option<FollowUp>,
+    /// The follow-up under way (started as soon as the calls are decided),
+    /// then its answer.
+    sending: Option<Sending>,
+    sent: Option<Result<Sent, Error>>,
 }
 
-/// Starts gating `body` and returns the agent's response body.
+/// Starts gating the upstream response and returns the agent's response body.
 pub fn gated_stream(
     protocol: Protocol,
     state: Arc<State>,
     gates: Arc<Gates>,
-    ctx: Arc<Context>,
-    body: ResponseBody,
-    decoder: ContentDecoder,
-    deadline: Instant,
+    upstream: Sent,
+    follow: Option<FollowUp>,
 ) -> GatedBody {
-    let rw = protocol.rewriter(&state.stream_options());
+    let mut options = state.stream_options();
+    options.resume = follow.as_ref().is_some_and(FollowUp::left);
+    let rw = protocol.rewriter(&options);
     GatedBody {
         state,
         gates,
-        ctx,
+        ctx: upstream.ctx,
         rw,
-        upstream: body,
-        dec: decoder,
-        deadline: Box::pin(tokio::time::sleep_until(deadline)),
+        upstream: upstream.body,
+        dec: upstream.decoder,
+        deadline: Box::pin(tokio::time::sleep_until(upstream.deadline)),
         out: BytesMut::with_capacity(OUT_CAPACITY),
         phase: Phase::Reading,
         hosted: None,
+        follow,
+        sending: None,
+        sent: None,
     }
 }
 
@@ -232,7 +158,10 @@ impl GatedBody {
                     Next::Continue
                 }
                 Some(true) => {
-                    self.phase = Phase::Done;
+                    self.phase = match self.sending.is_some() || self.sent.is_some() {
+                        true => Phase::Resuming,
+                        false => Phase::Done,
+                    };
                     Next::Continue
                 }
             },
@@ -309,6 +238,56 @@ impl GatedBody {
             self.hosted = None;
         }
         true
+    }
+
+    /// Starts the follow-up when the calls just decided were all withheld
+    /// for `resume` (the rest of this upstream stream is read meanwhile).
+    fn start_follow_up(&mut self) {
+        let Some(r) = self.rw.take_resumption() else {
+            return;
+        };
+        match self.follow.take() {
+            Some(f) => {
+                let (state, ctx) = (self.state.clone(), self.ctx.clone());
+                self.sending = Some(resume::send(state, ctx, f, r));
+            }
+            None => self.rw.give_up(&mut self.out),
+        }
+    }
+
+    /// Drives the follow-up under way; its answer is kept until upstream ends.
+    fn poll_follow(&mut self, cx: &mut TaskContext<'_>) {
+        let Some(s) = &mut self.sending else {
+            return;
+        };
+        if let Poll::Ready((f, sent)) = s.as_mut().poll(cx) {
+            self.sending = None;
+            self.follow = Some(f);
+            self.sent = Some(sent);
+        }
+    }
+
+    /// Upstream ended: the follow-up's answer becomes the body read next,
+    /// or, when it failed, the response ends as `drop` ends it.
+    fn resume(&mut self) -> Next {
+        match self.sent.take() {
+            None => Next::Wait,
+            Some(Ok(sent)) => {
+                self.upstream = sent.body;
+                self.dec = sent.decoder;
+                self.deadline = Box::pin(tokio::time::sleep_until(sent.deadline));
+                self.ctx = sent.ctx;
+                let more = self.follow.as_ref().is_some_and(FollowUp::left);
+                self.rw.continue_with(more);
+                self.phase = Phase::Reading;
+                Next::Continue
+            }
+            Some(Err(_)) => {
+                self.rw.give_up(&mut self.out);
+                self.phase = Phase::Done;
+                Next::Continue
+            }
+        }
     }
 
     /// Reads the next upstream frame.
@@ -403,6 +382,7 @@ impl GatedBody {
         if let Some(w) = self.rw.take_withheld() {
             self.state.remember_withheld(w);
         }
+        self.start_follow_up();
         if let Some(t) = since {
             self.state.metrics.release_latency.observe(t.elapsed());
         }
@@ -425,6 +405,7 @@ impl Body for GatedBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
         this.poll_hosted(cx);
+        this.poll_follow(cx);
         loop {
             let next = match &mut this.phase {
                 Phase::Reading => this.read(cx),
@@ -433,6 +414,10 @@ impl Body for GatedBody {
                     this.process(Some(ending))
                 }
                 Phase::Gating { .. } => this.gate(cx),
+                Phase::Resuming => {
+                    this.poll_follow(cx);
+                    this.resume()
+                }
                 Phase::Failing(chore) => match chore.as_mut().poll(cx) {
                     Poll::Ready(()) => {
                         this.phase = Phase::Done;

@@ -1,0 +1,101 @@
+//! Bodies without gates: [`Pieces`] (a rewritten whole body) and
+//! [`Deadline`] (a pass-through body bounded by the upstream timeout).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use tokio::time::Instant;
+
+use super::BodyError;
+
+/// A whole body sent as pieces (a rewritten body's new text and the slices
+/// of the original it kept), with its exact length announced.
+pub struct Pieces {
+    pieces: std::collections::VecDeque<Bytes>,
+    left: u64,
+}
+
+impl Pieces {
+    pub fn new(pieces: Vec<Bytes>) -> Pieces {
+        let left = pieces.iter().map(|p| p.len() as u64).sum();
+        Pieces {
+            pieces: pieces.into(),
+            left,
+        }
+    }
+}
+
+impl Body for Pieces {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let next = self.pieces.pop_front();
+        if let Some(p) = &next {
+            self.left -= p.len() as u64;
+        }
+        Poll::Ready(next.map(|p| Ok(Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
+    }
+}
+
+/// A pass-through body bounded by the upstream's total deadline. Past it the
+/// body ends with an error, so the agent sees a cut-off response (a reset, or
+/// no final chunk), never a short body that looks whole.
+pub struct Deadline<B> {
+    inner: B,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> Deadline<B> {
+    pub fn new(inner: B, deadline: Instant) -> Deadline<B> {
+        Deadline {
+            inner,
+            sleep: Box::pin(tokio::time::sleep_until(deadline)),
+        }
+    }
+}
+
+impl<B> Body for Deadline<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BodyError>,
+{
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(f) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(f.map(|r| r.map_err(Into::into)));
+        }
+        match this.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err("upstream response body timed out".into()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
