@@ -25,6 +25,7 @@ use crate::gate::Gates;
 use crate::gather;
 use crate::protocol::chat::{self, complete::Completion};
 use crate::protocol::json::Spliced;
+use crate::protocol::messages;
 use crate::protocol::{Protocol, Resumption};
 use crate::release;
 use crate::state::State;
@@ -142,13 +143,13 @@ pub fn concat(pieces: Vec<Bytes>) -> Bytes {
     }
 }
 
-/// A whole (non-streamed) chat body whose calls were all withheld for
-/// resume: follow-ups until a response has something to release or none is
-/// left. `dropped` is the first body as `drop` rewrote it, sent when the
-/// first follow-up fails. Never an error: a failed follow-up ends the
-/// response with the neutral text.
+/// A whole (non-streamed) body whose calls were all withheld for resume:
+/// follow-ups until a response has something to release or none is left.
+/// `dropped` is the first body as `drop` rewrote it, sent when the first
+/// follow-up fails. Never an error: a failed follow-up ends the response
+/// with the neutral text.
 #[allow(clippy::too_many_arguments)]
-pub async fn chat_whole(
+pub async fn whole(
     state: &Arc<State>,
     gates: &Gates,
     ctx: &Arc<Context>,
@@ -158,78 +159,124 @@ pub async fn chat_whole(
     dropped: Bytes,
     charge: &mut Charge,
 ) -> Bytes {
+    let protocol = f.protocol;
     let first: Value = serde_json::from_slice(first).unwrap_or(Value::Null);
     let (mut before, mut pending, mut fallback) = (Vec::new(), r, dropped);
-    let limits = &state.config.limits;
-    let rewrite = &state.config.rewrite;
+    let max = state.config.limits.max_response_bytes;
     loop {
         let (back, sent) = send(state.clone(), ctx.clone(), f, pending.clone()).await;
         f = back;
         let Ok(sent) = sent else {
-            return joined(&first, &before, &fallback);
+            return joined(protocol, &first, &before, &fallback);
         };
-        let (max, deadline) = (limits.max_response_bytes, sent.deadline);
-        let next = match gather::response(
+        let read = gather::response(
             sent.body,
             sent.decoder,
             sent.announced,
             max,
-            deadline,
+            sent.deadline,
             charge,
         )
-        .await
-        {
-            Ok(b) => b,
-            Err(e) => return failed(state, &sent.ctx, e, &first, &before, &fallback),
+        .await;
+        let round = match read {
+            Ok(next) => round(state, gates, &sent.ctx, protocol, next, f.left()).await,
+            Err(e) => Err(e),
         };
-        let parsed = std::str::from_utf8(&next)
-            .map_err(|_| Error::UpstreamUnreadable("response is not UTF-8"))
-            .and_then(|t| Ok((t, Completion::parse(t, limits.max_tool_args_bytes)?)));
-        let (text, parsed) = match parsed {
-            Ok(p) => p,
-            Err(e) => return failed(state, &sent.ctx, e, &first, &before, &fallback),
+        let round = match round {
+            Ok(r) => r,
+            Err(e) => {
+                state.metrics.resume_failures.fetch_add(1, Relaxed);
+                tracing::warn!(request_id = %ctx.request_id, error = %e, "follow-up unreadable; the response ends with the neutral text");
+                return joined(protocol, &first, &before, &fallback);
+            }
         };
         before.push(pending);
-        if parsed.calls().is_empty() {
-            return joined(&first, &before, &next);
-        }
-        let verdicts = release::decide(state, gates, &sent.ctx, parsed.calls()).await;
-        let again = f
-            .left()
-            .then(|| parsed.resumption(&verdicts, &rewrite.neutral_result))
-            .flatten();
-        let mut out = Spliced::new(text, &next);
-        let body = match parsed.rewrite(&verdicts, &rewrite.neutral_message, &mut out) {
-            true => concat(out.finish()),
-            false => next.clone(),
-        };
-        match again {
-            Some(r) => (pending, fallback) = (r, body),
-            None => return joined(&first, &before, &body),
+        match round.again {
+            Some(r) => (pending, fallback) = (r, round.body),
+            None => return joined(protocol, &first, &before, &round.body),
         }
     }
 }
 
-/// A follow-up whose answer could not be read: counted, logged, and the
-/// response ends as `drop` ended the one before.
-fn failed(
+/// One follow-up's whole answer, gated: the body for the agent (rewritten
+/// as `drop` says) and, when it is to be continued again, its resumption.
+struct Round {
+    body: Bytes,
+    again: Option<Resumption>,
+}
+
+async fn round(
     state: &State,
+    gates: &Gates,
     ctx: &Context,
-    e: Error,
-    first: &Value,
-    before: &[Resumption],
-    fallback: &[u8],
-) -> Bytes {
-    state.metrics.resume_failures.fetch_add(1, Relaxed);
-    tracing::warn!(request_id = %ctx.request_id, error = %e, "follow-up unreadable; the response ends with the neutral text");
-    joined(first, before, fallback)
+    protocol: Protocol,
+    raw: Bytes,
+    more: bool,
+) -> Result<Round, Error> {
+    let text = std::str::from_utf8(&raw)
+        .map_err(|_| Error::UpstreamUnreadable("response is not UTF-8"))?;
+    let (max_args, rw) = (
+        state.config.limits.max_tool_args_bytes,
+        &state.config.rewrite,
+    );
+    let mut out = Spliced::new(text, &raw);
+    let (changed, again) = match protocol {
+        Protocol::Chat => {
+            let parsed = Completion::parse(text, max_args)?;
+            if parsed.calls().is_empty() {
+                return Ok(Round {
+                    body: raw.clone(),
+                    again: None,
+                });
+            }
+            let verdicts = release::decide(state, gates, ctx, parsed.calls()).await;
+            let again = more
+                .then(|| parsed.resumption(&verdicts, &rw.neutral_result))
+                .flatten();
+            (
+                parsed.rewrite(&verdicts, &rw.neutral_message, &mut out),
+                again,
+            )
+        }
+        Protocol::Messages => {
+            let parsed = messages::complete::Answer::parse(text, max_args)?;
+            release::hosted(state, gates, ctx, parsed.hosted()).await;
+            if parsed.calls().is_empty() {
+                return Ok(Round {
+                    body: raw.clone(),
+                    again: None,
+                });
+            }
+            let verdicts = release::decide(state, gates, ctx, parsed.calls()).await;
+            let again = more
+                .then(|| messages::follow::whole(text, &verdicts, &rw.neutral_result))
+                .flatten();
+            (
+                parsed.rewrite(&verdicts, &rw.neutral_message, &mut out),
+                again,
+            )
+        }
+        Protocol::Responses => {
+            return Err(Error::UpstreamUnreadable(
+                "resume is not built for this protocol",
+            ))
+        }
+    };
+    let body = match changed {
+        true => concat(out.finish()),
+        false => raw.clone(),
+    };
+    Ok(Round { body, again })
 }
 
 /// `body` continuing `first` after the responses in `before`.
-fn joined(first: &Value, before: &[Resumption], body: &[u8]) -> Bytes {
+fn joined(protocol: Protocol, first: &Value, before: &[Resumption], body: &[u8]) -> Bytes {
     let Ok(mut v) = serde_json::from_slice::<Value>(body) else {
         return Bytes::copy_from_slice(body);
     };
-    chat::follow::join(first, before, &mut v);
+    match protocol {
+        Protocol::Messages => messages::follow::join(first, before, &mut v),
+        _ => chat::follow::join(first, before, &mut v),
+    }
     serde_json::to_vec(&v).map_or_else(|_| Bytes::copy_from_slice(body), Bytes::from)
 }

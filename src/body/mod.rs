@@ -146,6 +146,11 @@ impl GatedBody {
             _ => self.rw.process(&mut self.out),
         };
         self.audit_hosted();
+        // A format that decides to continue at its message's end (not in
+        // `resolve`) has the follow-up ready now.
+        if self.follow.is_some() {
+            self.start_follow_up();
+        }
         match step {
             Ok(Step::NeedMore) => match ending {
                 // Upstream frames that have already arrived are read before

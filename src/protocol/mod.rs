@@ -121,7 +121,8 @@ impl Protocol {
     pub fn follow_up(self, body: &mut Value, r: &Resumption) -> Result<(), Error> {
         match self {
             Protocol::Chat => chat::follow::follow_up(body, r),
-            Protocol::Responses | Protocol::Messages => Err(Error::UpstreamUnreadable(
+            Protocol::Messages => messages::follow::follow_up(body, r),
+            Protocol::Responses => Err(Error::UpstreamUnreadable(
                 "resume is not built for this protocol",
             )),
         }
@@ -191,9 +192,12 @@ pub struct Resumption {
     pub turn: Vec<Value>,
     /// Tools of `deny`ed calls: removed from the follow-up's `tools`.
     pub denied: Vec<String>,
-    /// The response's text before its calls (whole-body responses), joined
-    /// to the continuation's.
+    /// The response's text before its calls (whole chat bodies), joined to
+    /// the continuation's.
     pub text: Option<String>,
+    /// The response's other blocks (whole Messages bodies), put before the
+    /// continuation's.
+    pub blocks: Vec<Value>,
     /// The response's token usage, added to the continuation's.
     pub usage: Option<Value>,
 }

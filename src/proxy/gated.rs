@@ -146,7 +146,7 @@ pub async fn handle(
             if let Some((f, r)) = again {
                 let dropped = resume::concat(out.finish());
                 let body =
-                    resume::chat_whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await;
+                    resume::whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await;
                 return Ok(Response::from_parts(head, reply(body)));
             }
             changed
@@ -172,8 +172,20 @@ pub async fn handle(
                 return Ok(Response::from_parts(head, reply(raw.clone())));
             }
             let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
+            let result = &state.config.rewrite.neutral_result;
+            let again = follow
+                .take()
+                .filter(FollowUp::left)
+                .and_then(|f| Some((f, messages::follow::whole(text, &verdicts, result)?)));
             parsed.forget_calls();
-            parsed.rewrite(&verdicts, neutral, &mut out)
+            let changed = parsed.rewrite(&verdicts, neutral, &mut out);
+            if let Some((f, r)) = again {
+                let dropped = resume::concat(out.finish());
+                let body =
+                    resume::whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await;
+                return Ok(Response::from_parts(head, reply(body)));
+            }
+            changed
         }
     };
     if !changed {
@@ -223,7 +235,7 @@ fn resumable(state: &State, gates: &Gates, protocol: Protocol, body: &Value) -> 
             .any(|r| r.rewrite == Some(RewriteMode::Resume));
     let one_choice = body.get("n").and_then(Value::as_u64).is_none_or(|n| n <= 1);
     wanted
-        && protocol == Protocol::Chat
+        && protocol != Protocol::Responses
         && one_choice
         && state.config.rewrite.max_resumes > 0
         && !state.monitor()

@@ -59,3 +59,4 @@ mod messages_reader;
 /// `POST /v1/responses` through a real toolgate.
 mod responses;
 mod resume;
+mod resume_messages;

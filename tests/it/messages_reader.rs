@@ -123,8 +123,16 @@ impl Reader {
                 for k in ["stop_reason", "stop_sequence"] {
                     self.message[k] = ev["delta"][k].clone();
                 }
-                if let Some(o) = ev["usage"]["output_tokens"].as_u64() {
-                    self.message["usage"]["output_tokens"] = json!(o);
+                // As the SDK: the delta's counts replace the start's.
+                for k in [
+                    "output_tokens",
+                    "input_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                ] {
+                    if let Some(n) = ev["usage"][k].as_u64() {
+                        self.message["usage"][k] = json!(n);
+                    }
                 }
             }
             "message_stop" => self.stopped = true,

@@ -163,6 +163,7 @@ impl<'a> Completion<'a> {
                 .top
                 .present("usage")
                 .and_then(|u| serde_json::from_str(u.get()).ok()),
+            ..Resumption::default()
         })
     }
 

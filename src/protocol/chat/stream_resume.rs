@@ -90,8 +90,7 @@ impl StreamRewriter {
         r.ready = Some(Resumption {
             turn: follow::turn(calls, None, &r.result),
             denied,
-            text: None,
-            usage: None,
+            ..Resumption::default()
         });
         r.phase = Some(Phase::Waiting);
         r.choice = choice;

@@ -17,6 +17,7 @@
 //! rejects.
 
 pub mod complete;
+pub mod follow;
 pub mod hide;
 pub mod request;
 pub mod stream;

@@ -32,7 +32,7 @@ use super::call_of;
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::{map_guard, Options, Rewriter, Step};
+use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step};
 
 /// The keys toolgate reads at the top of an event.
 const TOP: [&str; 6] = [
@@ -60,6 +60,8 @@ const EVENTS: [&str; 8] = [
 mod emit;
 #[path = "stream_hold.rs"]
 mod hold;
+#[path = "stream_resume.rs"]
+mod resume;
 
 use crate::protocol::write_named_event as write_event;
 
@@ -131,6 +133,7 @@ pub struct StreamRewriter {
     turn_closed: bool,
     hosted: Vec<Call>,
     last_call_delta: Option<Instant>,
+    resume: resume::ResumeState,
 }
 
 impl StreamRewriter {
@@ -156,6 +159,7 @@ impl StreamRewriter {
             turn_closed: false,
             hosted: Vec::new(),
             last_call_delta: None,
+            resume: resume::ResumeState::new(o.resume, &o.neutral_result),
         }
     }
 
@@ -200,16 +204,20 @@ impl StreamRewriter {
             return Err(Error::UpstreamEvent(Bytes::from(data)));
         }
         let named = ev.event.is_some();
-        self.dispatch(
-            Event {
-                raw,
-                data,
-                obj,
-                ty,
-                named,
-            },
-            out,
-        )
+        let ev = Event {
+            raw,
+            data,
+            obj,
+            ty,
+            named,
+        };
+        if !self.resume.active() {
+            return self.dispatch(ev, out);
+        }
+        match self.resumed_event(ev) {
+            Some(ev) => self.dispatch(ev, out),
+            None => Ok(()),
+        }
     }
 
     fn dispatch(&mut self, ev: Event, out: &mut BytesMut) -> Result<(), Error> {
@@ -237,6 +245,7 @@ impl StreamRewriter {
                     Some(_) => return Err(malformed("message_start already holds content")),
                 }
                 self.began = true;
+                self.started(msg);
                 self.emit(&ev, None, out);
             }
             "content_block_start" => self.block_start(ev, out)?,
@@ -247,6 +256,10 @@ impl StreamRewriter {
                 }
                 if !self.began || self.stopped {
                     return Err(malformed("a message event outside a message"));
+                }
+                if self.try_resume(&ev) {
+                    self.stopped |= ev.ty == "message_stop";
+                    return Ok(());
                 }
                 let end_turn = self.close_turn(out);
                 if ev.ty == "message_stop" {
@@ -370,7 +383,7 @@ impl Rewriter for StreamRewriter {
         if self.pending.is_empty() {
             return;
         }
-        self.pending = Vec::new();
+        let pending = std::mem::take(&mut self.pending);
         let batch = std::mem::take(&mut self.batch);
         let mut places = Vec::with_capacity(batch.len());
         for (i, slot) in batch.iter().enumerate() {
@@ -381,6 +394,11 @@ impl Rewriter for StreamRewriter {
             } else {
                 places.push(None);
                 self.withheld += 1;
+                if let (true, Some(call)) = (self.resume.allowed && !slot.oversized, pending.get(i))
+                {
+                    self.resume
+                        .withheld(&slot.block, call, Release::at(verdicts, i));
+                }
             }
         }
         for h in std::mem::take(&mut self.queue) {
@@ -422,6 +440,18 @@ impl Rewriter for StreamRewriter {
 
     fn take_hosted(&mut self) -> Vec<Call> {
         std::mem::take(&mut self.hosted)
+    }
+
+    fn take_resumption(&mut self) -> Option<Resumption> {
+        self.take_ready()
+    }
+
+    fn continue_with(&mut self, resume: bool) {
+        self.continue_stream(resume);
+    }
+
+    fn give_up(&mut self, out: &mut BytesMut) {
+        self.end_without_follow_up(out);
     }
 }
 

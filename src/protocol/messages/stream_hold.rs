@@ -65,6 +65,9 @@ impl StreamRewriter {
         if class == BlockClass::Hosted {
             self.hosted.push(hosted_call(block));
         }
+        if self.resume.allowed {
+            self.resume.block(block);
+        }
         let o = self.out_next;
         self.out_next += 1;
         self.open = Some(Open {
@@ -92,6 +95,9 @@ impl StreamRewriter {
                 self.hold(i, ev)
             }
             Place::Out(o) => {
+                if self.resume.allowed {
+                    self.resume.delta(&ev);
+                }
                 self.emit(&ev, (o != index).then_some(o), out);
                 Ok(())
             }
