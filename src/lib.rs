@@ -43,6 +43,7 @@ pub mod stamp;
 pub mod state;
 pub mod tls;
 pub mod upstream;
+pub mod whole;
 
 pub use config::Config;
 pub use error::Error;

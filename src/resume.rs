@@ -23,13 +23,10 @@ use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gate::Gates;
 use crate::gather;
-use crate::protocol::chat::{self, complete::Completion};
-use crate::protocol::json::Spliced;
-use crate::protocol::messages;
-use crate::protocol::{Protocol, Resumption};
-use crate::release;
+use crate::protocol::{chat, messages, responses, Protocol, Resumption};
 use crate::state::State;
 use crate::upstream::ResponseBody;
+use crate::whole;
 
 /// What a response needs to make its follow-ups.
 pub struct FollowUp {
@@ -179,7 +176,7 @@ pub async fn whole(
         )
         .await;
         let round = match read {
-            Ok(next) => round(state, gates, &sent.ctx, protocol, next, f.left()).await,
+            Ok(next) => whole::round(state, gates, &sent.ctx, protocol, &next, f.left()).await,
             Err(e) => Err(e),
         };
         let round = match round {
@@ -191,82 +188,15 @@ pub async fn whole(
             }
         };
         before.push(pending);
+        if let (Some(first), Some(then)) = (first.get("id").and_then(Value::as_str), round.id) {
+            state.remember_renamed(first.to_string(), then);
+        }
+        let body = concat(round.pieces);
         match round.again {
-            Some(r) => (pending, fallback) = (r, round.body),
-            None => return joined(protocol, &first, &before, &round.body),
+            Some(r) => (pending, fallback) = (r, body),
+            None => return joined(protocol, &first, &before, &body),
         }
     }
-}
-
-/// One follow-up's whole answer, gated: the body for the agent (rewritten
-/// as `drop` says) and, when it is to be continued again, its resumption.
-struct Round {
-    body: Bytes,
-    again: Option<Resumption>,
-}
-
-async fn round(
-    state: &State,
-    gates: &Gates,
-    ctx: &Context,
-    protocol: Protocol,
-    raw: Bytes,
-    more: bool,
-) -> Result<Round, Error> {
-    let text = std::str::from_utf8(&raw)
-        .map_err(|_| Error::UpstreamUnreadable("response is not UTF-8"))?;
-    let (max_args, rw) = (
-        state.config.limits.max_tool_args_bytes,
-        &state.config.rewrite,
-    );
-    let mut out = Spliced::new(text, &raw);
-    let (changed, again) = match protocol {
-        Protocol::Chat => {
-            let parsed = Completion::parse(text, max_args)?;
-            if parsed.calls().is_empty() {
-                return Ok(Round {
-                    body: raw.clone(),
-                    again: None,
-                });
-            }
-            let verdicts = release::decide(state, gates, ctx, parsed.calls()).await;
-            let again = more
-                .then(|| parsed.resumption(&verdicts, &rw.neutral_result))
-                .flatten();
-            (
-                parsed.rewrite(&verdicts, &rw.neutral_message, &mut out),
-                again,
-            )
-        }
-        Protocol::Messages => {
-            let parsed = messages::complete::Answer::parse(text, max_args)?;
-            release::hosted(state, gates, ctx, parsed.hosted()).await;
-            if parsed.calls().is_empty() {
-                return Ok(Round {
-                    body: raw.clone(),
-                    again: None,
-                });
-            }
-            let verdicts = release::decide(state, gates, ctx, parsed.calls()).await;
-            let again = more
-                .then(|| messages::follow::whole(text, &verdicts, &rw.neutral_result))
-                .flatten();
-            (
-                parsed.rewrite(&verdicts, &rw.neutral_message, &mut out),
-                again,
-            )
-        }
-        Protocol::Responses => {
-            return Err(Error::UpstreamUnreadable(
-                "resume is not built for this protocol",
-            ))
-        }
-    };
-    let body = match changed {
-        true => concat(out.finish()),
-        false => raw.clone(),
-    };
-    Ok(Round { body, again })
 }
 
 /// `body` continuing `first` after the responses in `before`.
@@ -275,8 +205,9 @@ fn joined(protocol: Protocol, first: &Value, before: &[Resumption], body: &[u8])
         return Bytes::copy_from_slice(body);
     };
     match protocol {
+        Protocol::Chat => chat::follow::join(first, before, &mut v),
         Protocol::Messages => messages::follow::join(first, before, &mut v),
-        _ => chat::follow::join(first, before, &mut v),
+        Protocol::Responses => responses::follow::join(first, before, &mut v),
     }
     serde_json::to_vec(&v).map_or_else(|_| Bytes::copy_from_slice(body), Bytes::from)
 }

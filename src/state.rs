@@ -40,6 +40,9 @@ pub struct State {
     pub id_key: [u8; 32],
     /// Calls withheld from stored responses, by response id (`[responses]`).
     withheld: moka::sync::Cache<String, Arc<Vec<(String, String)>>>,
+    /// Stored responses the agent knows by one id that a follow-up
+    /// (`resume`) continued under another, by the first.
+    renamed: moka::sync::Cache<String, Arc<str>>,
 }
 
 impl State {
@@ -102,6 +105,10 @@ impl State {
             .max_capacity(config.responses.remember_max)
             .time_to_live(config.responses.remember_ttl)
             .build();
+        let renamed = moka::sync::Cache::builder()
+            .max_capacity(config.responses.remember_max)
+            .time_to_live(config.responses.remember_ttl)
+            .build();
         let id_key =
             crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
         Ok(State {
@@ -120,6 +127,7 @@ impl State {
             reload_requested: tokio::sync::Notify::new(),
             budget,
             withheld,
+            renamed,
         })
     }
 
@@ -194,6 +202,18 @@ impl State {
             .unwrap_or_default();
         calls.extend(w.calls);
         self.withheld.insert(w.response_id, Arc::new(calls));
+    }
+
+    /// Records that stored response `first` was continued as `then`.
+    pub fn remember_renamed(&self, first: String, then: String) {
+        if !first.is_empty() && !then.is_empty() && first != then {
+            self.renamed.insert(first, then.into());
+        }
+    }
+
+    /// The response that continued stored response `id`, if any.
+    pub fn renamed(&self, id: &str) -> Option<Arc<str>> {
+        self.renamed.get(id)
     }
 
     /// The calls withheld from stored response `id`, if toolgate remembers it.

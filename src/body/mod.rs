@@ -151,6 +151,9 @@ impl GatedBody {
         if self.follow.is_some() {
             self.start_follow_up();
         }
+        if let Some((first, then)) = self.rw.take_renamed() {
+            self.state.remember_renamed(first, then);
+        }
         match step {
             Ok(Step::NeedMore) => match ending {
                 // Upstream frames that have already arrived are read before
@@ -289,6 +292,9 @@ impl GatedBody {
             }
             Some(Err(_)) => {
                 self.rw.give_up(&mut self.out);
+                if let Some(w) = self.rw.take_withheld() {
+                    self.state.remember_withheld(w);
+                }
                 self.phase = Phase::Done;
                 Next::Continue
             }

@@ -122,9 +122,7 @@ impl Protocol {
         match self {
             Protocol::Chat => chat::follow::follow_up(body, r),
             Protocol::Messages => messages::follow::follow_up(body, r),
-            Protocol::Responses => Err(Error::UpstreamUnreadable(
-                "resume is not built for this protocol",
-            )),
+            Protocol::Responses => responses::follow::follow_up(body, r),
         }
     }
 
@@ -200,6 +198,9 @@ pub struct Resumption {
     pub blocks: Vec<Value>,
     /// The response's token usage, added to the continuation's.
     pub usage: Option<Value>,
+    /// The response's id, when the provider stores it (Responses): the
+    /// follow-up continues from it.
+    pub previous: Option<String>,
 }
 
 /// Adds the numbers of `extra` into `into`, key by key (token usage).
@@ -287,6 +288,12 @@ pub trait Rewriter: Send {
     /// The follow-up could not be made: the response ends as `drop` would
     /// have ended it.
     fn give_up(&mut self, _out: &mut BytesMut) {}
+    /// A response the agent knows by one id that the provider continued
+    /// under another (`resume` on a stored response): a later request
+    /// continuing from the first is sent on from the second.
+    fn take_renamed(&mut self) -> Option<(String, String)> {
+        None
+    }
 }
 
 /// An error when `ambiguous` (see [`json::Obj::ambiguous`]).

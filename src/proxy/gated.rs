@@ -18,12 +18,11 @@ use crate::fence;
 use crate::gate::Gates;
 use crate::gather::{self, content_length};
 use crate::policy::RewriteMode;
-use crate::protocol::json::Spliced;
-use crate::protocol::{chat, messages, responses, tree_cost, Parsed, Protocol};
-use crate::release;
+use crate::protocol::{responses, tree_cost, Parsed, Protocol};
 use crate::resume::{self, FollowUp, Sent};
 use crate::state::State;
 use crate::upstream::strip_hop_by_hop;
+use crate::whole;
 
 pub async fn handle(
     state: &Arc<State>,
@@ -70,7 +69,7 @@ pub async fn handle(
     }
     hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
     let body = gather::json_body(&req.body, size)?;
-    let mut follow = resumable(state, &gates, protocol, &req.body).then(|| FollowUp {
+    let mut follow = resumable(state, &gates, &req.body).then(|| FollowUp {
         protocol,
         method: parts.method.clone(),
         rest: routed.rest.clone(),
@@ -123,78 +122,22 @@ pub async fn handle(
         &mut charge,
     )
     .await?;
-    let text = std::str::from_utf8(&raw)
-        .map_err(|_| Error::UpstreamUnreadable("response is not UTF-8"))?;
-    let max_args = state.config.limits.max_tool_args_bytes;
-    let neutral = &state.config.rewrite.neutral_message;
-    // The rewrite is new text and slices of the original: no second copy.
-    let mut out = Spliced::new(text, &raw);
-    let changed = match protocol {
-        Protocol::Chat => {
-            let mut parsed = chat::complete::Completion::parse(text, max_args)?;
-            if parsed.calls().is_empty() {
-                return Ok(Response::from_parts(head, reply(raw.clone())));
-            }
-            let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
-            let result = &state.config.rewrite.neutral_result;
-            let again = follow
-                .take()
-                .filter(FollowUp::left)
-                .and_then(|f| Some((f, parsed.resumption(&verdicts, result)?)));
-            parsed.forget_calls();
-            let changed = parsed.rewrite(&verdicts, neutral, &mut out);
-            if let Some((f, r)) = again {
-                let dropped = resume::concat(out.finish());
-                let body =
-                    resume::whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await;
-                return Ok(Response::from_parts(head, reply(body)));
-            }
-            changed
+    let more = follow.as_ref().is_some_and(FollowUp::left);
+    let round = whole::round(state, &gates, &ctx, protocol, &raw, more).await?;
+    let body = match (round.again, follow) {
+        (Some(r), Some(f)) => {
+            let dropped = resume::concat(round.pieces);
+            resume::whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await
         }
-        Protocol::Responses => {
-            let mut parsed = responses::complete::Answer::parse(text, max_args)?;
-            if parsed.calls().is_empty() {
-                return Ok(Response::from_parts(head, reply(raw.clone())));
-            }
-            let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
-            parsed.forget_calls();
-            let seed = responses::Ids::new(&state.id_key);
-            let changed = parsed.rewrite(&verdicts, neutral, &seed, &mut out);
-            if let Some(w) = parsed.withheld(&verdicts) {
-                state.remember_withheld(w);
-            }
-            changed
-        }
-        Protocol::Messages => {
-            let mut parsed = messages::complete::Answer::parse(text, max_args)?;
-            release::hosted(state, &gates, &ctx, parsed.hosted()).await;
-            if parsed.calls().is_empty() {
-                return Ok(Response::from_parts(head, reply(raw.clone())));
-            }
-            let verdicts = release::decide(state, &gates, &ctx, parsed.calls()).await;
-            let result = &state.config.rewrite.neutral_result;
-            let again = follow
-                .take()
-                .filter(FollowUp::left)
-                .and_then(|f| Some((f, messages::follow::whole(text, &verdicts, result)?)));
-            parsed.forget_calls();
-            let changed = parsed.rewrite(&verdicts, neutral, &mut out);
-            if let Some((f, r)) = again {
-                let dropped = resume::concat(out.finish());
-                let body =
-                    resume::whole(state, &gates, &ctx, f, &raw, r, dropped, &mut charge).await;
-                return Ok(Response::from_parts(head, reply(body)));
-            }
-            changed
+        _ if !round.changed => return Ok(Response::from_parts(head, reply(raw))),
+        _ => {
+            return Ok(Response::from_parts(
+                head,
+                body::Pieces::new(round.pieces).boxed_unsync(),
+            ))
         }
     };
-    if !changed {
-        return Ok(Response::from_parts(head, reply(raw.clone())));
-    }
-    Ok(Response::from_parts(
-        head,
-        body::Pieces::new(out.finish()).boxed_unsync(),
-    ))
+    Ok(Response::from_parts(head, reply(body)))
 }
 
 /// Checks a successful upstream head against the request (an event stream
@@ -226,7 +169,7 @@ pub(crate) fn read_head(
 
 /// Whether a response to this request may be continued by follow-ups
 /// (`rewrite = "resume"` somewhere, follow-ups allowed, one choice asked for).
-fn resumable(state: &State, gates: &Gates, protocol: Protocol, body: &Value) -> bool {
+fn resumable(state: &State, gates: &Gates, body: &Value) -> bool {
     let wanted = state.config.rewrite.mode == RewriteMode::Resume
         || gates
             .policy()
@@ -234,19 +177,21 @@ fn resumable(state: &State, gates: &Gates, protocol: Protocol, body: &Value) -> 
             .iter()
             .any(|r| r.rewrite == Some(RewriteMode::Resume));
     let one_choice = body.get("n").and_then(Value::as_u64).is_none_or(|n| n <= 1);
-    wanted
-        && protocol != Protocol::Responses
-        && one_choice
-        && state.config.rewrite.max_resumes > 0
-        && !state.monitor()
+    wanted && one_choice && state.config.rewrite.max_resumes > 0 && !state.monitor()
 }
 
 /// A request that continues a stored response answers the calls toolgate
 /// withheld from it (the provider still holds them) with the neutral text.
 fn continue_conversation(state: &State, body: &mut Value) {
-    let Some(prev) = body.get("previous_response_id").and_then(Value::as_str) else {
+    let Some(mut prev) = body.get("previous_response_id").and_then(Value::as_str) else {
         return;
     };
+    // A response toolgate continued (`resume`) goes on from the follow-up's.
+    let renamed = state.renamed(prev);
+    if let Some(then) = &renamed {
+        body["previous_response_id"] = Value::from(then.as_ref());
+        prev = then;
+    }
     let Some(calls) = state.withheld(prev) else {
         return;
     };

@@ -57,6 +57,7 @@ pub mod messages;
 /// A strict reference reader of Messages streams.
 mod messages_reader;
 /// `POST /v1/responses` through a real toolgate.
-mod responses;
+pub mod responses;
 mod resume;
 mod resume_messages;
+mod resume_responses;

@@ -14,15 +14,15 @@ const NEUTRAL: &str = "I wasn't able to complete that action.";
 /// item that exists, argument deltas add up to the final arguments, sequence
 /// numbers increase, and the stream ends with one terminal event.
 #[derive(Debug, Default)]
-struct Reader {
-    output: Vec<Value>,
+pub struct Reader {
+    pub output: Vec<Value>,
     last_seq: Option<u64>,
-    terminal: Option<Value>,
-    errors: usize,
+    pub terminal: Option<Value>,
+    pub errors: usize,
 }
 
 impl Reader {
-    fn read(body: &[u8]) -> Result<Reader, String> {
+    pub fn read(body: &[u8]) -> Result<Reader, String> {
         let mut r = Reader::default();
         let text = String::from_utf8_lossy(body).replace("\r\n", "\n");
         for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
@@ -106,7 +106,7 @@ impl Reader {
         Ok(r)
     }
 
-    fn calls(&self) -> Vec<(String, String, String)> {
+    pub fn calls(&self) -> Vec<(String, String, String)> {
         self.output
             .iter()
             .filter(|i| i["type"] == "function_call")
@@ -130,7 +130,7 @@ fn request(fixture: &str, stream: bool, names: &[&str]) -> Value {
     json!({"model": "m", "stream": stream, "input": format!("fixture:{fixture}"), "tools": tools})
 }
 
-async fn post(gate: &Gate, path: &str, body: &Value) -> Answer {
+pub async fn post(gate: &Gate, path: &str, body: &Value) -> Answer {
     send(
         "POST",
         &format!("{}{path}", gate.url),
@@ -412,7 +412,7 @@ async fn a_broken_responses_stream_fails_closed_and_is_audited() {
 }
 
 /// A Responses stream in OpenAI's own format: text, then `get_weather` and `shell` calls.
-fn scripted_stream() -> (String, Value) {
+pub fn scripted_stream() -> (String, Value) {
     let base = json!({"id": "resp_S", "object": "response", "created_at": 1, "model": "test-model", "status": "in_progress", "output": [], "tools": [], "tool_choice": "auto", "parallel_tool_calls": true});
     let msg_added = json!({"id": "msg_0", "type": "message", "status": "in_progress", "role": "assistant", "content": []});
     let msg = json!({"id": "msg_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}]});

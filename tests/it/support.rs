@@ -140,7 +140,7 @@ pub enum Reply {
     /// The fixture named by the last user message `fixture:NAME` (SSE or JSON by the request's `stream`).
     Fixture { chunk: usize },
     /// Computed from the request body: (status, JSON body, or an SSE body
-    /// when it starts with `data:`), after a delay.
+    /// when it starts with `data:` or `event:`), after a delay.
     Func(Responder, Duration),
     /// An SSE body sent in two parts: `after` only once `go` is notified.
     Paused {
@@ -364,7 +364,7 @@ impl Mock {
                 tokio::time::sleep(delay).await;
                 let (status, b) = f(&serde_json::from_slice(&body).unwrap_or(Value::Null));
                 // A computed event stream goes out as one.
-                match b.starts_with("data:") {
+                match b.starts_with("data:") || b.starts_with("event:") {
                     true => Reply::sse(b),
                     false => Reply::json(status, b),
                 }

@@ -1,6 +1,6 @@
 """A continued turn (`rewrite = "resume"`) read by the official openai SDK.
 
-Usage: python resume_check.py BASE_URL
+Usage: python resume_check.py BASE_URL [chat|responses]
 
 Asks three ways (a raw stream the script accumulates from the SDK's chunk
 objects, the SDK's own `chat.completions.stream` helper, and a whole
@@ -20,8 +20,35 @@ TOOLS = [
 MESSAGES = [{"role": "user", "content": "list the files"}]
 
 
+def responses(client: OpenAI) -> dict:
+    """The Responses API: raw events, the stream helper, a whole response."""
+    tools = [{"type": "function", "name": n, "parameters": {"type": "object"}} for n in ("get_weather", "shell")]
+    out = {}
+    ids, texts, end = set(), "", None
+    for ev in client.responses.create(model="m", input="go", tools=tools, stream=True):
+        if ev.type == "response.created":
+            ids.add(ev.response.id)
+        if ev.type == "response.output_text.delta":
+            texts += ev.delta
+        if ev.type == "response.completed":
+            end = ev.response
+    out["stream"] = {"text": texts, "ids": sorted(ids), "id": end.id, "output_text": end.output_text,
+                     "calls": [i.name for i in end.output if i.type == "function_call"]}
+    with client.responses.stream(model="m", input="go", tools=tools) as s:
+        final = s.get_final_response()
+    out["helper"] = {"id": final.id, "output_text": final.output_text,
+                     "calls": [i.name for i in final.output if i.type == "function_call"]}
+    r = client.responses.create(model="m", input="go", tools=tools)
+    out["whole"] = {"id": r.id, "output_text": r.output_text,
+                    "calls": [i.name for i in r.output if i.type == "function_call"]}
+    return out
+
+
 def main() -> int:
     client = OpenAI(base_url=sys.argv[1], api_key="agent-side-placeholder", max_retries=0, timeout=30)
+    if sys.argv[2:] == ["responses"]:
+        print(json.dumps(responses(client)))
+        return 0
     out = {}
 
     content, calls, finish, ids, total = "", [], None, set(), None

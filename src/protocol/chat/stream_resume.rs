@@ -8,7 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
 use super::StreamRewriter;
-use crate::call::Call;
+use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::chat::chunk::is_empty_chunk;
 use crate::protocol::chat::{follow, write_event, Site, DONE};
@@ -63,10 +63,34 @@ fn string_of(data: &[u8]) -> Option<Map<String, Value>> {
 }
 
 impl StreamRewriter {
+    /// In `resolve`, for the only choice, none of whose calls is released:
+    /// when they are all withheld for resume, it is continued. Whether it is.
+    pub(super) fn resumes(
+        &mut self,
+        choice: u32,
+        calls: &[Call],
+        sites: &[Site],
+        verdicts: &[Release],
+        chunk: &mut Option<Map<String, Value>>,
+        out: &mut BytesMut,
+    ) -> bool {
+        let resumable = (0..calls.len()).all(|i| Release::at(verdicts, i).resumable());
+        if !self.resume.allowed || calls.is_empty() || !resumable {
+            return false;
+        }
+        let denied = (calls.iter().zip(0..))
+            .filter(|(_, i)| Release::at(verdicts, *i) == (Release::Resume { deny: true }))
+            .map(|(c, _)| c.name.clone())
+            .collect();
+        let pairs: Vec<(&Call, &Site)> = calls.iter().zip(sites).collect();
+        self.begin_resume(choice, &pairs, denied, chunk.take(), out);
+        true
+    }
+
     /// The choice's calls are all withheld for resume: nothing of its end
     /// goes out (a held chunk's own text does), the turn is kept for the
     /// follow-up. Returns false when the choice must end as `drop` says.
-    pub(super) fn begin_resume(
+    fn begin_resume(
         &mut self,
         choice: u32,
         calls: &[(&Call, &Site)],

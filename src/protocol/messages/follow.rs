@@ -76,9 +76,9 @@ pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumptio
     Some(Resumption {
         turn: turn(blocks.clone(), calls, result),
         denied,
-        text: None,
         blocks,
         usage: body.get("usage").cloned(),
+        ..Resumption::default()
     })
 }
 

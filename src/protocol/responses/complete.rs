@@ -99,6 +99,11 @@ impl<'a> Answer<'a> {
         })
     }
 
+    /// The response's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// The calls, in `output` order.
     pub fn calls(&self) -> &[Call] {
         &self.calls

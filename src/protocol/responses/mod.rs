@@ -17,6 +17,7 @@
 //! gated on the request, where a denied one is removed or refused.
 
 pub mod complete;
+pub mod follow;
 pub mod hide;
 pub mod request;
 pub mod stream;

@@ -29,12 +29,14 @@ use super::{call_of, neutral_item, Ids};
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::{map_guard, Options, Rewriter, Step, Withheld};
+use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step, Withheld};
 
 #[path = "stream_emit.rs"]
 mod emit;
 #[path = "stream_hold.rs"]
 mod hold;
+#[path = "stream_resume.rs"]
+mod resume;
 
 use crate::protocol::write_named_event as write_event;
 
@@ -118,6 +120,7 @@ pub struct StreamRewriter {
     terminal: bool,
     ended: bool,
     last_call_delta: Option<Instant>,
+    resume: resume::ResumeState,
 }
 
 impl StreamRewriter {
@@ -143,6 +146,7 @@ impl StreamRewriter {
             terminal: false,
             ended: false,
             last_call_delta: None,
+            resume: resume::ResumeState::new(o.resume, &o.neutral_result),
         }
     }
 
@@ -178,6 +182,12 @@ impl StreamRewriter {
             return Err(Error::UpstreamEvent(Bytes::from(data)));
         }
         self.began = true;
+        if self.resume.active() {
+            return match self.continued_event((raw, data, obj))? {
+                Some((raw, data, obj)) => self.dispatch(raw, data, obj, out),
+                None => Ok(()),
+            };
+        }
         self.dispatch(raw, data, obj, out)
     }
 
@@ -188,6 +198,13 @@ impl StreamRewriter {
         obj: Map<String, Value>,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
+        let (raw, data, obj) = match self.resume.active() {
+            false => (raw, data, obj),
+            true => match self.waiting_event((raw, data, obj)) {
+                Some(ev) => ev,
+                None => return Ok(()),
+            },
+        };
         let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
         let seq = match obj.get("sequence_number") {
             None | Some(Value::Null) => None,
@@ -318,6 +335,16 @@ impl Rewriter for StreamRewriter {
         }
         let pending = std::mem::take(&mut self.pending);
         let batch = std::mem::take(&mut self.batch);
+        if self.resumes(&batch, verdicts) {
+            self.begin_resume(&batch, &pending, verdicts);
+            for h in std::mem::take(&mut self.queue) {
+                if h.slot.is_none() {
+                    self.release(&h, out);
+                }
+            }
+            self.held_bytes = 0;
+            return;
+        }
         let allowed: Vec<bool> = (0..batch.len())
             .map(|i| Release::at(verdicts, i).allowed() && !batch[i].oversized)
             .collect();
@@ -409,6 +436,22 @@ impl Rewriter for StreamRewriter {
 
     fn last_call_delta(&self) -> Option<Instant> {
         self.last_call_delta
+    }
+
+    fn take_resumption(&mut self) -> Option<Resumption> {
+        self.take_ready()
+    }
+
+    fn continue_with(&mut self, resume: bool) {
+        self.continue_stream(resume);
+    }
+
+    fn give_up(&mut self, out: &mut BytesMut) {
+        self.end_without_follow_up(out);
+    }
+
+    fn take_renamed(&mut self) -> Option<(String, String)> {
+        self.resume_renamed()
     }
 
     fn take_withheld(&mut self) -> Option<Withheld> {
