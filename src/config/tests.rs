@@ -59,3 +59,32 @@ fn relative_paths_are_relative_to_the_config_file() {
     assert_eq!(c.policy.dir.as_deref(), Some(Path::new("/etc/tg/p")));
     assert_eq!(c.audit.path, AuditPath::File("/etc/tg/a.jsonl".into()));
 }
+
+#[test]
+fn rewrite_resume_settings_are_read_and_bounded() {
+    let c = Config::from_toml(
+        "[rewrite]\nmode = \"resume\"\nmax_resumes = 3\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(c.rewrite.mode, crate::policy::RewriteMode::Resume);
+    assert_eq!(c.rewrite.max_resumes, 3);
+    assert_eq!(
+        c.rewrite.neutral_result,
+        "The action could not be completed."
+    );
+    let default = Config::embedded().unwrap();
+    assert_eq!(default.rewrite.mode, crate::policy::RewriteMode::Drop);
+    for (src, line, what) in [
+        ("[rewrite]\nmax_resumes = 9\n", 2, "max_resumes"),
+        ("[rewrite]\nneutral_result = \" \"\n", 2, "neutral_result"),
+        ("[rewrite]\nmode = \"retry\"\n", 2, "retry"),
+    ] {
+        let Error::Config(d) = Config::from_toml(src, "t.toml", Path::new(".")).unwrap_err() else {
+            panic!("not a config error: {src}")
+        };
+        assert_eq!(d[0].line, line, "{src}: {}", d[0].message);
+        assert!(d[0].message.contains(what), "{src}: {}", d[0].message);
+    }
+}

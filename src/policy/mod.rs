@@ -360,6 +360,14 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_may_say_what_replaces_its_calls() {
+        let p = set("[[rule]]\nname = \"r\"\nverdict = \"reject\"\nrewrite = \"resume\"\n[[rule]]\nname = \"d\"\nverdict = \"deny\"\n").unwrap();
+        assert_eq!(p.rewrite_of("r"), Some(RewriteMode::Resume));
+        assert_eq!(p.rewrite_of("d"), None, "unset: the config's mode");
+        assert_eq!(p.rewrite_of("missing"), None);
+    }
+
+    #[test]
     fn bad_policies_report_file_and_line() {
         for (src, line, needle) in [
             ("[[rule]]\nname = \"x\"\nverdict = \"maybe\"\n", 3, "maybe"),
@@ -368,6 +376,7 @@ mod tests {
             ("[[rule]]\nname = \"\"\nverdict = \"deny\"\n", 2, "empty"),
             ("[[rule]]\nname = \"x\"\ntools = []\nverdict = \"deny\"\n", 3, "at least one"),
             ("[[rule]]\nname = \"x\"\nverdict = \"deny\"\n[[rule]]\nname = \"x\"\nverdict = \"allow\"\n", 4, "already used"),
+            ("[[rule]]\nname = \"x\"\nverdict = \"deny\"\nrewrite = \"retry\"\n", 4, "retry"),
             ("not toml at all [", 1, ""),
         ] {
             let Err(Error::Config(d)) = set(src) else { panic!("{src} should fail") };
