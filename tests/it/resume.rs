@@ -377,25 +377,44 @@ async fn a_whole_response_is_continued_too() {
     assert_eq!(v["usage"]["total_tokens"], 22);
 }
 
-/// A scripted provider for the SDK: a call to `shell` first, then (once the
-/// conversation holds the neutral result) text, streamed or whole.
-fn scripted() -> Reply {
-    let f: Responder = Arc::new(|req: &Value| {
+/// What the scripted provider does once the conversation holds the neutral
+/// result.
+#[derive(Clone, Copy, Debug)]
+enum Then {
+    /// Answers in text.
+    Text,
+    /// Calls an allowed tool.
+    Allowed,
+    /// Calls the rejected tool again, every time.
+    Stubborn,
+}
+
+/// A scripted provider for the SDK: a call to `shell` first, then as `then`
+/// says, streamed or whole.
+fn scripted(then: Then) -> Reply {
+    let f: Responder = Arc::new(move |req: &Value| {
         let answered = req["messages"]
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
         let stream = req["stream"] == true;
-        let body = match (answered, stream) {
-            (false, true) => calling("c1", "shell", "Checking."),
-            (true, true) => answering("All done."),
-            (false, false) => whole(
+        let first = |stream: bool| match stream {
+            true => calling("c1", "shell", "Checking."),
+            false => whole(
                 "chatcmpl-1",
                 Some("Checking."),
                 &[("c1", "shell")],
                 "tool_calls",
                 10,
             ),
-            (true, false) => whole("chatcmpl-2", Some("All done."), &[], "stop", 20),
+        };
+        let body = match (answered, then, stream) {
+            (false, _, s) | (true, Then::Stubborn, s) => first(s),
+            (true, Then::Text, true) => answering("All done."),
+            (true, Then::Text, false) => whole("chatcmpl-2", Some("All done."), &[], "stop", 20),
+            (true, Then::Allowed, true) => calling("c2", "read", ""),
+            (true, Then::Allowed, false) => {
+                whole("chatcmpl-2", None, &[("c2", "read")], "tool_calls", 20)
+            }
         };
         (200, body)
     });
@@ -412,38 +431,48 @@ async fn the_openai_sdk_reads_a_continued_turn() {
         eprintln!("SKIPPED: no Python with the openai SDK");
         return;
     };
-    let mock = Mock::start(vec![scripted()]).await;
-    let gate = start_gate(&mock.base_url(), POLICY, "").await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/resume_check.py");
-    let base = format!("{}/v1", gate.url);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(py)
-            .arg(script)
-            .arg(base)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "SDK script failed:\n{stderr}");
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    for mode in ["stream", "helper", "whole"] {
-        let t = &r[mode];
-        assert_eq!(t["content"], "Checking.\n\nAll done.", "{mode}: {t}");
-        assert_eq!(t["calls"], json!([]), "{mode}: {t}");
-        assert_eq!(t["finish"], "stop", "{mode}: {t}");
-        assert_eq!(
-            t["id"],
-            if mode == "whole" {
+    let bounded = "Checking.\n\nChecking.\n\nChecking.\n\nI wasn't able to complete that action.";
+    for (then, content, calls, finish, requests) in [
+        (Then::Text, "Checking.\n\nAll done.", json!([]), "stop", 6),
+        (Then::Allowed, "Checking.", json!(["read"]), "tool_calls", 6),
+        (Then::Stubborn, bounded, json!([]), "stop", 9),
+    ] {
+        let mock = Mock::start(vec![scripted(then)]).await;
+        let gate = start_gate(&mock.base_url(), POLICY, "").await;
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/resume_check.py");
+        let (py, base) = (py.clone(), format!("{}/v1", gate.url));
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(py)
+                .arg(script)
+                .arg(base)
+                .output()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "{then:?}: SDK script failed:\n{stderr}"
+        );
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for mode in ["stream", "helper", "whole"] {
+            let t = &r[mode];
+            assert_eq!(t["content"], content, "{then:?} {mode}: {t}");
+            assert_eq!(t["calls"], calls, "{then:?} {mode}: {t}");
+            assert_eq!(t["finish"], finish, "{then:?} {mode}: {t}");
+            let id = if mode == "whole" {
                 "chatcmpl-1"
             } else {
                 "chatcmpl-c1"
-            },
-            "{mode}: {t}"
-        );
+            };
+            assert_eq!(t["id"], id, "{then:?} {mode}: {t}");
+        }
+        if let Then::Text = then {
+            assert_eq!(r["whole"]["total_tokens"], 32);
+            assert_eq!(r["helper"]["total_tokens"], 38);
+        }
+        assert_eq!(mock.requests().len(), requests, "{then:?}");
+        gate.stop().await;
     }
-    assert_eq!(r["whole"]["total_tokens"], 32);
-    assert_eq!(r["helper"]["total_tokens"], 38);
-    assert_eq!(mock.requests().len(), 6);
 }
