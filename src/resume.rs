@@ -164,6 +164,7 @@ pub async fn whole(
         let (back, sent) = send(state.clone(), ctx.clone(), f, pending.clone()).await;
         f = back;
         let Ok(sent) = sent else {
+            unanswered(state, &pending);
             return joined(protocol, &first, &before, &fallback);
         };
         let read = gather::response(
@@ -184,6 +185,7 @@ pub async fn whole(
             Err(e) => {
                 state.metrics.resume_failures.fetch_add(1, Relaxed);
                 tracing::warn!(request_id = %ctx.request_id, error = %e, "follow-up unreadable; the response ends with the neutral text");
+                unanswered(state, &pending);
                 return joined(protocol, &first, &before, &fallback);
             }
         };
@@ -197,6 +199,29 @@ pub async fn whole(
             None => return joined(protocol, &first, &before, &body),
         }
     }
+}
+
+/// A stored response whose follow-up failed still holds its calls: they are
+/// answered when the agent continues from it, as withheld calls are.
+fn unanswered(state: &State, r: &Resumption) {
+    let Some(id) = &r.previous else {
+        return;
+    };
+    let calls = r
+        .turn
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .filter_map(|i| {
+            Some((
+                i["call_id"].as_str()?.to_string(),
+                "function_call".to_string(),
+            ))
+        })
+        .collect();
+    state.remember_withheld(crate::protocol::Withheld {
+        response_id: id.clone(),
+        calls,
+    });
 }
 
 /// `body` continuing `first` after the responses in `before`.

@@ -157,6 +157,27 @@ async fn a_failed_responses_follow_up_replaces_the_calls_neutrally() {
     post(&gate, "/v1/responses", &next).await;
     let input = sent(&mock)[2]["input"].clone();
     assert_eq!(input[0]["type"], "function_call_output", "{input}");
+
+    // The same for a whole response.
+    let (_, first) = scripted_stream();
+    let mock = Mock::start(vec![
+        Reply::json(200, first.to_string()),
+        Reply::json(500, r#"{"error":{"message":"no"}}"#),
+        Reply::json(200, "{}"),
+    ])
+    .await;
+    let gate = start_gate(&mock.base_url(), POLICY, "").await;
+    let v = post(&gate, "/v1/responses", &request(false, None))
+        .await
+        .json();
+    assert_eq!(
+        texts(v["output"].as_array().unwrap()),
+        ["Let me check.", neutral, neutral]
+    );
+    post(&gate, "/v1/responses", &next).await;
+    let input = sent(&mock)[2]["input"].clone();
+    assert_eq!(input[0]["call_id"], "call_W", "{input}");
+    assert_eq!(input[1]["call_id"], "call_S", "{input}");
 }
 
 #[tokio::test]
