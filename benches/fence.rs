@@ -53,11 +53,11 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("fence_and_redact");
     g.throughput(Throughput::Bytes(1 << 20));
     g.bench_function("one_1mb_tool_result", |b| {
-        b.iter(|| Protocol::Chat.fence(&mut big.clone(), &s))
+        b.iter(|| Protocol::Chat.fence(&mut big.clone(), &s, true))
     });
     g.throughput(Throughput::Bytes(50 * 400));
     g.bench_function("fifty_small_tool_results", |b| {
-        b.iter(|| Protocol::Chat.fence(&mut small.clone(), &s))
+        b.iter(|| Protocol::Chat.fence(&mut small.clone(), &s, true))
     });
     g.finish();
 }

@@ -27,8 +27,6 @@ pub struct Report {
     pub fenced: usize,
     pub redactions: Counts,
     pub truncated: usize,
-    /// The modes used, for the notice.
-    pub modes: Vec<Mode>,
 }
 
 /// How to fence.
@@ -98,8 +96,8 @@ fn process(
     marker::wrap(s.secret, src, &text, mode)
 }
 
-/// Fences `results` in place. The caller adds [`marker::notice`] of
-/// `report.modes` to the request when `report.fenced > 0`.
+/// Fences `results` in place. The caller adds [`marker::notice`] to the
+/// request (see `Protocol::fence`).
 pub fn apply(results: Vec<ToolResult<'_>>, s: &Settings<'_>) -> Report {
     let mut report = Report::default();
     for r in results {
@@ -107,7 +105,6 @@ pub fn apply(results: Vec<ToolResult<'_>>, s: &Settings<'_>) -> Report {
         if mode == Mode::Off {
             continue;
         }
-        report.modes.push(mode);
         let src = Source {
             tool: &r.tool,
             call_id: &r.call_id,

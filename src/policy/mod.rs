@@ -214,6 +214,18 @@ impl PolicySet {
             .unwrap_or(FenceMode::Delimit)
     }
 
+    /// Every fence mode a tool's results may get, so the notice that
+    /// explains them is the same on every turn (a stable prompt prefix).
+    pub fn fence_modes(&self) -> Vec<FenceMode> {
+        let mut modes = vec![FenceMode::Delimit];
+        for f in &self.fences {
+            if f.mode != FenceMode::Off && !modes.contains(&f.mode) {
+                modes.push(f.mode);
+            }
+        }
+        modes
+    }
+
     /// The embedded default policy.
     pub fn embedded() -> Result<PolicySet, Error> {
         PolicySet::from_sources(&[(

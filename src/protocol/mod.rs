@@ -89,11 +89,19 @@ impl Protocol {
     }
 
     /// Redacts and fences the request's tool results in place, and adds the
-    /// notice once when any was fenced.
-    pub fn fence(self, body: &mut Value, s: &fence::Settings<'_>) -> fence::Report {
+    /// notice once when any was fenced or the request declares tools (whose
+    /// results later turns will carry). The notice explains every mode the
+    /// policy may use, so it reads the same on every turn of a conversation
+    /// and the provider's prompt cache keeps its prefix.
+    pub fn fence(
+        self,
+        body: &mut Value,
+        s: &fence::Settings<'_>,
+        declares_tools: bool,
+    ) -> fence::Report {
         let report = fence::apply(self.tool_results(body), s);
-        if report.fenced > 0 {
-            self.add_notice(body, &fence::marker::notice(&report.modes));
+        if report.fenced > 0 || declares_tools {
+            self.add_notice(body, &fence::marker::notice(&s.policy.fence_modes()));
         }
         report
     }

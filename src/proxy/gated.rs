@@ -216,7 +216,7 @@ async fn fence_tool_results(
         policy: gates.policy(),
         max_bytes: state.config.fence.max_tool_result_bytes,
     };
-    let report = protocol.fence(body, &settings);
+    let report = protocol.fence(body, &settings, !ctx.declared.is_empty());
     state
         .metrics
         .fenced_tool_results

@@ -199,3 +199,106 @@ async fn a_different_fence_key_gives_different_ids_and_fencing_can_be_disabled()
         g.stop().await;
     }
 }
+
+/// The bodies toolgate sent upstream for turns 1 and 2 of one conversation
+/// (no tool result yet, then the call and its result) on `path`.
+async fn two_turns(path: &str, policy: &str, turn1: Value, turn2: Value) -> (Value, Value) {
+    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let (upstream, extra) = match path {
+        "/v1/messages" => (
+            "http://127.0.0.1:9/v1".to_string(),
+            messages_upstream(&mock.base_url()),
+        ),
+        _ => (mock.base_url(), String::new()),
+    };
+    let gate = start_gate(&upstream, policy, &extra).await;
+    for body in [&turn1, &turn2] {
+        post_chat_at(&gate, path, body, &[("anthropic-version", "2023-06-01")]).await;
+    }
+    let seen = mock.requests();
+    assert_eq!(seen.len(), 2);
+    let body = |i: usize| serde_json::from_slice::<Value>(&seen[i].body).unwrap();
+    (body(0), body(1))
+}
+
+/// Turn 2's `key` list starts with turn 1's, item for item.
+fn extends(t1: &Value, t2: &Value, key: &str) {
+    let (a, b) = (t1[key].as_array().unwrap(), t2[key].as_array().unwrap());
+    assert!(b.len() > a.len(), "{key}: {t2}");
+    assert_eq!(
+        &b[..a.len()],
+        &a[..],
+        "turn 2's {key} must start with turn 1's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompt_prefix_is_the_same_on_turn_two() {
+    // Chat Completions, with and without a system message of the agent's
+    // own, and with a policy that base64-encodes `fetch`'s results (the
+    // notice explains that from turn 1 on).
+    let policy = "[[fence]]\nmatch = \"fetch\"\nmode = \"encode\"\n";
+    let tools = json!([{"type": "function", "function": {"name": "fetch", "parameters": {"type": "object"}}}]);
+    for system in [None, Some("Be brief.")] {
+        let mut m1 = vec![json!({"role": "user", "content": "weather?"})];
+        if let Some(s) = system {
+            m1.insert(0, json!({"role": "system", "content": s}));
+        }
+        let mut m2 = m1.clone();
+        m2.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}]}));
+        m2.push(json!({"role": "tool", "tool_call_id": "c1", "content": "Sunny."}));
+        let t1 = json!({"model": "m", "messages": m1, "tools": tools});
+        let t2 = json!({"model": "m", "messages": m2, "tools": tools});
+        let (a, b) = two_turns("/v1/chat/completions", policy, t1, t2).await;
+        extends(&a, &b, "messages");
+        assert_eq!(a["tools"], b["tools"]);
+        let notice = a["messages"][0]["content"].as_str().unwrap();
+        assert!(
+            notice.contains("Security notice") && notice.contains("base64"),
+            "{a}"
+        );
+        if let Some(s) = system {
+            assert!(
+                notice.starts_with(s),
+                "the agent's system text first: {notice}"
+            );
+        }
+        let last = b["messages"].as_array().unwrap().last().unwrap().clone();
+        assert!(
+            last["content"]
+                .as_str()
+                .unwrap()
+                .contains("encoding=base64"),
+            "{last}"
+        );
+    }
+
+    // Messages: the notice is in `system`, the same on both turns.
+    let tools = json!([{"name": "fetch", "input_schema": {"type": "object"}}]);
+    let m1 = vec![json!({"role": "user", "content": "weather?"})];
+    let mut m2 = m1.clone();
+    m2.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "tu1", "name": "fetch", "input": {}}]}));
+    m2.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": "Sunny."}]}));
+    let t1 = json!({"model": "c", "max_tokens": 64, "system": "Be brief.", "messages": m1, "tools": tools});
+    let t2 = json!({"model": "c", "max_tokens": 64, "system": "Be brief.", "messages": m2, "tools": tools});
+    let (a, b) = two_turns("/v1/messages", ALLOW_ALL, t1, t2).await;
+    assert_eq!(a["system"], b["system"]);
+    assert!(a["system"].to_string().contains("Security notice"), "{a}");
+    extends(&a, &b, "messages");
+
+    // Responses: the notice is in `instructions`.
+    let tools = json!([{"type": "function", "name": "fetch", "parameters": {"type": "object"}}]);
+    let i1 = vec![json!({"role": "user", "content": "weather?"})];
+    let mut i2 = i1.clone();
+    i2.push(json!({"type": "function_call", "call_id": "c1", "name": "fetch", "arguments": "{}"}));
+    i2.push(json!({"type": "function_call_output", "call_id": "c1", "output": "Sunny."}));
+    let t1 = json!({"model": "m", "input": i1, "tools": tools, "store": false});
+    let t2 = json!({"model": "m", "input": i2, "tools": tools, "store": false});
+    let (a, b) = two_turns("/v1/responses", ALLOW_ALL, t1, t2).await;
+    assert_eq!(a["instructions"], b["instructions"]);
+    assert!(a["instructions"]
+        .as_str()
+        .unwrap()
+        .contains("Security notice"));
+    extends(&a, &b, "input");
+}

@@ -69,11 +69,21 @@ fn request(stream: bool) -> Value {
     r
 }
 
+/// What went upstream, each with its `messages` after the fence notice
+/// (which every request that declares tools starts with, the same each time).
 fn sent_bodies(mock: &Mock) -> Vec<Value> {
-    mock.requests()
+    let mut bodies: Vec<Value> = mock
+        .requests()
         .iter()
         .map(|s| serde_json::from_slice(&s.body).unwrap())
-        .collect()
+        .collect();
+    let notice = bodies[0]["messages"][0].clone();
+    assert_eq!(notice["role"], "system");
+    for b in &mut bodies {
+        let m = b["messages"].as_array_mut().unwrap();
+        assert_eq!(m.remove(0), notice, "one system prefix on every request");
+    }
+    bodies
 }
 
 fn data_events(body: &[u8]) -> Vec<String> {

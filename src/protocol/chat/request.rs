@@ -219,7 +219,7 @@ mod fence_tests {
     use serde_json::json;
 
     fn apply(b: &mut Value, s: &Settings<'_>) -> crate::fence::Report {
-        Protocol::Chat.fence(b, s)
+        Protocol::Chat.fence(b, s, false)
     }
 
     fn settings<'a>(redactor: &'a Redactor, policy: &'a PolicySet) -> Settings<'a> {
