@@ -30,6 +30,7 @@ pub async fn handle(
     routed: &Routed,
     protocol: Protocol,
     principal: String,
+    request_id: String,
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let limit = state.config.limits.max_request_bytes;
@@ -46,7 +47,7 @@ pub async fn handle(
     // the original bytes are not held beside the tree.
     drop(bytes);
     let mut ctx = Context {
-        request_id: state.request_id(),
+        request_id,
         principal,
         protocol: protocol.label(),
         declared: std::mem::take(&mut req.declared),

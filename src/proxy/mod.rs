@@ -16,10 +16,12 @@ pub mod route;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
 use http::{header, HeaderMap, Request, Response, StatusCode};
 use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use tracing::Instrument;
 
 use crate::auth;
 use crate::body;
@@ -50,8 +52,33 @@ fn reply(b: Bytes) -> ProxyBody {
 }
 
 /// Handles one agent request; never fails (errors become responses here).
-/// Phases: authenticate (principal) → route → chat or pass-through.
+/// Every response carries the request's id (`x-request-id`), which its
+/// audit records and log lines carry too.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
+    let id = request_id(&state, req.headers());
+    let span = tracing::info_span!("request", request_id = %id);
+    let mut resp = respond(state, req, id.clone()).instrument(span).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(REQUEST_ID, v);
+    }
+    resp
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The agent's `x-request-id` when it reads as an id (1 to 128 visible ASCII
+/// characters), else a new one: an id is echoed in headers and logs, so
+/// nothing else of the agent's is.
+fn request_id(state: &State, h: &HeaderMap) -> String {
+    h.get(REQUEST_ID)
+        .map(HeaderValue::as_bytes)
+        .filter(|b| (1..=128).contains(&b.len()) && b.iter().all(|c| c.is_ascii_graphic()))
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .map_or_else(|| state.request_id(), str::to_string)
+}
+
+/// Phases: authenticate (principal) → route → gated or pass-through.
+async fn respond(state: Arc<State>, req: Request<Incoming>, id: String) -> Response<ProxyBody> {
     let path_route = route(req.method(), req.uri().path());
     // Errors are written in the shape the agent's SDK reads for this path.
     let family = match &path_route {
@@ -66,7 +93,7 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
         .unwrap_or("refused");
     let result = match routed {
         Ok((principal, r)) => match r.route {
-            Route::Gated(protocol) => gated::handle(&state, req, &r, protocol, principal).await,
+            Route::Gated(protocol) => gated::handle(&state, req, &r, protocol, principal, id).await,
             Route::Pass(protocol) => pass(&state, req, &r.rest, protocol).await,
         },
         Err(e) => Err(e),

@@ -243,3 +243,67 @@ async fn a_stalled_pass_through_body_is_cut_off_at_the_upstream_deadline() {
     assert!(started.elapsed() < Duration::from_secs(5));
     gate.stop().await;
 }
+
+#[tokio::test]
+async fn every_response_carries_the_request_id_its_audit_records_carry() {
+    let mut body = String::new();
+    body.push_str(&chunk(0, call_delta(0, "c1", "shell", "{}"), None));
+    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    body.push_str("data: [DONE]\n\n");
+    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
+    let req = chat_request(true, &["shell"]);
+    // The agent's own id comes back and is in the audit trail.
+    let a = post_chat_at(
+        &gate,
+        "/v1/chat/completions",
+        &req,
+        &[("x-request-id", "agent-42.a_b")],
+    )
+    .await;
+    assert_eq!(a.headers["x-request-id"], "agent-42.a_b");
+    // Without one, or with one that is not an id, toolgate makes one.
+    let long = "x".repeat(129);
+    let mut made = Vec::new();
+    for bad in [None, Some("two words"), Some(long.as_str()), Some("")] {
+        let h: Vec<(&str, &str)> = bad.iter().map(|b| ("x-request-id", *b)).collect();
+        let a = post_chat_at(&gate, "/v1/chat/completions", &req, &h).await;
+        let id = a.headers["x-request-id"].to_str().unwrap().to_string();
+        assert!(Some(id.as_str()) != bad && !id.is_empty(), "{bad:?} → {id}");
+        made.push(id);
+    }
+    made.sort();
+    made.dedup();
+    assert_eq!(made.len(), 4, "a new id each time: {made:?}");
+    let audit = gate.audit_flushed().await;
+    let ids: Vec<&str> = audit
+        .iter()
+        .filter_map(|r| r["request_id"].as_str())
+        .collect();
+    assert!(ids.contains(&"agent-42.a_b"), "{ids:?}");
+    assert!(
+        made.iter().all(|m| ids.contains(&m.as_str())),
+        "{ids:?} {made:?}"
+    );
+    // Errors too: a refused route, a bad body, a pass-through.
+    let refused = send(
+        "POST",
+        &format!("{}/v1/assistants", gate.url),
+        &[("x-request-id", "r-1")],
+        "{}",
+    )
+    .await;
+    assert_eq!(refused.status, 404);
+    assert_eq!(refused.headers["x-request-id"], "r-1");
+    let bad = post_chat_at(&gate, "/v1/chat/completions", &json!([]), &[]).await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.headers.contains_key("x-request-id"));
+    let passed = send(
+        "GET",
+        &format!("{}/v1/models", gate.url),
+        &[("x-request-id", "p-1")],
+        "",
+    )
+    .await;
+    assert_eq!(passed.headers["x-request-id"], "p-1");
+}
