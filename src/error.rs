@@ -64,7 +64,9 @@ pub enum Error {
     /// The upstream answered with an error status.
     UpstreamStatus {
         status: StatusCode,
-        retry_after: Option<HeaderValue>,
+        /// The provider's rate-limit headers (`Retry-After`, `x-ratelimit-*`,
+        /// …), passed on to the agent.
+        limits: Box<http::HeaderMap>,
         body: Bytes,
     },
     /// The upstream answered with a body toolgate could not read or parse.
@@ -236,32 +238,30 @@ impl Error {
         into_body: impl FnOnce(Bytes) -> B,
     ) -> Response<B> {
         let status = self.status();
-        let (body, retry_after) = match self {
+        let (body, headers) = match self {
             Error::UpstreamStatus {
                 status: up,
-                retry_after,
+                limits,
                 body,
             } if passthrough => {
                 let mut resp = Response::new(into_body(body));
                 *resp.status_mut() = up;
                 set_json(&mut resp);
-                if let Some(v) = retry_after {
-                    resp.headers_mut().insert(header::RETRY_AFTER, v);
-                }
+                resp.headers_mut().extend(*limits);
                 return resp;
             }
-            Error::UpstreamStatus {
-                ref retry_after, ..
-            } => (render(&self), retry_after.clone()),
-            Error::Overloaded => (render(&self), Some(HeaderValue::from_static("1"))),
-            ref other => (render(other), None),
+            Error::UpstreamStatus { ref limits, .. } => (render(&self), (**limits).clone()),
+            Error::Overloaded => {
+                let mut h = http::HeaderMap::new();
+                h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                (render(&self), h)
+            }
+            ref other => (render(other), http::HeaderMap::new()),
         };
         let mut resp = Response::new(into_body(body));
         *resp.status_mut() = status;
         set_json(&mut resp);
-        if let Some(v) = retry_after {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
+        resp.headers_mut().extend(headers);
         resp
     }
 }

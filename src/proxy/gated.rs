@@ -97,7 +97,7 @@ pub async fn handle(
     state.metrics.upstream_latency.observe(sent.elapsed());
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() {
-        return Err(upstream_status(head.status, &head.headers, body, deadline).await);
+        return Err(upstream_status(state, head.status, &head.headers, body, deadline).await);
     }
     let (decoder, announced) = read_head(&mut head, req.stream)?;
     if req.stream {

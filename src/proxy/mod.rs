@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
-use http::{header, HeaderMap, Request, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -135,7 +135,7 @@ async fn pass(
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
     {
-        return Err(upstream_status(head.status, &head.headers, body, deadline).await);
+        return Err(upstream_status(state, head.status, &head.headers, body, deadline).await);
     }
     strip_hop_by_hop(&mut head.headers);
     Ok(Response::from_parts(
@@ -144,14 +144,21 @@ async fn pass(
     ))
 }
 
-/// An upstream error status; the body is kept (capped) for passthrough mode.
+/// An upstream error status; the body is kept (capped) for passthrough mode,
+/// its message logged with secrets redacted, its rate-limit headers kept for
+/// the agent.
 async fn upstream_status(
+    state: &State,
     status: StatusCode,
     h: &HeaderMap,
     body: ResponseBody,
     deadline: tokio::time::Instant,
 ) -> Error {
-    let retry_after = h.get(header::RETRY_AFTER).cloned();
+    let limits: HeaderMap = h
+        .iter()
+        .filter(|(k, _)| is_rate_limit(k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let body = match ContentDecoder::for_headers(h) {
         // Small and capped: not charged to the shared budget.
         Ok(dec) => gather::response(
@@ -166,9 +173,40 @@ async fn upstream_status(
         .unwrap_or_default(),
         Err(_) => Bytes::new(),
     };
+    let message = provider_message(&body);
+    let mut counts = Default::default();
+    let message = state
+        .redactor
+        .redact(&message, &mut counts)
+        .unwrap_or(message);
+    tracing::warn!(status = status.as_u16(), provider_message = %message, "the provider answered with an error");
     Error::UpstreamStatus {
         status,
-        retry_after,
+        limits: Box::new(limits),
         body,
     }
+}
+
+/// Headers that tell a client when to retry: passed on with an upstream error.
+fn is_rate_limit(name: &str) -> bool {
+    name == "retry-after"
+        || name == "retry-after-ms"
+        || name.starts_with("x-ratelimit-")
+        || name.starts_with("anthropic-ratelimit-")
+}
+
+/// The provider's error message (`error.message`, or `message`), else the
+/// start of its body; at most 512 characters, on one line.
+fn provider_message(body: &[u8]) -> String {
+    let v: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let text = v
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    text.chars()
+        .take(512)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }

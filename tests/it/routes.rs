@@ -307,3 +307,71 @@ async fn every_response_carries_the_request_id_its_audit_records_carry() {
     .await;
     assert_eq!(passed.headers["x-request-id"], "p-1");
 }
+
+/// An upstream that answers every request with this raw HTTP response.
+async fn raw_answer(response: &'static str) -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = vec![0; 65536];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_error_is_logged_redacted_and_its_rate_limit_headers_pass() {
+    const BODY: &str = r#"{"error":{"message":"Rate limit reached for key sk-or-v1-test-upstream-key-0123456789abcdef in org-x"}}"#;
+    let resp: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 7\r\nx-ratelimit-remaining-requests: 0\r\nx-ratelimit-reset-requests: 6s\r\nset-cookie: s=1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+            BODY.len()
+        )
+        .into_boxed_str(),
+    );
+    assert!(BODY.contains(UPSTREAM_KEY));
+    let up = raw_answer(resp).await;
+    let bin = crate::bin::Bin::start(&up, &[("p.toml", ALLOW_ALL)], "").await;
+    let a = send(
+        "POST",
+        &format!("{}/v1/chat/completions", bin.url),
+        &[
+            ("content-type", "application/json"),
+            ("x-request-id", "rl-1"),
+        ],
+        chat_request(false, &[]).to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 429);
+    assert_eq!(a.headers["retry-after"], "7");
+    assert_eq!(a.headers["x-ratelimit-remaining-requests"], "0");
+    assert_eq!(a.headers["x-ratelimit-reset-requests"], "6s");
+    assert!(!a.headers.contains_key("set-cookie"));
+    assert!(
+        !a.text().contains("org-x"),
+        "the generic message: {}",
+        a.text()
+    );
+    let mut log = String::new();
+    for _ in 0..50 {
+        log = bin.stderr();
+        if log.contains("Rate limit reached") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let line = log
+        .lines()
+        .find(|l| l.contains("Rate limit reached"))
+        .unwrap_or_else(|| panic!("the provider's message is logged: {log}"));
+    assert!(line.contains("rl-1"), "with the request id: {line}");
+    assert!(line.contains("in org-x"), "{line}");
+    assert!(!log.contains(UPSTREAM_KEY), "the key is redacted: {line}");
+}
