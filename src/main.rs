@@ -242,8 +242,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Colours only for a person at a terminal, and never with NO_COLOR set
+    // (https://no-color.org): log files and collectors get plain text.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| {
                 // The demo's output is its story; only problems go to the log.
