@@ -41,6 +41,9 @@ pub struct Context {
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
     /// 0 for the agent's own request.
     pub resume: u32,
+    /// The request asks for structured output (`response_format`
+    /// `json_schema` / `json_object`): a neutral text is a refusal.
+    pub structured_output: bool,
 }
 
 /// The text of a message's `content` (a string or an array of text parts).

@@ -186,6 +186,7 @@ impl State {
             id_key: self.id_key,
             resume: false,
             neutral_result: self.config.rewrite.neutral_result.clone(),
+            refusal: false,
         }
     }
 

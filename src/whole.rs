@@ -57,6 +57,7 @@ pub async fn round(
     let (changed, again) = match protocol {
         Protocol::Chat => {
             let mut parsed = chat::complete::Completion::parse(text, max_args)?;
+            parsed.refuse(ctx.structured_output);
             if parsed.calls().is_empty() {
                 return Ok(Round::unchanged(raw));
             }

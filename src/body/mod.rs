@@ -108,6 +108,7 @@ pub fn gated_stream(
 ) -> GatedBody {
     let mut options = state.stream_options();
     options.resume = follow.as_ref().is_some_and(FollowUp::left);
+    options.refusal = upstream.ctx.structured_output;
     let rw = protocol.rewriter(&options);
     GatedBody {
         state,

@@ -186,6 +186,9 @@ pub struct Options {
     pub resume: bool,
     /// The tool result a follow-up answers each withheld call with.
     pub neutral_result: String,
+    /// The neutral text is a refusal (the request asked for structured
+    /// output); Chat Completions writes it as `refusal`, not `content`.
+    pub refusal: bool,
 }
 
 /// A response whose calls were all withheld for `resume`: what the

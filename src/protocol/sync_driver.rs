@@ -80,6 +80,7 @@ pub mod testing {
             id_key: [1; 32],
             resume: false,
             neutral_result: "R".into(),
+            refusal: false,
         }
     }
 

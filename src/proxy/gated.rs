@@ -51,6 +51,7 @@ pub async fn handle(
         principal,
         protocol: protocol.label(),
         declared: std::mem::take(&mut req.declared),
+        structured_output: structured_output(&req.body),
         ..Context::default()
     };
     let gates = state.gates();
@@ -166,6 +167,17 @@ pub(crate) fn read_head(
         ));
     }
     Ok((decoder, announced))
+}
+
+/// Whether the request asks for structured output (Chat Completions'
+/// `response_format`, the Responses API's `text.format`): the neutral text
+/// must not be read as the JSON the agent will parse.
+fn structured_output(body: &Value) -> bool {
+    let ty = body
+        .pointer("/response_format/type")
+        .or_else(|| body.pointer("/text/format/type"))
+        .and_then(Value::as_str);
+    matches!(ty, Some("json_schema" | "json_object"))
 }
 
 /// Whether a response to this request may be continued by follow-ups

@@ -17,6 +17,7 @@ fn opts() -> Options {
         id_key: [0; 32],
         resume: false,
         neutral_result: "R".into(),
+        refusal: false,
     }
 }
 

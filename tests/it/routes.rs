@@ -374,5 +374,8 @@ async fn a_provider_error_is_logged_redacted_and_its_rate_limit_headers_pass() {
     assert!(line.contains("rl-1"), "with the request id: {line}");
     assert!(line.contains("in org-x"), "{line}");
     assert!(!log.contains(UPSTREAM_KEY), "the key is redacted: {line}");
-    assert!(!log.contains('\x1b'), "no colour codes in a log that is not a terminal: {line}");
+    assert!(
+        !log.contains('\x1b'),
+        "no colour codes in a log that is not a terminal: {line}"
+    );
 }

@@ -98,3 +98,77 @@ async fn the_openai_python_sdk_sees_exactly_the_allowed_calls() {
     );
     gate.stop().await;
 }
+
+/// A model that answers a structured-output request with a call to `shell`.
+fn calls_shell(req: &Value) -> (u16, String) {
+    let body = if req["stream"] == true {
+        let mut s = chunk(
+            0,
+            serde_json::json!({"role": "assistant", "content": null, "refusal": null}),
+            None,
+        );
+        s.push_str(&chunk(
+            0,
+            call_delta(0, "c1", "shell", "{\"cmd\":\"ls\"}"),
+            None,
+        ));
+        s.push_str(&chunk(0, serde_json::json!({}), Some("tool_calls")));
+        s.push_str("data: [DONE]\n\n");
+        s
+    } else {
+        serde_json::json!({"id": "chatcmpl-s", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "refusal": null,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\":\"ls\"}"}}]}}]})
+        .to_string()
+    };
+    (200, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_output_helpers_see_a_refusal_not_invalid_json() {
+    let Some(py) = python() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must provide the openai SDK"
+        );
+        eprintln!("SKIPPED: no Python with the openai SDK");
+        return;
+    };
+    let mock = Mock::start(vec![Reply::Func(
+        std::sync::Arc::new(calls_shell),
+        std::time::Duration::ZERO,
+    )])
+    .await;
+    let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/structured_check.py");
+    let base = format!("{}/v1", gate.url);
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(py)
+            .arg(script)
+            .arg(base)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for mode in ["parse", "stream"] {
+        let t = &r[mode];
+        assert!(t.get("raised").is_none(), "{mode}: {t}");
+        assert_eq!(
+            t["refusal"], "I wasn't able to complete that action.",
+            "{mode}: {t}"
+        );
+        assert_eq!(t["parsed"], Value::Null, "{mode}: {t}");
+        assert_eq!(t["content"], Value::Null, "{mode}: {t}");
+        assert_eq!(t["finish"], "stop", "{mode}: {t}");
+        assert_eq!(t["calls"], 0, "{mode}: {t}");
+    }
+    let sent: Value = serde_json::from_slice(&mock.requests()[0].body).unwrap();
+    assert_eq!(sent["response_format"]["type"], "json_schema");
+}

@@ -46,6 +46,9 @@ pub struct Completion<'a> {
     top: Obj<'a>,
     choices: Option<Vec<Choice<'a>>>,
     calls: Vec<Call>,
+    /// The neutral text goes in `refusal`, not `content` (the request asked
+    /// for structured output, which the content must parse as).
+    refusal: bool,
 }
 
 impl<'a> Completion<'a> {
@@ -64,6 +67,7 @@ impl<'a> Completion<'a> {
                 top,
                 choices: None,
                 calls: Vec::new(),
+                refusal: false,
             });
         };
         let raws = json::array(raw).ok_or_else(|| malformed("choices is not an array"))?;
@@ -114,7 +118,14 @@ impl<'a> Completion<'a> {
             top,
             choices: Some(choices),
             calls,
+            refusal: false,
         })
+    }
+
+    /// A choice left without calls says the neutral text as a refusal
+    /// (`message.refusal`), its `content` as it was.
+    pub fn refuse(&mut self, yes: bool) {
+        self.refusal = yes;
     }
 
     /// The calls, in body order.
@@ -202,7 +213,7 @@ impl<'a> Completion<'a> {
                     }
                     let allowed = allowed_slice(verdicts, next, ch.slots.len());
                     next += ch.slots.len();
-                    write_choice(out, ch, &allowed, neutral);
+                    write_choice(out, ch, &allowed, neutral, self.refusal);
                 }
                 out.text("]");
             } else {
@@ -229,7 +240,7 @@ fn allowed_slice(verdicts: &[Release], from: usize, n: usize) -> Vec<bool> {
         .collect()
 }
 
-fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &str) {
+fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &str, refusal: bool) {
     let (Some(msg), false) = (&ch.message, verdicts.iter().all(|&a| a)) else {
         // Unchanged: as it came (no calls, or all of them allowed).
         write_obj(out, &ch.obj, |_, _| None);
@@ -284,7 +295,8 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
                 field(&mut new_msg, k, &arr);
             }
             "function_call" if !is_null(v) && !legacy_kept => {}
-            "content" if none_left => {
+            "refusal" if none_left && refusal => {}
+            "content" if none_left && !refusal => {
                 let text = match json::string(v) {
                     Some(t) if !t.is_empty() => format!("{t}\n\n{neutral}"),
                     _ => neutral.to_string(),
@@ -297,10 +309,14 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
             _ => field(&mut new_msg, k, v.get()),
         }
     }
-    if none_left && !wrote_content {
+    if none_left && (refusal || !wrote_content) {
         let mut s = String::new();
         write_string(&mut s, neutral);
-        field(&mut new_msg, "content", &s);
+        field(
+            &mut new_msg,
+            if refusal { "refusal" } else { "content" },
+            &s,
+        );
     }
     new_msg.push('}');
     let mut new_msg = Some(new_msg);
@@ -366,131 +382,5 @@ fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{json, Value};
-
-    fn body() -> String {
-        json!({"id":"x","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
-        "tool_calls":[
-            {"id":"a","type":"function","function":{"name":"one","arguments":"{}"}},
-            {"id":"b","type":"function","function":{"name":"two","arguments":"{\"k\":1}"},"extra_content":{"g":1}}
-        ]}}]}).to_string()
-    }
-
-    fn verdicts(allowed: &[bool]) -> Vec<Release> {
-        allowed
-            .iter()
-            .map(|&a| if a { Release::Allow } else { Release::Withhold })
-            .collect()
-    }
-
-    fn rewrite(text: &str, allowed: &[bool]) -> Value {
-        let allowed = &verdicts(allowed)[..];
-        let c = Completion::parse(text, 1024).unwrap();
-        let mut out = String::new();
-        assert!(c.rewrite(allowed, "N", &mut out));
-        // The same through the splicing sink, with every kept value sliced.
-        let body = bytes::Bytes::copy_from_slice(text.as_bytes());
-        let base = std::str::from_utf8(&body).unwrap();
-        let again = Completion::parse(base, 1024).unwrap();
-        let mut spliced = crate::protocol::json::Spliced::new(base, &body).slicing_all();
-        again.rewrite(allowed, "N", &mut spliced);
-        let joined: Vec<u8> = spliced.finish().concat();
-        assert_eq!(joined, out.as_bytes());
-        serde_json::from_str(&out).unwrap()
-    }
-
-    #[test]
-    fn finds_calls_in_order() {
-        let b = body();
-        let c = Completion::parse(&b, 1024).unwrap();
-        let c = c.calls();
-        assert_eq!(c.len(), 2);
-        assert_eq!(
-            (
-                c[1].id.as_str(),
-                c[1].name.as_str(),
-                c[1].arguments.as_str()
-            ),
-            ("b", "two", "{\"k\":1}")
-        );
-    }
-
-    #[test]
-    fn all_allowed_means_unchanged() {
-        let b = body();
-        assert!(!Completion::parse(&b, 1024).unwrap().rewrite(
-            &verdicts(&[true, true]),
-            "N",
-            &mut String::new()
-        ));
-    }
-
-    #[test]
-    fn a_rejected_call_is_removed_and_others_kept_verbatim() {
-        let b = rewrite(&body(), &[false, true]);
-        let tc = b["choices"][0]["message"]["tool_calls"].as_array().unwrap();
-        assert_eq!(tc.len(), 1);
-        assert_eq!(tc[0]["id"], "b");
-        assert_eq!(tc[0]["extra_content"], json!({"g":1}));
-        assert_eq!(b["choices"][0]["finish_reason"], "tool_calls");
-        assert_eq!(b["id"], "x");
-    }
-
-    #[test]
-    fn nothing_left_gives_the_neutral_message() {
-        let b = rewrite(&body(), &[false, false]);
-        let m = &b["choices"][0]["message"];
-        assert!(m.get("tool_calls").is_none());
-        assert_eq!(m["content"], "N");
-        assert_eq!(b["choices"][0]["finish_reason"], "stop");
-    }
-
-    #[test]
-    fn legacy_function_call_is_found_and_removed() {
-        let t = json!({"choices":[{"index":0,"finish_reason":"function_call","message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}}]}).to_string();
-        let c = Completion::parse(&t, 1024).unwrap();
-        assert_eq!(c.calls()[0].name, "f");
-        let b = rewrite(&t, &[false]);
-        assert!(b["choices"][0]["message"].get("function_call").is_none());
-        assert_eq!(b["choices"][0]["finish_reason"], "stop");
-    }
-
-    #[test]
-    fn verdicts_follow_each_choice_in_order() {
-        let t = json!({"choices":[
-            {"index":0,"message":{"tool_calls":[{"id":"a","function":{"name":"ok","arguments":"{}"}}]}},
-            {"index":1,"message":{"tool_calls":[{"id":"b","function":{"name":"bad","arguments":"{}"}}]}}
-        ]})
-        .to_string();
-        let b = rewrite(&t, &[true, false]);
-        assert_eq!(b["choices"][0]["message"]["tool_calls"][0]["id"], "a");
-        assert_eq!(b["choices"][1]["message"]["content"], "N");
-    }
-
-    #[test]
-    fn errors_bad_shapes_and_ambiguity_fail() {
-        let parse = |v: Value| Completion::parse(&v.to_string(), 10).err();
-        assert!(matches!(
-            parse(json!({"error":{"message":"x"}})),
-            Some(Error::UpstreamEvent(_))
-        ));
-        assert!(Completion::parse("[1]", 10).is_err());
-        for bad in [
-            json!({"choices":[{"message":{"tool_calls":{}}}]}),
-            json!({"choices":[{"index":0,"message":{}},{"index":0,"message":{}}]}),
-            json!({"choices":[{"index":3,"message":{}}]}),
-            json!({"choices":[{"message":{"TOOL_CALLS":[]}}]}),
-            json!({"choices":[{"message":{"tool_callſ":[]}}]}),
-            json!({"choices":[{"message":{"tool_calls":[{"function":{"Name":"x"}}]}}]}),
-            json!({"Choices":[]}),
-        ] {
-            assert!(parse(bad.clone()).is_some(), "{bad}");
-        }
-        assert!(
-            Completion::parse(r#"{"choices":[],"choices":[]}"#, 10).is_err(),
-            "a repeated key"
-        );
-    }
-}
+#[path = "complete_tests.rs"]
+mod tests;

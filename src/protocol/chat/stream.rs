@@ -73,6 +73,8 @@ pub struct StreamRewriter {
     ended: bool,
     text_seen: bool,
     neutral: String,
+    /// The neutral text goes in `refusal` (structured output).
+    refusal: bool,
     last_call_delta: Option<Instant>,
     late_deltas: u64,
     /// Reused by the prefilter's case-insensitive search.
@@ -97,11 +99,24 @@ impl StreamRewriter {
             ended: false,
             text_seen: false,
             neutral: o.neutral_message.clone(),
+            refusal: o.refusal,
             last_call_delta: None,
             late_deltas: 0,
             scratch: Vec::new(),
             resume: ResumeState::new(o.resume, &o.neutral_result),
         }
+    }
+
+    /// The chunk that says the neutral text for a choice left without calls:
+    /// as `content` after a paragraph break when text went before, or as
+    /// `refusal` when the request asked for structured output.
+    pub(super) fn neutral_chunk(&self, choice: u32) -> Value {
+        let delta = match (self.refusal, self.text_seen) {
+            (true, _) => json!({ "refusal": self.neutral }),
+            (false, true) => json!({ "content": format!("\n\n{}", self.neutral) }),
+            (false, false) => json!({ "content": self.neutral }),
+        };
+        self.template.chunk(choice, delta, Value::Null)
     }
 
     fn mark_final(&mut self, choice: u32, sent: &str) {
@@ -386,17 +401,7 @@ impl Rewriter for StreamRewriter {
                 write_event(out, &self.template.call(pc.choice, j, call, site));
             }
             let sent = if kept.is_empty() {
-                let text = if self.text_seen {
-                    format!("\n\n{}", self.neutral)
-                } else {
-                    self.neutral.clone()
-                };
-                write_event(
-                    out,
-                    &self
-                        .template
-                        .chunk(pc.choice, json!({ "content": text }), Value::Null),
-                );
+                write_event(out, &self.neutral_chunk(pc.choice));
                 "stop".to_string()
             } else {
                 pc.finish.clone().unwrap_or_else(|| {

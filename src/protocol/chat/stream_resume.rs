@@ -206,17 +206,7 @@ impl StreamRewriter {
     /// `drop` ends it.
     pub(super) fn end_without_follow_up(&mut self, out: &mut BytesMut) {
         let choice = self.resume.choice;
-        let text = if self.text_seen {
-            format!("\n\n{}", self.neutral)
-        } else {
-            self.neutral.clone()
-        };
-        write_event(
-            out,
-            &self
-                .template
-                .chunk(choice, json!({ "content": text }), Value::Null),
-        );
+        write_event(out, &self.neutral_chunk(choice));
         write_event(out, &self.template.chunk(choice, json!({}), json!("stop")));
         if let Some(u) = self.resume.carried.take() {
             let mut usage = self.template.chunk(choice, json!({}), Value::Null);

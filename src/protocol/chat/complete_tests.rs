@@ -1,0 +1,149 @@
+//! Unit tests of the whole-body chat rewriter.
+use super::*;
+use serde_json::{json, Value};
+
+fn body() -> String {
+    json!({"id":"x","choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+    "tool_calls":[
+        {"id":"a","type":"function","function":{"name":"one","arguments":"{}"}},
+        {"id":"b","type":"function","function":{"name":"two","arguments":"{\"k\":1}"},"extra_content":{"g":1}}
+    ]}}]}).to_string()
+}
+
+fn verdicts(allowed: &[bool]) -> Vec<Release> {
+    allowed
+        .iter()
+        .map(|&a| if a { Release::Allow } else { Release::Withhold })
+        .collect()
+}
+
+fn rewrite(text: &str, allowed: &[bool]) -> Value {
+    let allowed = &verdicts(allowed)[..];
+    let c = Completion::parse(text, 1024).unwrap();
+    let mut out = String::new();
+    assert!(c.rewrite(allowed, "N", &mut out));
+    // The same through the splicing sink, with every kept value sliced.
+    let body = bytes::Bytes::copy_from_slice(text.as_bytes());
+    let base = std::str::from_utf8(&body).unwrap();
+    let again = Completion::parse(base, 1024).unwrap();
+    let mut spliced = crate::protocol::json::Spliced::new(base, &body).slicing_all();
+    again.rewrite(allowed, "N", &mut spliced);
+    let joined: Vec<u8> = spliced.finish().concat();
+    assert_eq!(joined, out.as_bytes());
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn finds_calls_in_order() {
+    let b = body();
+    let c = Completion::parse(&b, 1024).unwrap();
+    let c = c.calls();
+    assert_eq!(c.len(), 2);
+    assert_eq!(
+        (
+            c[1].id.as_str(),
+            c[1].name.as_str(),
+            c[1].arguments.as_str()
+        ),
+        ("b", "two", "{\"k\":1}")
+    );
+}
+
+#[test]
+fn all_allowed_means_unchanged() {
+    let b = body();
+    assert!(!Completion::parse(&b, 1024).unwrap().rewrite(
+        &verdicts(&[true, true]),
+        "N",
+        &mut String::new()
+    ));
+}
+
+#[test]
+fn a_rejected_call_is_removed_and_others_kept_verbatim() {
+    let b = rewrite(&body(), &[false, true]);
+    let tc = b["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(tc.len(), 1);
+    assert_eq!(tc[0]["id"], "b");
+    assert_eq!(tc[0]["extra_content"], json!({"g":1}));
+    assert_eq!(b["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(b["id"], "x");
+}
+
+#[test]
+fn nothing_left_gives_the_neutral_message() {
+    let b = rewrite(&body(), &[false, false]);
+    let m = &b["choices"][0]["message"];
+    assert!(m.get("tool_calls").is_none());
+    assert_eq!(m["content"], "N");
+    assert_eq!(b["choices"][0]["finish_reason"], "stop");
+}
+
+#[test]
+fn structured_output_gets_the_neutral_text_as_a_refusal() {
+    let t = json!({"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}).to_string();
+    let mut c = Completion::parse(&t, 1024).unwrap();
+    c.refuse(true);
+    let mut out = String::new();
+    assert!(c.rewrite(&[Release::Withhold], "N", &mut out));
+    let b: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let m = &b["choices"][0]["message"];
+    assert_eq!(
+        (m["refusal"].as_str(), &m["content"]),
+        (Some("N"), &json!(null)),
+        "{b}"
+    );
+    assert_eq!(
+        out.matches("\"refusal\"").count(),
+        1,
+        "one refusal key: {out}"
+    );
+    assert!(m.get("tool_calls").is_none());
+}
+
+#[test]
+fn legacy_function_call_is_found_and_removed() {
+    let t = json!({"choices":[{"index":0,"finish_reason":"function_call","message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}}]}).to_string();
+    let c = Completion::parse(&t, 1024).unwrap();
+    assert_eq!(c.calls()[0].name, "f");
+    let b = rewrite(&t, &[false]);
+    assert!(b["choices"][0]["message"].get("function_call").is_none());
+    assert_eq!(b["choices"][0]["finish_reason"], "stop");
+}
+
+#[test]
+fn verdicts_follow_each_choice_in_order() {
+    let t = json!({"choices":[
+        {"index":0,"message":{"tool_calls":[{"id":"a","function":{"name":"ok","arguments":"{}"}}]}},
+        {"index":1,"message":{"tool_calls":[{"id":"b","function":{"name":"bad","arguments":"{}"}}]}}
+    ]})
+    .to_string();
+    let b = rewrite(&t, &[true, false]);
+    assert_eq!(b["choices"][0]["message"]["tool_calls"][0]["id"], "a");
+    assert_eq!(b["choices"][1]["message"]["content"], "N");
+}
+
+#[test]
+fn errors_bad_shapes_and_ambiguity_fail() {
+    let parse = |v: Value| Completion::parse(&v.to_string(), 10).err();
+    assert!(matches!(
+        parse(json!({"error":{"message":"x"}})),
+        Some(Error::UpstreamEvent(_))
+    ));
+    assert!(Completion::parse("[1]", 10).is_err());
+    for bad in [
+        json!({"choices":[{"message":{"tool_calls":{}}}]}),
+        json!({"choices":[{"index":0,"message":{}},{"index":0,"message":{}}]}),
+        json!({"choices":[{"index":3,"message":{}}]}),
+        json!({"choices":[{"message":{"TOOL_CALLS":[]}}]}),
+        json!({"choices":[{"message":{"tool_callſ":[]}}]}),
+        json!({"choices":[{"message":{"tool_calls":[{"function":{"Name":"x"}}]}}]}),
+        json!({"Choices":[]}),
+    ] {
+        assert!(parse(bad.clone()).is_some(), "{bad}");
+    }
+    assert!(
+        Completion::parse(r#"{"choices":[],"choices":[]}"#, 10).is_err(),
+        "a repeated key"
+    );
+}
