@@ -68,6 +68,7 @@ pub async fn round(
         }
         Protocol::Responses => {
             let mut parsed = responses::complete::Answer::parse(text, max_args)?;
+            parsed.refuse(ctx.structured_output);
             id = Some(parsed.id().to_string()).filter(|i| !i.is_empty());
             if parsed.calls().is_empty() {
                 return Ok(Round {

@@ -61,3 +61,5 @@ pub mod responses;
 mod resume;
 mod resume_messages;
 mod resume_responses;
+// Structured output: a withheld call's neutral text as a refusal.
+mod structured;

@@ -1,6 +1,6 @@
 """Structured output through a gate that withholds the model's only call.
 
-Usage: python structured_check.py BASE_URL
+Usage: python structured_check.py BASE_URL [chat|responses]
 
 Asks for a pydantic `response_format` with the openai SDK's helpers
 (`chat.completions.parse` and the `chat.completions.stream` helper) while
@@ -35,8 +35,40 @@ def describe(completion) -> dict:
             "finish": c.finish_reason, "calls": len(c.message.tool_calls or [])}
 
 
+RESPONSES_TOOLS = [{"type": "function", "name": n, "strict": True,
+                    "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}
+                   for n in ("get_weather", "shell")]
+
+
+def describe_response(r) -> dict:
+    parts = [p for i in r.output if i.type == "message" for p in i.content]
+    return {"parsed": r.output_parsed.model_dump() if r.output_parsed else None,
+            "refusal": " ".join(p.refusal for p in parts if p.type == "refusal") or None,
+            "content": "".join(p.text for p in parts if p.type == "output_text") or None,
+            "calls": len([i for i in r.output if i.type == "function_call"])}
+
+
+def responses(client: OpenAI) -> dict:
+    out = {}
+    try:
+        out["parse"] = describe_response(client.responses.parse(
+            model="m", input="weather in Paris, as JSON", tools=RESPONSES_TOOLS, text_format=Weather))
+    except Exception as e:  # noqa: BLE001
+        out["parse"] = {"raised": f"{type(e).__name__}: {e}"}
+    try:
+        with client.responses.stream(model="m", input="weather in Paris, as JSON",
+                                     tools=RESPONSES_TOOLS, text_format=Weather) as s:
+            out["stream"] = describe_response(s.get_final_response())
+    except Exception as e:  # noqa: BLE001
+        out["stream"] = {"raised": f"{type(e).__name__}: {e}"}
+    return out
+
+
 def main() -> int:
     client = OpenAI(base_url=sys.argv[1], api_key="agent-side-placeholder", max_retries=0, timeout=30)
+    if sys.argv[2:] == ["responses"]:
+        print(json.dumps(responses(client)))
+        return 0
     out = {}
     try:
         out["parse"] = describe(client.chat.completions.parse(

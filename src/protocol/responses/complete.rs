@@ -35,6 +35,8 @@ pub struct Answer<'a> {
     id: String,
     items: Vec<Item<'a>>,
     calls: Vec<Call>,
+    /// Neutral messages say their text as a `refusal` part (structured output).
+    refusal: bool,
 }
 
 impl<'a> Answer<'a> {
@@ -96,7 +98,13 @@ impl<'a> Answer<'a> {
             id,
             items,
             calls,
+            refusal: false,
         })
+    }
+
+    /// Neutral messages say their text as a `refusal` part.
+    pub fn refuse(&mut self, yes: bool) {
+        self.refusal = yes;
     }
 
     /// The response's id.
@@ -164,9 +172,9 @@ impl<'a> Answer<'a> {
                 }
                 first = false;
                 match (&it.call, withheld) {
-                    (Some((item_id, _, _)), true) => {
-                        out.text(&neutral_item(&ids.message_id(item_id), neutral).to_string())
-                    }
+                    (Some((item_id, _, _)), true) => out.text(
+                        &neutral_item(&ids.message_id(item_id), neutral, self.refusal).to_string(),
+                    ),
                     _ => out.raw(it.raw),
                 }
             }

@@ -163,19 +163,23 @@ impl Ids {
     }
 }
 
-/// The assistant message that stands in for a withheld call.
-pub fn neutral_item(id: &str, text: &str) -> Value {
+/// The assistant message that stands in for a withheld call; its text a
+/// `refusal` part when the request asked for structured output.
+pub fn neutral_item(id: &str, text: &str, refusal: bool) -> Value {
     json!({
         "id": id,
         "type": "message",
         "status": "completed",
-        "content": [neutral_part(text)],
+        "content": [neutral_part(text, refusal)],
         "role": "assistant",
     })
 }
 
-fn neutral_part(text: &str) -> Value {
-    json!({ "type": "output_text", "annotations": [], "logprobs": [], "text": text })
+fn neutral_part(text: &str, refusal: bool) -> Value {
+    match refusal {
+        true => json!({ "type": "refusal", "refusal": text }),
+        false => json!({ "type": "output_text", "annotations": [], "logprobs": [], "text": text }),
+    }
 }
 
 /// The item that answers a withheld call of item type `item_type` in a

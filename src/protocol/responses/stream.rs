@@ -100,6 +100,8 @@ enum Decided {
 pub struct StreamRewriter {
     decoder: SseDecoder,
     neutral: String,
+    /// Neutral messages say their text as a `refusal` part (structured output).
+    refusal: bool,
     ids: Ids,
     max_call: usize,
     max_held: usize,
@@ -128,6 +130,7 @@ impl StreamRewriter {
         StreamRewriter {
             decoder: SseDecoder::new(o.max_event_bytes),
             neutral: o.neutral_message.clone(),
+            refusal: o.refusal,
             ids: Ids::new(&o.id_key),
             max_call: o.max_call_bytes,
             max_held: o.max_held_bytes,
@@ -357,7 +360,7 @@ impl Rewriter for StreamRewriter {
                 message_ids.push(String::new());
             } else {
                 let id = self.ids.message_id(&slot.item_id);
-                let message = neutral_item(&id, &self.neutral);
+                let message = neutral_item(&id, &self.neutral, self.refusal);
                 self.decided.insert(key, Decided::Withheld { message });
                 self.withheld
                     .push((call.id.clone(), slot.item_type.clone()));

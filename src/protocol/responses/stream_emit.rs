@@ -107,10 +107,16 @@ impl StreamRewriter {
                 Some(Decided::Released { arguments }) => {
                     let same =
                         call_of(item, self.max_call).is_ok_and(|c| &c.arguments == arguments);
-                    (!same).then(|| neutral_item(&self.ids.message_id(id), &self.neutral))
+                    (!same).then(|| {
+                        neutral_item(&self.ids.message_id(id), &self.neutral, self.refusal)
+                    })
                 }
                 Some(Decided::Withheld { message }) => Some(message.clone()),
-                None => Some(neutral_item(&self.ids.message_id(id), &self.neutral)),
+                None => Some(neutral_item(
+                    &self.ids.message_id(id),
+                    &self.neutral,
+                    self.refusal,
+                )),
             };
             if replaced.is_some() && !matches!(self.decided.get(id), Some(Decided::Withheld { .. }))
             {
@@ -120,7 +126,11 @@ impl StreamRewriter {
                 self.decided.insert(
                     id.to_string(),
                     Decided::Withheld {
-                        message: neutral_item(&self.ids.message_id(id), &self.neutral),
+                        message: neutral_item(
+                            &self.ids.message_id(id),
+                            &self.neutral,
+                            self.refusal,
+                        ),
                     },
                 );
             }
@@ -169,9 +179,31 @@ impl StreamRewriter {
 
     /// The six events of a complete assistant message at `oi`.
     pub(super) fn replacement(&mut self, oi: u64, id: &str, out: &mut BytesMut) {
-        let text = self.neutral.clone();
+        let (text, r) = (self.neutral.clone(), self.refusal);
         let added = json!({"id": id, "type": "message", "status": "in_progress", "content": [], "role": "assistant"});
-        let part = neutral_part("");
+        let at = |mut v: Value| {
+            v["item_id"] = json!(id);
+            v["output_index"] = json!(oi);
+            v["content_index"] = json!(0);
+            v
+        };
+        // A refusal part has its own delta and done events.
+        let (delta, done) = match r {
+            true => (
+                ("response.refusal.delta", at(json!({"delta": text}))),
+                ("response.refusal.done", at(json!({"refusal": text}))),
+            ),
+            false => (
+                (
+                    "response.output_text.delta",
+                    at(json!({"delta": text, "logprobs": []})),
+                ),
+                (
+                    "response.output_text.done",
+                    at(json!({"text": text, "logprobs": []})),
+                ),
+            ),
+        };
         let events = [
             (
                 "response.output_item.added",
@@ -179,23 +211,17 @@ impl StreamRewriter {
             ),
             (
                 "response.content_part.added",
-                json!({"item_id": id, "output_index": oi, "content_index": 0, "part": part}),
+                at(json!({"part": neutral_part("", r)})),
             ),
-            (
-                "response.output_text.delta",
-                json!({"item_id": id, "output_index": oi, "content_index": 0, "delta": text, "logprobs": []}),
-            ),
-            (
-                "response.output_text.done",
-                json!({"item_id": id, "output_index": oi, "content_index": 0, "text": text, "logprobs": []}),
-            ),
+            delta,
+            done,
             (
                 "response.content_part.done",
-                json!({"item_id": id, "output_index": oi, "content_index": 0, "part": neutral_part(&text)}),
+                at(json!({"part": neutral_part(&text, r)})),
             ),
             (
                 "response.output_item.done",
-                json!({"output_index": oi, "item": neutral_item(id, &text)}),
+                json!({"output_index": oi, "item": neutral_item(id, &text, r)}),
             ),
         ];
         for (ty, mut v) in events {

@@ -94,7 +94,7 @@ impl StreamRewriter {
         let mut denied = Vec::new();
         for (i, (slot, call)) in batch.iter().zip(calls).enumerate() {
             let id = self.ids.message_id(&slot.item_id);
-            let message = neutral_item(&id, &self.neutral);
+            let message = neutral_item(&id, &self.neutral, self.refusal);
             self.decided
                 .insert(slot.item_id.clone(), Decided::Withheld { message });
             self.resume
