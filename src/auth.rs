@@ -4,10 +4,42 @@
 //! clients configured every caller is `anonymous`. A missing or wrong token is
 //! a generic 401 that says nothing about which clients exist.
 
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use http::{header, HeaderMap};
 
 use crate::config::Client;
 use crate::error::Error;
+
+/// How often a failed client authentication is logged at most.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Failed client authentications: each is counted; a line at `warn` says
+/// how many failed since the last one, at most every [`WARN_EVERY`], so
+/// a flood of bad tokens cannot flood the log.
+#[derive(Debug, Default)]
+pub struct Failures {
+    /// When the last line was written, and the count it reported up to.
+    last: Mutex<Option<(Instant, u64)>>,
+}
+
+impl Failures {
+    /// Records that authentication failed; `total` counts every failure so far.
+    pub fn record(&self, total: u64) {
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        let since = match *last {
+            Some((at, _)) if at.elapsed() < WARN_EVERY => return,
+            Some((_, reported)) => total.saturating_sub(reported),
+            None => total,
+        };
+        *last = Some((Instant::now(), total));
+        drop(last);
+        tracing::warn!(failures = since, "client authentication failed");
+    }
+}
 
 /// The principal name for this request's headers.
 pub fn principal(clients: &[Client], headers: &HeaderMap) -> Result<String, Error> {

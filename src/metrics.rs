@@ -65,6 +65,7 @@ pub struct Metrics {
     pub stream_faults: AtomicU64,
     pub late_tool_deltas: AtomicU64,
     pub resumes: AtomicU64,
+    pub auth_failures: AtomicU64,
     pub resume_failures: AtomicU64,
     pub policy_reload_failures: AtomicU64,
     pub fenced_tool_results: AtomicU64,
@@ -83,6 +84,7 @@ impl Default for Metrics {
             stream_faults: AtomicU64::new(0),
             late_tool_deltas: AtomicU64::new(0),
             resumes: AtomicU64::new(0),
+            auth_failures: AtomicU64::new(0),
             resume_failures: AtomicU64::new(0),
             policy_reload_failures: AtomicU64::new(0),
             fenced_tool_results: AtomicU64::new(0),
@@ -174,6 +176,11 @@ impl Metrics {
                 "toolgate_late_tool_deltas_total",
                 "Tool-call deltas stripped because their choice had already finished.",
                 &self.late_tool_deltas,
+            ),
+            (
+                "toolgate_auth_failures_total",
+                "Requests refused because client authentication failed.",
+                &self.auth_failures,
             ),
             (
                 "toolgate_resumes_total",

@@ -36,6 +36,8 @@ pub struct State {
     pub reload_requested: tokio::sync::Notify,
     /// Body bytes in flight (request bodies, whole response bodies).
     pub budget: crate::budget::Budget,
+    /// Failed client authentications, for their rate-limited warning.
+    pub auth_failures: crate::auth::Failures,
     /// The key of the ids given to messages that replace withheld calls.
     pub id_key: [u8; 32],
     /// Calls withheld from stored responses, by response id (`[responses]`).
@@ -126,6 +128,7 @@ impl State {
             next_id: AtomicU64::new(1),
             reload_requested: tokio::sync::Notify::new(),
             budget,
+            auth_failures: crate::auth::Failures::default(),
             withheld,
             renamed,
         })

@@ -13,6 +13,7 @@
 mod gated;
 pub mod route;
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -99,6 +100,10 @@ async fn respond(state: Arc<State>, req: Request<Incoming>, id: String) -> Respo
         Err(e) => Err(e),
     };
     let resp = result.unwrap_or_else(|e| {
+        if matches!(e, Error::Unauthorized) {
+            let total = state.metrics.auth_failures.fetch_add(1, Relaxed) + 1;
+            state.auth_failures.record(total);
+        }
         match e.side() {
             crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
             _ => tracing::warn!(error = %e, "request failed"),

@@ -90,3 +90,40 @@ fn listening_beyond_loopback_needs_clients_or_an_explicit_anonymous() {
         .to_string();
     assert!(err.contains("64 hex digits"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentication_is_warned_once_per_while_and_counted() {
+    let hash = toolgate::digest::sha256_hex(TOKEN.as_bytes());
+    let extra = format!("[[client]]\nname = \"alpha\"\ntoken_sha256 = \"{hash}\"\n");
+    let bin =
+        crate::bin::Bin::start("http://127.0.0.1:9/v1", &[("p.toml", ALLOW_ALL)], &extra).await;
+    for _ in 0..5 {
+        let a = send(
+            "POST",
+            &format!("{}/v1/chat/completions", bin.url),
+            &[("authorization", "Bearer not-the-token")],
+            "{}",
+        )
+        .await;
+        assert_eq!(a.status, 401);
+    }
+    let metrics = send("GET", &format!("{}/metrics", bin.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        metrics.contains("toolgate_auth_failures_total 5"),
+        "{metrics}"
+    );
+    let log = bin.stderr();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("client authentication failed"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one warning for a burst: {log}");
+    assert!(
+        lines[0].contains("WARN") && lines[0].contains("failures=1"),
+        "{}",
+        lines[0]
+    );
+    assert!(!log.contains("not-the-token"), "the token is never logged");
+}
