@@ -149,11 +149,13 @@ impl GatedBody {
         self.audit_hosted();
         // A format that decides to continue at its message's end (not in
         // `resolve`) has the follow-up ready now.
+        // Only a response that may be continued has either (`follow` is
+        // back while the follow-up's stream is read).
         if self.follow.is_some() {
             self.start_follow_up();
-        }
-        if let Some((first, then)) = self.rw.take_renamed() {
-            self.state.remember_renamed(first, then);
+            if let Some((first, then)) = self.rw.take_renamed() {
+                self.state.remember_renamed(first, then);
+            }
         }
         match step {
             Ok(Step::NeedMore) => match ending {

@@ -214,6 +214,47 @@ pub struct Resumption {
     pub previous: Option<String>,
 }
 
+/// Appends a resumption's turn to the request's `list` (`messages`).
+pub fn append_turn(body: &mut Value, list: &str, r: &Resumption) -> Result<(), Error> {
+    body.get_mut(list)
+        .and_then(Value::as_array_mut)
+        .ok_or(Error::UpstreamUnreadable(
+            "the request has no messages to continue",
+        ))?
+        .extend(r.turn.iter().cloned());
+    Ok(())
+}
+
+/// A whole continuation `last` as the agent receives it: under the first
+/// response's `keys` (its id, …), the `blocks` of the responses continued
+/// (`before`) put before its own in `list` when given, usage summed.
+pub fn join_whole(
+    first: &Value,
+    before: &[Resumption],
+    last: &mut Value,
+    keys: &[&str],
+    list: Option<&str>,
+) {
+    let Value::Object(obj) = last else {
+        return;
+    };
+    for key in keys {
+        if let Some(v) = first.get(*key) {
+            obj.insert(key.to_string(), v.clone());
+        }
+    }
+    if let Some(list) = list {
+        let mut items: Vec<Value> = before.iter().flat_map(|r| r.blocks.clone()).collect();
+        if let Some(Value::Array(own)) = obj.get(list) {
+            items.extend(own.iter().cloned());
+        }
+        obj.insert(list.to_string(), Value::Array(items));
+    }
+    for u in before.iter().filter_map(|r| r.usage.as_ref()) {
+        add_usage(obj.entry("usage").or_insert(Value::Null), u);
+    }
+}
+
 /// Adds the numbers of `extra` into `into`, key by key (token usage).
 pub fn add_usage(into: &mut Value, extra: &Value) {
     match (into, extra) {

@@ -3,7 +3,6 @@
 //! spliced into the response the agent receives (streamed and whole), and
 //! the official `openai` SDK reads each as one ordinary turn.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -433,14 +432,6 @@ fn scripted(then: Then) -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_reads_a_continued_turn() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide the openai SDK"
-        );
-        eprintln!("SKIPPED: no Python with the openai SDK");
-        return;
-    };
     let bounded = "Checking.\n\nChecking.\n\nChecking.\n\nI wasn't able to complete that action.";
     for (then, content, calls, finish, requests) in [
         (Then::Text, "Checking.\n\nAll done.", json!([]), "stop", 6),
@@ -449,23 +440,9 @@ async fn the_openai_sdk_reads_a_continued_turn() {
     ] {
         let mock = Mock::start(vec![scripted(then)]).await;
         let gate = start_gate(&mock.base_url(), POLICY, "").await;
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/resume_check.py");
-        let (py, base) = (py.clone(), format!("{}/v1", gate.url));
-        let out = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(py)
-                .arg(script)
-                .arg(base)
-                .output()
-        })
-        .await
-        .unwrap()
-        .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "{then:?}: SDK script failed:\n{stderr}"
-        );
-        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let Some(r) = run_sdk("resume_check.py", vec![format!("{}/v1", gate.url)]).await else {
+            return;
+        };
         for mode in ["stream", "helper", "whole"] {
             let t = &r[mode];
             assert_eq!(t["content"], content, "{then:?} {mode}: {t}");

@@ -211,14 +211,6 @@ async fn a_whole_response_is_continued_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_reads_a_continued_response() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide the openai SDK"
-        );
-        eprintln!("SKIPPED: no Python with the openai SDK");
-        return;
-    };
     let f: Responder = std::sync::Arc::new(|req: &Value| {
         let stream = req["stream"] == true;
         let body = match (req.get("previous_response_id").is_some(), stream) {
@@ -231,25 +223,10 @@ async fn the_openai_sdk_reads_a_continued_response() {
     });
     let mock = Mock::start(vec![Reply::Func(f, std::time::Duration::ZERO)]).await;
     let gate = start_gate(&mock.base_url(), POLICY, "").await;
-    let script =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/resume_check.py");
     let base = format!("{}/v1", gate.url);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(py)
-            .arg(script)
-            .arg(base)
-            .arg("responses")
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(r) = run_sdk("resume_check.py", vec![base, "responses".into()]).await else {
+        return;
+    };
     for mode in ["stream", "helper", "whole"] {
         let t = &r[mode];
         assert_eq!(t["id"], "resp_S", "{mode}: {t}");

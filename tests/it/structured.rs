@@ -2,8 +2,6 @@
 //! through a gate that withholds the model's calls: the openai SDK's parse
 //! and stream helpers see a refusal, not text that fails to parse.
 
-use std::path::PathBuf;
-
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -35,37 +33,16 @@ fn calls_shell(req: &Value) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn structured_output_helpers_see_a_refusal_not_invalid_json() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide the openai SDK"
-        );
-        eprintln!("SKIPPED: no Python with the openai SDK");
-        return;
-    };
     let mock = Mock::start(vec![Reply::Func(
         std::sync::Arc::new(calls_shell),
         std::time::Duration::ZERO,
     )])
     .await;
     let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/structured_check.py");
     let base = format!("{}/v1", gate.url);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(py)
-            .arg(script)
-            .arg(base)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(r) = run_sdk("structured_check.py", vec![base]).await else {
+        return;
+    };
     for mode in ["parse", "stream"] {
         let t = &r[mode];
         assert!(t.get("raised").is_none(), "{mode}: {t}");
@@ -113,14 +90,6 @@ fn calls_only() -> (String, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn structured_output_helpers_see_a_refusal_part() {
-    let Some(py) = python() else {
-        assert!(
-            std::env::var("CI").is_err(),
-            "CI must provide the openai SDK"
-        );
-        eprintln!("SKIPPED: no Python with the openai SDK");
-        return;
-    };
     let f: Responder = std::sync::Arc::new(|req: &Value| match req["stream"] == true {
         true => (200, calls_only().0),
         false => (200, calls_only().1.to_string()),
@@ -128,24 +97,10 @@ async fn structured_output_helpers_see_a_refusal_part() {
     let mock = Mock::start(vec![Reply::Func(f, std::time::Duration::ZERO)]).await;
     // Plain `drop`: the structured-output request gets refusal parts.
     let gate = start_gate(&mock.base_url(), &deny(&["shell", "get_weather"]), "").await;
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/structured_check.py");
     let base = format!("{}/v1", gate.url);
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(py)
-            .arg(script)
-            .arg(base)
-            .arg("responses")
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let Some(r) = run_sdk("structured_check.py", vec![base, "responses".into()]).await else {
+        return;
+    };
     let neutral = "I wasn't able to complete that action.";
     for mode in ["parse", "stream"] {
         let t = &r[mode];

@@ -797,6 +797,13 @@ pub async fn try_get(url: &str) -> Option<u16> {
     }
 }
 
+/// [`run_python`] from async code (off the runtime's threads).
+pub async fn run_sdk(script: &'static str, args: Vec<String>) -> Option<Value> {
+    tokio::task::spawn_blocking(move || run_python(script, args))
+        .await
+        .unwrap()
+}
+
 /// Runs `tests/sdk/<script>` with `args` under [`python`] and reads its JSON
 /// answer; `None` (a skip, never in CI) when no Python with the SDKs is set up.
 pub fn run_python(script: &str, args: Vec<String>) -> Option<Value> {

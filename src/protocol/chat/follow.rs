@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::Site;
 use crate::call::Call;
 use crate::error::Error;
-use crate::protocol::{add_usage, Resumption};
+use crate::protocol::{append_turn, join_whole, Resumption};
 
 /// The messages that answer `calls` (one choice's, all withheld): the
 /// assistant turn that made them, then a neutral result for each.
@@ -48,13 +48,7 @@ pub fn turn(calls: &[(&Call, &Site)], text: Option<&str>, result: &str) -> Vec<V
 /// The follow-up request: `body` (what went upstream last) with the turn
 /// appended to `messages` and the denied tools hidden.
 pub fn follow_up(body: &mut Value, r: &Resumption) -> Result<(), Error> {
-    let messages = body
-        .get_mut("messages")
-        .and_then(Value::as_array_mut)
-        .ok_or(Error::UpstreamUnreadable(
-            "the request has no messages to continue",
-        ))?;
-    messages.extend(r.turn.iter().cloned());
+    append_turn(body, "messages", r)?;
     super::hide::remove_tools(body, &r.denied);
     Ok(())
 }
@@ -63,14 +57,10 @@ pub fn follow_up(body: &mut Value, r: &Resumption) -> Result<(), Error> {
 /// response's `id` and `created`, its message text after the texts of the
 /// responses that were continued (`before`), usage summed.
 pub fn join(first: &Value, before: &[Resumption], last: &mut Value) {
+    join_whole(first, before, last, &["id", "created"], None);
     let Value::Object(obj) = last else {
         return;
     };
-    for key in ["id", "created"] {
-        if let Some(v) = first.get(key) {
-            obj.insert(key.into(), v.clone());
-        }
-    }
     let texts: Vec<&str> = before
         .iter()
         .filter_map(|r| r.text.as_deref())
@@ -90,12 +80,6 @@ pub fn join(first: &Value, before: &[Resumption], last: &mut Value) {
                 }
             }
             msg.insert("content".into(), json!(text));
-        }
-    }
-    for r in before {
-        if let Some(u) = &r.usage {
-            let slot = obj.entry("usage").or_insert(Value::Null);
-            add_usage(slot, u);
         }
     }
 }

@@ -55,7 +55,7 @@ impl ResumeState {
     }
 }
 
-fn string_of(data: &[u8]) -> Option<Map<String, Value>> {
+fn object_of(data: &[u8]) -> Option<Map<String, Value>> {
     match crate::protocol::json::strict_value(data) {
         Ok(Value::Object(o)) => Some(o),
         _ => None,
@@ -132,7 +132,7 @@ impl StreamRewriter {
             Some(Phase::Waiting) => {
                 if done {
                     self.ended = true;
-                } else if let Some(mut obj) = string_of(data) {
+                } else if let Some(mut obj) = object_of(data) {
                     self.resume.carry(obj.remove("usage"));
                 }
                 return Ok(());
@@ -140,7 +140,7 @@ impl StreamRewriter {
             Some(Phase::Continuing { join }) => join,
             None => return self.data(raw, data, out),
         };
-        let obj = match string_of(data) {
+        let obj = match object_of(data) {
             Some(obj) if !done => obj,
             _ => return self.data(raw, data, out),
         };

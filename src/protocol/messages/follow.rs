@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use crate::call::Release;
 use crate::error::Error;
-use crate::protocol::{add_usage, Resumption};
+use crate::protocol::{append_turn, join_whole, Resumption};
 
 /// Blocks that may go back to the API in an assistant turn as the model
 /// wrote them. A response with any other block (a provider-run tool and its
@@ -34,13 +34,7 @@ pub fn turn(blocks: Vec<Value>, calls: Vec<Value>, result: &str) -> Vec<Value> {
 /// The follow-up request: `body` with the turns appended to `messages` and
 /// the denied tools hidden.
 pub fn follow_up(body: &mut Value, r: &Resumption) -> Result<(), Error> {
-    let messages = body
-        .get_mut("messages")
-        .and_then(Value::as_array_mut)
-        .ok_or(Error::UpstreamUnreadable(
-            "the request has no messages to continue",
-        ))?;
-    messages.extend(r.turn.iter().cloned());
+    append_turn(body, "messages", r)?;
     super::hide::remove_tools(body, &r.denied);
     Ok(())
 }
@@ -48,6 +42,10 @@ pub fn follow_up(body: &mut Value, r: &Resumption) -> Result<(), Error> {
 /// The resumption of a whole body whose calls (`verdicts` in content order)
 /// are all withheld for resume; `None` when it is not to be continued.
 pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumption> {
+    // Most bodies are not continued: known before the body is read again.
+    if verdicts.is_empty() || !verdicts.iter().all(|v| v.resumable()) {
+        return None;
+    }
     let body: Value = serde_json::from_str(text).ok()?;
     let content = body.get("content")?.as_array()?;
     let (mut blocks, mut calls, mut denied) = (Vec::new(), Vec::new(), Vec::new());
@@ -86,22 +84,7 @@ pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumptio
 /// message's `id`, after the blocks of the messages that were continued,
 /// usage summed.
 pub fn join(first: &Value, before: &[Resumption], last: &mut Value) {
-    let Value::Object(obj) = last else {
-        return;
-    };
-    if let Some(id) = first.get("id") {
-        obj.insert("id".into(), id.clone());
-    }
-    let mut content: Vec<Value> = before.iter().flat_map(|r| r.blocks.clone()).collect();
-    if let Some(Value::Array(own)) = obj.get("content") {
-        content.extend(own.iter().cloned());
-    }
-    obj.insert("content".into(), Value::Array(content));
-    for r in before {
-        if let Some(u) = &r.usage {
-            add_usage(obj.entry("usage").or_insert(Value::Null), u);
-        }
-    }
+    join_whole(first, before, last, &["id"], Some("content"));
 }
 
 #[cfg(test)]

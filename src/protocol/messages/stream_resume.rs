@@ -215,11 +215,11 @@ impl StreamRewriter {
     pub(super) fn end_without_follow_up(&mut self, out: &mut BytesMut) {
         self.resume.phase = None;
         self.close_turn(out);
-        let mut delta = self.resume.held_delta.take().unwrap_or_else(|| {
-            let mut m = Map::new();
-            m.insert("type".into(), json!("message_delta"));
-            m
-        });
+        let mut delta = self
+            .resume
+            .held_delta
+            .take()
+            .unwrap_or_else(|| Map::from_iter([("type".to_string(), json!("message_delta"))]));
         delta.insert(
             "delta".into(),
             json!({"stop_reason": "end_turn", "stop_sequence": null}),
@@ -228,14 +228,8 @@ impl StreamRewriter {
             delta.insert("usage".into(), c);
         }
         let _ = self.emit_delta(&event_of("message_delta".into(), delta), false, out);
-        let stop = event_of(
-            "message_stop".into(),
-            json!({"type": "message_stop"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        );
-        self.emit(&stop, None, out);
+        let stop = Map::from_iter([("type".to_string(), json!("message_stop"))]);
+        self.emit(&event_of("message_stop".into(), stop), None, out);
         self.stopped = true;
         self.ended = true;
     }

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::{classify, ItemClass};
 use crate::call::Release;
 use crate::error::Error;
-use crate::protocol::{add_usage, Resumption};
+use crate::protocol::{join_whole, Resumption};
 
 /// The items that answer `calls` (`function_call` items, all withheld):
 /// the reasoning that led to them, the calls, then a neutral output for each.
@@ -67,6 +67,10 @@ pub fn follow_up(body: &mut Value, r: &Resumption) -> Result<(), Error> {
 /// The resumption of a whole response whose calls (`verdicts` in `output`
 /// order) are all withheld for resume; `None` when it is not continued.
 pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumption> {
+    // Most bodies are not continued: known before the body is read again.
+    if verdicts.is_empty() || !verdicts.iter().all(|v| v.resumable()) {
+        return None;
+    }
     let body: Value = serde_json::from_str(text).ok()?;
     let (mut blocks, mut calls, mut denied) = (Vec::new(), Vec::new(), Vec::new());
     let mut reasoning = Vec::new();
@@ -107,22 +111,7 @@ pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumptio
 /// response's `id`, after the items of the responses that were continued,
 /// usage summed.
 pub fn join(first: &Value, before: &[Resumption], last: &mut Value) {
-    let Value::Object(obj) = last else {
-        return;
-    };
-    if let Some(id) = first.get("id") {
-        obj.insert("id".into(), id.clone());
-    }
-    let mut output: Vec<Value> = before.iter().flat_map(|r| r.blocks.clone()).collect();
-    if let Some(Value::Array(own)) = obj.get("output") {
-        output.extend(own.iter().cloned());
-    }
-    obj.insert("output".into(), Value::Array(output));
-    for r in before {
-        if let Some(u) = &r.usage {
-            add_usage(obj.entry("usage").or_insert(Value::Null), u);
-        }
-    }
+    join_whole(first, before, last, &["id"], Some("output"));
 }
 
 #[cfg(test)]
