@@ -442,15 +442,7 @@ pub fn scripted_stream() -> (String, Value) {
         events.push(json!({"type": "response.output_item.done", "output_index": i, "item": fc(i, call, name, args, true)}));
     }
     events.push(json!({"type": "response.completed", "response": fin.clone()}));
-    let sse = events
-        .into_iter()
-        .enumerate()
-        .map(|(n, mut e)| {
-            e["sequence_number"] = json!(n);
-            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
-        })
-        .collect();
-    (sse, fin)
+    (numbered_events(events), fin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

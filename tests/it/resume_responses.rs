@@ -33,15 +33,7 @@ fn answering(text: &str) -> (String, Value) {
         json!({"type": "response.output_item.done", "output_index": 0, "item": msg}),
         json!({"type": "response.completed", "response": fin}),
     ];
-    let sse = events
-        .into_iter()
-        .enumerate()
-        .map(|(n, mut e)| {
-            e["sequence_number"] = json!(n);
-            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
-        })
-        .collect();
-    (sse, fin)
+    (numbered_events(events), fin)
 }
 
 fn request(stream: bool, store: Option<bool>) -> Value {

@@ -77,15 +77,7 @@ fn calls_only() -> (String, Value) {
         events.push(json!({"type": "response.output_item.done", "output_index": i, "item": fc(i, name, true)}));
     }
     events.push(json!({"type": "response.completed", "response": fin}));
-    let sse = events
-        .into_iter()
-        .enumerate()
-        .map(|(n, mut e)| {
-            e["sequence_number"] = json!(n);
-            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
-        })
-        .collect();
-    (sse, fin)
+    (numbered_events(events), fin)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

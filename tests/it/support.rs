@@ -686,6 +686,18 @@ pub fn chunk(choice: u32, delta: Value, finish: Option<&str>) -> String {
     format!("data: {v}\n\n")
 }
 
+/// A Responses stream of `events`, named by their type and numbered from 0.
+pub fn numbered_events(events: impl IntoIterator<Item = Value>) -> String {
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(n, mut e)| {
+            e["sequence_number"] = json!(n);
+            format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
+        })
+        .collect()
+}
+
 /// A whole tool call in one delta entry.
 pub fn call_delta(index: u32, id: &str, name: &str, args: &str) -> Value {
     json!({"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": args}}]})
