@@ -702,8 +702,11 @@ async fn a_large_answer_with_a_rejected_call_costs_under_three_times_its_size() 
         now = bin.memory_kib("RssAnon");
     }
     eprintln!("RSS: {before} KiB before, {peak} KiB at peak, {peak2} KiB at the second peak; anonymous {anon_before} KiB before, {now} KiB after");
+    // A burst served on another worker thread may take a fresh malloc arena
+    // while the first one's cache is still held: up to half a body more is
+    // that; a body kept alive would add all of it.
     assert!(
-        peak2 < peak + (peak - before) / 4,
+        peak2 < peak + (peak - before) / 2,
         "the second burst added {} KiB",
         peak2 - peak
     );
