@@ -44,6 +44,8 @@ pub struct Context {
     /// The request asks for structured output (`response_format`
     /// `json_schema` / `json_object`): a neutral text is a refusal.
     pub structured_output: bool,
+    /// The request's verdict counts, for its access line.
+    pub tally: std::sync::Arc<crate::access::Tally>,
 }
 
 /// The text of a message's `content` (a string or an array of text parts).

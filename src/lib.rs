@@ -15,6 +15,7 @@
 //! they meet at [`call`] and [`context`]. Only [`body`] and [`proxy`] do I/O.
 //! See `docs/ARCHITECTURE.md` for the code map.
 
+pub mod access;
 pub mod audit;
 pub mod auth;
 pub mod body;

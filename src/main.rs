@@ -1,11 +1,16 @@
-//! The `toolgate` command line: parse arguments, load config, run.
+//! The `toolgate` command line: parse arguments (see `cli::args`), load
+//! config, set up logging, run the command.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::{CommandFactory, Parser};
+use toolgate::cli::args::{
+    CertsCommand, Cli, Command, EvalCommand, ExplainArgs, FactsCommand, PolicyCommand, EXIT_USAGE,
+    EXIT_WRONG,
+};
 use toolgate::cli::explain::{self, Question};
 use toolgate::config::Config;
 use toolgate::error::Error;
@@ -16,161 +21,6 @@ use toolgate::policy::PolicySet;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit code for bad configuration (EX_USAGE).
-const EXIT_CONFIG: u8 = 64;
-
-const USAGE: &str = "\
-toolgate: a tool-call firewall for AI agents
-
-usage:
-  toolgate serve [--config FILE]   run the proxy (no FILE: the embedded default config)
-  toolgate check [--config FILE]   validate config, policies, CEL and schemas; print file:line: message
-  toolgate explain [--config FILE] --tool NAME [--args JSON] [--phase P] [--request TEXT]
-                   [--mission TEXT] [--principal NAME] [--protocol chat_completions|responses|messages]
-                   [--json]
-                                   the decision for one call, its signals and deciding rule
-  toolgate policy scaffold --from-request FILE
-                                   a starter tool catalog from a request's tools
-  toolgate eval sentinel [--config FILE]
-                                   the ten sentinel scenarios against the configured [judge]
-  toolgate certs dev --out DIR [--force]
-                                   a development CA, a server certificate for localhost and
-                                   127.0.0.1, and a client certificate for mutual TLS
-  toolgate demo                    toolgate between a scripted agent and a scripted model
-                                   (loopback only, no API key): four decisions, explained
-  toolgate facts import DIR --out FILE
-                                   TraceFinding JSON files in DIR → facts merged into FILE
-  toolgate health [--addr HOST:PORT]
-                                   exit 0 if the admin port (default 127.0.0.1:9090) is ready
-  toolgate --version
-";
-
-enum Command {
-    Serve(Option<PathBuf>),
-    Check(Option<PathBuf>),
-    Explain(Option<PathBuf>, Question, bool),
-    Scaffold(PathBuf),
-    EvalSentinel(Option<PathBuf>),
-    CertsDev(PathBuf, bool),
-    Demo,
-    Health(String),
-    FactsImport(PathBuf, PathBuf),
-}
-
-/// `--flag value` pairs and bare `--json`.
-fn flags(rest: &[String], known: &[&str]) -> Result<(HashMap<String, String>, bool), String> {
-    let mut map = HashMap::new();
-    let mut json = false;
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        let name = match a.as_str() {
-            "-c" => "--config",
-            "--json" if known.contains(&"--json") => {
-                json = true;
-                continue;
-            }
-            n if known.contains(&n) => n,
-            other => return Err(format!("unknown argument `{other}`")),
-        };
-        let v = it.next().ok_or(format!("{name} needs a value"))?;
-        map.insert(name.to_string(), v.clone());
-    }
-    Ok((map, json))
-}
-
-fn parse(args: &[String]) -> Result<Command, String> {
-    let (cmd, rest) = args.split_first().ok_or("no command given")?;
-    let path = |m: &HashMap<String, String>| m.get("--config").map(PathBuf::from);
-    match cmd.as_str() {
-        "serve" | "check" => {
-            let (m, _) = flags(rest, &["--config"])?;
-            Ok(if cmd == "serve" {
-                Command::Serve(path(&m))
-            } else {
-                Command::Check(path(&m))
-            })
-        }
-        "explain" => {
-            let known = [
-                "--config",
-                "--tool",
-                "--args",
-                "--phase",
-                "--request",
-                "--mission",
-                "--principal",
-                "--protocol",
-                "--json",
-            ];
-            let (mut m, json) = flags(rest, &known)?;
-            let protocol = match m.remove("--protocol").as_deref() {
-                None | Some("chat_completions") => "chat_completions",
-                Some("responses") => "responses",
-                Some("messages") => "messages",
-                Some(_) => {
-                    return Err("--protocol is chat_completions, responses or messages".into())
-                }
-            };
-            let q = Question {
-                tool: m.remove("--tool").ok_or("explain needs --tool")?,
-                args: m.remove("--args").unwrap_or_else(|| "{}".into()),
-                phase: m.remove("--phase"),
-                request: m.remove("--request"),
-                mission: m.remove("--mission"),
-                principal: m.remove("--principal"),
-                protocol,
-            };
-            Ok(Command::Explain(path(&m), q, json))
-        }
-        "policy" => match rest.split_first() {
-            Some((sub, rest)) if sub == "scaffold" => {
-                let (m, _) = flags(rest, &["--from-request"])?;
-                Ok(Command::Scaffold(PathBuf::from(
-                    m.get("--from-request")
-                        .ok_or("scaffold needs --from-request FILE")?,
-                )))
-            }
-            _ => Err("policy needs a subcommand: scaffold".into()),
-        },
-        "eval" => match rest.split_first() {
-            Some((sub, rest)) if sub == "sentinel" => {
-                let (m, _) = flags(rest, &["--config"])?;
-                Ok(Command::EvalSentinel(path(&m)))
-            }
-            _ => Err("eval needs a subcommand: sentinel".into()),
-        },
-        "demo" if rest.is_empty() => Ok(Command::Demo),
-        "facts" => match rest.split_first() {
-            Some((sub, rest)) if sub == "import" => {
-                let (dir, rest) = rest.split_first().ok_or("facts import needs DIR")?;
-                let (m, _) = flags(rest, &["--out"])?;
-                let out = m.get("--out").ok_or("facts import needs --out FILE")?;
-                Ok(Command::FactsImport(PathBuf::from(dir), PathBuf::from(out)))
-            }
-            _ => Err("facts needs a subcommand: import".into()),
-        },
-        "health" => {
-            let (m, _) = flags(rest, &["--addr"])?;
-            Ok(Command::Health(
-                m.get("--addr")
-                    .cloned()
-                    .unwrap_or_else(|| "127.0.0.1:9090".into()),
-            ))
-        }
-        "certs" => match rest.split_first() {
-            Some((sub, rest)) if sub == "dev" => {
-                let force = rest.iter().any(|a| a == "--force");
-                let rest: Vec<String> = rest.iter().filter(|a| *a != "--force").cloned().collect();
-                let (m, _) = flags(&rest, &["--out"])?;
-                let out = m.get("--out").ok_or("certs dev needs --out DIR")?;
-                Ok(Command::CertsDev(PathBuf::from(out), force))
-            }
-            _ => Err("certs needs a subcommand: dev".into()),
-        },
-        other => Err(format!("unknown command `{other}`")),
-    }
-}
-
 fn load(path: Option<&PathBuf>) -> Result<Config, Error> {
     match path {
         Some(p) => Config::load(p),
@@ -178,16 +28,10 @@ fn load(path: Option<&PathBuf>) -> Result<Config, Error> {
     }
 }
 
-/// Loads the config, or reports why not and gives the exit code for it.
-fn load_or_report(path: Option<&PathBuf>) -> Result<Config, ExitCode> {
-    load(path).map_err(|e| {
-        report(&e);
-        ExitCode::from(EXIT_CONFIG)
-    })
-}
-
-fn report(e: &Error) {
+/// Reports an error on stderr; the exit code says the thing checked is wrong.
+fn wrong(e: &Error) -> ExitCode {
     eprintln!("{e}");
+    ExitCode::from(EXIT_WRONG)
 }
 
 /// Runs `fut` on a fresh runtime (multi-threaded when `multi`).
@@ -209,188 +53,220 @@ fn checked(text: &str, all_right: bool) -> ExitCode {
     if all_right {
         code
     } else {
-        ExitCode::from(1)
+        ExitCode::from(EXIT_WRONG)
     }
 }
 
-/// Writes a command's result to stdout (the one place the CLI prints to it).
+/// Writes a command's result to stdout (the one place the CLI prints to
+/// it). A reader that went away (`toolgate … | head`) is not an error.
 fn write_out(text: &str) -> ExitCode {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::FAILURE,
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
     }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("--help" | "-h" | "help") => {
-            eprint!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Some("--version" | "-V") => {
-            eprintln!("toolgate {}", env!("CARGO_PKG_VERSION"));
-            return ExitCode::SUCCESS;
-        }
-        _ => {}
-    }
-    let cmd = match parse(&args) {
+    let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(m) => {
-            eprintln!("toolgate: {m}\n\n{USAGE}");
-            return ExitCode::from(2);
+        Err(e) => {
+            // --help and --version go to stdout and exit 0; a usage error
+            // goes to stderr and exits 2. A closed pipe is ignored.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
         }
     };
-    // Colours only for a person at a terminal, and never with NO_COLOR set
-    // (https://no-color.org): log files and collectors get plain text.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG").unwrap_or_else(|_| {
-                // The demo's output is its story; only problems go to the log.
-                tracing_subscriber::EnvFilter::new(if matches!(cmd, Command::Demo) {
-                    "error"
-                } else {
-                    "info"
-                })
-            }),
-        )
-        .init();
-    match cmd {
-        Command::FactsImport(dir, out) => match toolgate::facts::bridge::import(&dir, &out) {
-            Ok(r) => write_out(&r.render(&out)),
-            Err(e) => {
-                report(&e);
-                ExitCode::from(1)
-            }
+    run(cli)
+}
+
+/// Loads the command's config, then starts logging: the config's
+/// `[log] format` (unless `--log-format` says otherwise) decides how the log
+/// is written, so a config error is printed plainly.
+fn configured(cli: &Cli, path: Option<&PathBuf>) -> Result<Config, ExitCode> {
+    let c = load(path).map_err(|e| wrong(&e))?;
+    log(cli, Some(&c));
+    Ok(c)
+}
+
+fn log(cli: &Cli, config: Option<&Config>) {
+    let format = cli
+        .log_format
+        .or(config.map(|c| c.log_format))
+        .unwrap_or_default();
+    toolgate::cli::log::init(format, matches!(cli.command, Command::Demo));
+}
+
+fn run(cli: Cli) -> ExitCode {
+    let config = cli.command.config().and_then(|c| c.config.clone());
+    if cli.command.config().is_none() || matches!(cli.command, Command::Check(_)) {
+        log(&cli, None);
+    }
+    let config = || configured(&cli, config.as_ref());
+    match &cli.command {
+        Command::Serve(_) => match config().map(|c| block_on(true, toolgate::run(c))) {
+            Ok(Ok(())) => ExitCode::SUCCESS,
+            Ok(Err(e)) => wrong(&e),
+            Err(code) => code,
         },
-        Command::Health(addr) => match block_on(false, toolgate::cli::health::check(&addr)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                report(&e);
-                ExitCode::FAILURE
+        Command::Check(c) => check(c.config.as_deref()),
+        Command::Explain(args) => match config().map(|c| explain(&c, args)) {
+            Ok(Ok(text)) => write_out(&text),
+            Ok(Err(e @ Error::BadRequest(_))) => {
+                eprintln!("{e}");
+                ExitCode::from(EXIT_USAGE)
             }
+            Ok(Err(e)) => wrong(&e),
+            Err(code) => code,
         },
-        Command::Demo => match block_on(true, toolgate::cli::demo::run()) {
-            Ok((text, all_right)) => checked(&text, all_right),
-            Err(e) => {
-                report(&e);
-                ExitCode::FAILURE
+        Command::Eval(EvalCommand::Sentinel(_)) => {
+            match config().map(|c| block_on(true, toolgate::cli::eval::sentinel(&c))) {
+                Ok(Ok((text, all_right))) => checked(&text, all_right),
+                Ok(Err(e)) => wrong(&e),
+                Err(code) => code,
             }
-        },
-        Command::CertsDev(out, force) => match toolgate::cli::certs::dev(&out, force) {
-            Ok(paths) => {
-                let mut text = String::new();
-                for p in paths {
-                    text.push_str(&format!("wrote {}\n", p.display()));
-                }
-                text.push_str("use them with:\n  [listen.tls]\n  cert = \"server.pem\"\n  key = \"server-key.pem\"\n  # client_ca = \"ca.pem\"   # to require client certificates\n");
-                write_out(&text)
-            }
-            Err(e) => {
-                report(&e);
-                ExitCode::from(1)
-            }
-        },
-        Command::Explain(path, q, json) => {
-            let config = match load_or_report(path.as_ref()) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            match block_on(false, explain::explain(&config, &q)) {
-                Ok(v) => {
-                    let text = if json {
-                        format!("{v}\n")
-                    } else {
-                        explain::render(&v)
-                    };
+        }
+        Command::Policy(PolicyCommand::Scaffold { from_request }) => scaffold(from_request),
+        Command::Certs(CertsCommand::Dev { out, force }) => {
+            match toolgate::cli::certs::dev(out, *force) {
+                Ok(paths) => {
+                    let mut text = String::new();
+                    for p in paths {
+                        text.push_str(&format!("wrote {}\n", p.display()));
+                    }
+                    text.push_str("use them with:\n  [listen.tls]\n  cert = \"server.pem\"\n  key = \"server-key.pem\"\n  # client_ca = \"ca.pem\"   # to require client certificates\n");
                     write_out(&text)
                 }
-                Err(e) => {
-                    report(&e);
-                    ExitCode::from(if matches!(e, Error::Config(_)) {
-                        EXIT_CONFIG
-                    } else {
-                        2
-                    })
-                }
+                Err(e) => wrong(&e),
             }
         }
-        Command::EvalSentinel(path) => {
-            let config = match load_or_report(path.as_ref()) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            match block_on(true, toolgate::cli::eval::sentinel(&config)) {
-                Ok((text, all_right)) => checked(&text, all_right),
-                Err(e) => {
-                    report(&e);
-                    ExitCode::from(EXIT_CONFIG)
-                }
+        Command::Demo => match block_on(true, toolgate::cli::demo::run()) {
+            Ok((text, all_right)) => checked(&text, all_right),
+            Err(e) => wrong(&e),
+        },
+        Command::Facts(FactsCommand::Import { dir, out }) => {
+            match toolgate::facts::bridge::import(dir, out) {
+                Ok(r) => write_out(&r.render(out)),
+                Err(e) => wrong(&e),
             }
         }
-        Command::Scaffold(file) => {
-            let req = std::fs::read(&file)
-                .map_err(|e| format!("{}: {e}", file.display()))
-                .and_then(|b| {
-                    serde_json::from_slice::<serde_json::Value>(&b)
-                        .map_err(|e| format!("{}: not JSON: {e}", file.display()))
-                });
-            match req {
-                Ok(v) => write_out(&toolgate::cli::scaffold::scaffold(
-                    &v,
-                    &file.display().to_string(),
-                )),
-                Err(m) => {
-                    eprintln!("toolgate: {m}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        Command::Check(path) => {
-            let checked = load(path.as_ref()).and_then(|c| {
-                if let Some(t) = &c.listen.tls {
-                    toolgate::tls::server_config(t)?;
-                }
-                PolicySet::load(c.policy.dir.as_deref()).map(|p| (c, p))
-            });
-            match checked {
-                Ok((c, p)) => {
-                    eprintln!(
-                        "ok: {} ({} rules, default verdict {}, policy {})",
-                        c.source,
-                        p.rules.len(),
-                        p.default_verdict.as_str(),
-                        p.version
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    report(&e);
-                    ExitCode::from(1)
-                }
-            }
-        }
-        Command::Serve(path) => {
-            let config = match load_or_report(path.as_ref()) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            match block_on(true, toolgate::run(config)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e @ Error::Config(_)) => {
-                    report(&e);
-                    ExitCode::from(EXIT_CONFIG)
-                }
-                Err(e) => {
-                    report(&e);
-                    ExitCode::FAILURE
-                }
-            }
+        Command::Health { addr } => match block_on(false, toolgate::cli::health::check(addr)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => wrong(&e),
+        },
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "toolgate", &mut script);
+            write_out(&String::from_utf8_lossy(&script))
         }
     }
+}
+
+fn explain(config: &Config, a: &ExplainArgs) -> Result<String, Error> {
+    let q = Question {
+        tool: a.tool.clone(),
+        args: a.args.clone(),
+        phase: a.phase.clone(),
+        request: a.request.clone(),
+        mission: a.mission.clone(),
+        principal: a.principal.clone(),
+        protocol: a.protocol.as_str(),
+    };
+    let v = block_on(false, explain::explain(config, &q))?;
+    Ok(if a.json {
+        format!("{v}\n")
+    } else {
+        explain::render(&v)
+    })
+}
+
+fn scaffold(file: &Path) -> ExitCode {
+    let req = std::fs::read(file)
+        .map_err(|e| format!("{}: {e}", file.display()))
+        .and_then(|b| {
+            serde_json::from_slice::<serde_json::Value>(&b)
+                .map_err(|e| format!("{}: not JSON: {e}", file.display()))
+        });
+    match req {
+        Ok(v) => {
+            let names = toolgate::cli::scaffold::tool_names(&v);
+            if names.is_empty() {
+                eprintln!(
+                    "toolgate: warning: {} declares no tools (no `tools` with names): the catalog is empty",
+                    file.display()
+                );
+            }
+            write_out(&toolgate::cli::scaffold::scaffold(
+                &v,
+                &file.display().to_string(),
+            ))
+        }
+        Err(m) => {
+            eprintln!("toolgate: {m}");
+            ExitCode::from(EXIT_WRONG)
+        }
+    }
+}
+
+/// `check`: the config, its TLS files and its policies. What only the place
+/// toolgate runs provides (an environment variable, a directory or file
+/// mounted into the container) is listed as needed at run time, not failed.
+fn check(path: Option<&Path>) -> ExitCode {
+    let config = match path {
+        Some(p) => Config::load_for_check(p),
+        None => Config::embedded(),
+    };
+    let mut config = match config {
+        Ok(c) => c,
+        Err(e) => return wrong(&e),
+    };
+    let mut needs = std::mem::take(&mut config.deferred);
+    if let Some(t) = &config.listen.tls {
+        let missing: Vec<&PathBuf> = [Some(&t.cert), Some(&t.key), t.client_ca.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter(|p| !p.exists())
+            .collect();
+        if missing.is_empty() {
+            if let Err(e) = toolgate::tls::server_config(t) {
+                return wrong(&e);
+            }
+        }
+        needs.extend(
+            missing
+                .iter()
+                .map(|p| format!("file {} (listen.tls)", p.display())),
+        );
+    }
+    let dir = config.policy.dir.as_deref();
+    let policies = match dir {
+        Some(d) if !d.exists() => {
+            needs.push(format!(
+                "policy directory {} (not checked: it is not here)",
+                d.display()
+            ));
+            None
+        }
+        _ => match PolicySet::load(dir) {
+            Ok(p) => Some(p),
+            Err(e) => return wrong(&e),
+        },
+    };
+    let summary = match policies {
+        Some(p) => format!(
+            "{} rules, default verdict {}, policy {}",
+            p.rules.len(),
+            p.default_verdict.as_str(),
+            p.version
+        ),
+        None => "policies not checked".into(),
+    };
+    eprintln!("ok: {} ({summary})", config.source);
+    if !needs.is_empty() {
+        eprintln!("needed at run time:");
+        for n in &needs {
+            eprintln!("  - {n}");
+        }
+    }
+    ExitCode::SUCCESS
 }

@@ -118,6 +118,7 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
             }
         };
         state.metrics.tool_call(counted);
+        ctx.tally.count(counted);
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
         allowed.push(if allow {
             Release::Allow
@@ -163,6 +164,7 @@ pub async fn dropped(
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
         }
         state.metrics.tool_call(Verdict::Reject);
+        ctx.tally.count(Verdict::Reject);
     }
 }
 

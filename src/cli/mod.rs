@@ -1,10 +1,12 @@
-//! The commands behind the CLI besides `serve` and `check`: `explain`,
-//! `policy scaffold`, `eval sentinel`, `certs dev`,
-//! `demo` and `health`.
+//! The command line: its grammar ([`args`]), its logging ([`log`]), and the
+//! commands besides `serve` and `check`: `explain`, `policy scaffold`,
+//! `eval sentinel`, `certs dev`, `demo` and `health`.
 
+pub mod args;
 pub mod certs;
 pub mod demo;
 pub mod eval;
 pub mod explain;
 pub mod health;
+pub mod log;
 pub mod scaffold;

@@ -19,6 +19,9 @@ pub const EMBEDDED: &str = "<embedded>";
 #[derive(Debug, Clone)]
 pub struct Config {
     pub source: String,
+    /// What `check` found missing here that the place toolgate runs must
+    /// provide (empty unless loaded with [`Config::load_for_check`]).
+    pub deferred: Vec<String>,
     pub listen: Listen,
     pub upstream: Upstream,
     /// `[upstream.messages]`: where `/v1/messages` goes.
@@ -28,6 +31,8 @@ pub struct Config {
     pub rewrite: Rewrite,
     pub limits: Limits,
     pub stream: Stream,
+    /// `[log] format`.
+    pub log_format: LogFormat,
     pub responses: Responses,
     pub fence: Fence,
     pub judge: Option<Judge>,
@@ -79,8 +84,23 @@ impl Config {
         Config::from_toml(&src, &path.display().to_string(), base)
     }
 
+    /// Reads and validates a config file as `check` does: what only the
+    /// place it runs provides (a client token's environment variable) is
+    /// listed in [`Config::deferred`] instead of failing.
+    pub fn load_for_check(path: &Path) -> Result<Config, Error> {
+        let src = std::fs::read_to_string(path).map_err(|e| {
+            Error::config(path.display().to_string(), 1, format!("cannot read: {e}"))
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&src, &path.display().to_string(), base, true)
+    }
+
     /// Parses and validates config text. `file` names it in diagnostics.
     pub fn from_toml(src: &str, file: &str, base: &Path) -> Result<Config, Error> {
+        Config::parse(src, file, base, false)
+    }
+
+    fn parse(src: &str, file: &str, base: &Path, defer: bool) -> Result<Config, Error> {
         let raw: RawConfig =
             toml::from_str(src).map_err(|e| Error::Config(vec![toml_diagnostic(file, src, &e)]))?;
         let mut diags = Vec::new();
@@ -193,12 +213,20 @@ impl Config {
             }
         }
         let mut clients = Vec::new();
+        let mut deferred = Vec::new();
         for c in &raw.client {
             let at = c.span();
             let c = c.get_ref();
             let (hash, token) = match (&c.token_env, &c.token_sha256) {
                 (Some(env), None) => match std::env::var(env).ok().filter(|t| !t.is_empty()) {
                     Some(t) => (Some(crate::digest::sha256(t.as_bytes())), Some(t)),
+                    None if defer => {
+                        deferred.push(format!(
+                            "environment variable {env} (client `{}`'s token)",
+                            c.name
+                        ));
+                        (Some([0; 32]), None)
+                    }
                     None => {
                         bad(
                             at.clone(),
@@ -296,6 +324,7 @@ impl Config {
                 .or_else(|| upstream.ca_file.clone()),
         };
         Ok(Config {
+            deferred,
             source: file.to_string(),
             listen: Listen {
                 addr,
@@ -381,6 +410,7 @@ impl Config {
             stream: Stream {
                 keepalive: Duration::from_millis(raw.stream.keepalive_ms),
             },
+            log_format: raw.log.format,
             responses: Responses {
                 remember_max: raw.responses.remember_max,
                 remember_ttl: Duration::from_secs(raw.responses.remember_ttl_secs),

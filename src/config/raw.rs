@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{AuthMode, ErrorMode, PolicyMode};
+use super::{AuthMode, ErrorMode, LogFormat, PolicyMode};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -21,6 +21,14 @@ pub(crate) struct RawConfig {
     pub(crate) judge: Option<RawJudge>,
     pub(crate) client: Vec<Spanned<RawClient>>,
     pub(crate) facts: RawFactsConfig,
+    pub(crate) log: RawLog,
+}
+
+/// `[log]`: how log lines are written on stderr.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawLog {
+    pub(crate) format: LogFormat,
 }
 
 /// `[facts]` in the config: the trace-to-facts bridge (facts themselves live in policy files).

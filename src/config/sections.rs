@@ -218,6 +218,18 @@ pub struct Fence {
     pub max_tool_result_bytes: Option<usize>,
 }
 
+/// `[log] format` (and `--log-format`): how log lines are written on stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event (coloured only on a terminal
+    /// without NO_COLOR).
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Stream {
     pub keepalive: Duration,

@@ -10,6 +10,7 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{full, is_json, reply, upstream_status, ProxyBody, Routed};
+use crate::access::Tally;
 use crate::body;
 use crate::context::{self, Context};
 use crate::encoding::ContentDecoder;
@@ -31,6 +32,7 @@ pub async fn handle(
     protocol: Protocol,
     principal: String,
     request_id: String,
+    tally: Arc<Tally>,
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let limit = state.config.limits.max_request_bytes;
@@ -52,6 +54,7 @@ pub async fn handle(
         protocol: protocol.label(),
         declared: std::mem::take(&mut req.declared),
         structured_output: structured_output(&req.body),
+        tally,
         ..Context::default()
     };
     let gates = state.gates();

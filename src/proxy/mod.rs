@@ -24,6 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tracing::Instrument;
 
+use crate::access::{Access, Logged};
 use crate::auth;
 use crate::body;
 use crate::budget::Charge;
@@ -55,14 +56,18 @@ fn reply(b: Bytes) -> ProxyBody {
 /// Handles one agent request; never fails (errors become responses here).
 /// Every response carries the request's id (`x-request-id`), which its
 /// audit records and log lines carry too.
+/// The access line is written when the response body ends.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
     let id = request_id(&state, req.headers());
     let span = tracing::info_span!("request", request_id = %id);
-    let mut resp = respond(state, req, id.clone()).instrument(span).await;
-    if let Ok(v) = HeaderValue::from_str(&id) {
-        resp.headers_mut().insert(REQUEST_ID, v);
+    let mut access = Access::new(req.method().clone(), id);
+    let resp = respond(state, req, &mut access).instrument(span).await;
+    let (mut head, body) = resp.into_parts();
+    if let Ok(v) = HeaderValue::from_str(&access.request_id) {
+        head.headers.insert(REQUEST_ID, v);
     }
-    resp
+    access.status = head.status.as_u16();
+    Response::from_parts(head, Logged::new(body, access).boxed_unsync())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -79,7 +84,11 @@ fn request_id(state: &State, h: &HeaderMap) -> String {
 }
 
 /// Phases: authenticate (principal) → route → gated or pass-through.
-async fn respond(state: Arc<State>, req: Request<Incoming>, id: String) -> Response<ProxyBody> {
+async fn respond(
+    state: Arc<State>,
+    req: Request<Incoming>,
+    access: &mut Access,
+) -> Response<ProxyBody> {
     let path_route = route(req.method(), req.uri().path());
     // Errors are written in the shape the agent's SDK reads for this path.
     let family = match &path_route {
@@ -92,10 +101,18 @@ async fn respond(state: Arc<State>, req: Request<Incoming>, id: String) -> Respo
         .as_ref()
         .map(|(_, r)| r.route.label())
         .unwrap_or("refused");
+    access.route = label;
     let result = match routed {
         Ok((principal, r)) => match r.route {
-            Route::Gated(protocol) => gated::handle(&state, req, &r, protocol, principal, id).await,
-            Route::Pass(protocol) => pass(&state, req, &r.rest, protocol).await,
+            Route::Gated(protocol) => {
+                access.principal = Some(principal.clone());
+                let (id, tally) = (access.request_id.clone(), access.tally.clone());
+                gated::handle(&state, req, &r, protocol, principal, id, tally).await
+            }
+            Route::Pass(protocol) => {
+                access.principal = Some(principal);
+                pass(&state, req, &r.rest, protocol).await
+            }
         },
         Err(e) => Err(e),
     };

@@ -33,6 +33,16 @@ impl Bin {
     /// text). `extra` lines `section.key = value` go into that section; other
     /// lines are appended as written.
     pub async fn start(upstream: &str, files: &[(&str, &str)], extra: &str) -> Bin {
+        Bin::start_args(upstream, files, extra, &[]).await
+    }
+
+    /// As [`Bin::start`], with these arguments before `serve`'s.
+    pub async fn start_args(
+        upstream: &str,
+        files: &[(&str, &str)],
+        extra: &str,
+        args: &[&str],
+    ) -> Bin {
         let dir = TempDir::new();
         std::fs::create_dir_all(dir.0.join("policies")).unwrap();
         for (name, text) in files {
@@ -89,6 +99,7 @@ impl Bin {
         std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
         let stderr = std::fs::File::create(dir.0.join("stderr.log")).unwrap();
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
             .args(["serve", "--config"])
             .arg(dir.0.join("toolgate.toml"))
             .env(KEY_ENV, UPSTREAM_KEY)

@@ -67,26 +67,146 @@ fn check_reports_file_and_line_for_bad_config_and_policies() {
 }
 
 #[test]
-fn serve_with_bad_config_exits_64_before_binding() {
+fn serve_with_bad_config_exits_1_before_binding() {
     let dir = TempDir::new();
     let cfg = dir.0.join("bad.toml");
     std::fs::write(&cfg, "[upstream]\nbase_url = \"ftp://nope\"\n").unwrap();
     let (code, err) = toolgate(&["serve", "--config", cfg.to_str().unwrap()]);
-    assert_eq!(code, 64, "{err}");
+    assert_eq!(code, 1, "{err}");
     assert!(err.contains("bad.toml:2:"), "{err}");
     let (code, _) = toolgate(&[
         "serve",
         "--config",
         dir.0.join("missing.toml").to_str().unwrap(),
     ]);
-    assert_eq!(code, 64);
+    assert_eq!(code, 1);
 }
 
 #[test]
 fn usage_errors_exit_2() {
     assert_eq!(toolgate(&["frobnicate"]).0, 2);
     assert_eq!(toolgate(&["serve", "--bogus"]).0, 2);
-    assert_eq!(toolgate(&["--help"]).0, 0);
+    assert_eq!(toolgate(&["explain"]).0, 2, "--tool is required");
+    assert_eq!(
+        toolgate(&["explain", "--tool", "t", "--protocol", "soap"]).0,
+        2
+    );
+    assert_eq!(toolgate(&["policy"]).0, 2);
+}
+
+#[test]
+fn help_and_version_go_to_stdout_for_every_command() {
+    let (code, out, _) = stdout(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, format!("toolgate {}\n", env!("CARGO_PKG_VERSION")));
+    let (code, out, _) = stdout(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("Exit codes: 0 ok, 1 the thing checked is wrong"),
+        "{out}"
+    );
+    for cmd in [
+        &["serve"][..],
+        &["check"],
+        &["explain"],
+        &["policy", "scaffold"],
+        &["eval", "sentinel"],
+        &["certs", "dev"],
+        &["demo"],
+        &["facts", "import"],
+        &["health"],
+        &["completions"],
+    ] {
+        let args: Vec<&str> = cmd.iter().copied().chain(["--help"]).collect();
+        let (code, out, err) = stdout(&args);
+        assert_eq!(code, 0, "{cmd:?}: {err}");
+        assert!(
+            out.contains(&format!("Usage: toolgate {}", cmd.join(" "))),
+            "{cmd:?}: {out}"
+        );
+        assert!(!out.contains("DESIGN") && !out.contains("seed"), "{out}");
+    }
+}
+
+#[test]
+fn completions_are_written_for_bash_zsh_and_fish() {
+    for (shell, marker) in [
+        ("bash", "complete -F _toolgate"),
+        ("zsh", "#compdef toolgate"),
+        ("fish", "complete -c toolgate"),
+    ] {
+        let (code, out, err) = stdout(&["completions", shell]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(marker), "{shell}: {out}");
+        assert!(
+            out.contains("explain"),
+            "{shell}: the commands are completed"
+        );
+    }
+    assert_eq!(toolgate(&["completions", "cmd.exe"]).0, 2);
+}
+
+#[test]
+fn a_reader_that_goes_away_is_not_a_panic() {
+    // The reader (`true`) has exited before toolgate writes: every write
+    // meets a closed pipe.
+    for args in [
+        "--help",
+        "completions bash",
+        "explain --tool shell --args {}",
+    ] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "{{ sleep 0.3; \"$0\" {args}; echo \"rc=$?\" >&2; }} | true"
+            ))
+            .arg(env!("CARGO_BIN_EXE_toolgate"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("rc=0"), "{args}: {err}");
+        assert!(!err.contains("panicked"), "{args}: {err}");
+    }
+}
+
+#[test]
+fn check_on_the_shipped_container_configs_names_what_they_need_at_run_time() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    for (file, needs) in [
+        (
+            "docker/toolgate.toml",
+            &[
+                "environment variable TOOLGATE_CLIENT_TOKEN",
+                "policy directory",
+            ][..],
+        ),
+        ("kubernetes/config/toolgate.toml", &["policy directory"]),
+        (
+            "compose/toolgate.toml",
+            &["environment variable TOOLGATE_CLIENT_TOKEN"],
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["check", "--config", root.join(file).to_str().unwrap()])
+            .env_remove("TOOLGATE_CLIENT_TOKEN")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{file}: {err}");
+        assert!(err.contains("needed at run time:"), "{file}: {err}");
+        for n in needs {
+            assert!(err.contains(n), "{file}: {n} missing in {err}");
+        }
+    }
+    // `serve` still refuses what `check` defers.
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--config"])
+        .arg(root.join("compose/toolgate.toml"))
+        .env_remove("TOOLGATE_CLIENT_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TOOLGATE_CLIENT_TOKEN is not set"));
 }
 
 fn stdout(args: &[&str]) -> (i32, String, String) {
@@ -181,6 +301,7 @@ fn scaffold_writes_a_reviewable_catalog_from_a_request() {
     ] {
         assert!(out.contains(needle), "missing {needle:?} in\n{out}");
     }
+    assert!(!err.contains("warning"), "{err}");
     // The output is a valid policy file.
     std::fs::create_dir_all(dir.0.join("p")).unwrap();
     std::fs::write(dir.0.join("p/catalog.toml"), &out).unwrap();
@@ -189,6 +310,21 @@ fn scaffold_writes_a_reviewable_catalog_from_a_request() {
         toolgate(&["check", "--config", dir.0.join("t.toml").to_str().unwrap()]).0,
         0
     );
+}
+
+#[test]
+fn scaffold_warns_when_the_request_declares_no_tools() {
+    let dir = TempDir::new();
+    let req = dir.0.join("req.json");
+    std::fs::write(&req, r#"{"messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+    let (code, _, err) = stdout(&[
+        "policy",
+        "scaffold",
+        "--from-request",
+        req.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("declares no tools"), "{err}");
 }
 
 #[test]

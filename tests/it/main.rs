@@ -63,3 +63,5 @@ mod resume_messages;
 mod resume_responses;
 // Structured output: a withheld call's neutral text as a refusal.
 mod structured;
+// The log: JSON and text, the access line.
+mod logs;

@@ -1,0 +1,117 @@
+//! The access line: one log line per request, written when its response
+//! has ended (streamed to the last byte, or the agent left), with what the
+//! gates decided. Never payload text.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+
+use crate::policy::Verdict;
+
+/// How many of a request's calls got each verdict (follow-ups included).
+#[derive(Debug, Default)]
+pub struct Tally {
+    by_verdict: [AtomicU32; 3],
+}
+
+impl Tally {
+    pub fn count(&self, v: Verdict) {
+        self.by_verdict[v as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn get(&self, v: Verdict) -> u32 {
+        self.by_verdict[v as usize].load(Relaxed)
+    }
+}
+
+/// What the access line says; written when dropped.
+#[derive(Debug)]
+pub struct Access {
+    pub method: http::Method,
+    pub route: &'static str,
+    pub status: u16,
+    pub request_id: String,
+    /// Set once the client authenticated.
+    pub principal: Option<String>,
+    pub tally: Arc<Tally>,
+    started: Instant,
+}
+
+impl Access {
+    pub fn new(method: http::Method, request_id: String) -> Access {
+        Access {
+            method,
+            route: "refused",
+            status: 0,
+            request_id,
+            principal: None,
+            tally: Arc::default(),
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Access {
+    fn drop(&mut self) {
+        let t = &self.tally;
+        tracing::info!(
+            target: "toolgate::access",
+            method = %self.method,
+            route = self.route,
+            status = self.status,
+            duration_ms = self.started.elapsed().as_secs_f64() * 1e3,
+            request_id = %self.request_id,
+            principal = self.principal.as_deref().unwrap_or("-"),
+            allowed = t.get(Verdict::Allow),
+            rejected = t.get(Verdict::Reject),
+            denied = t.get(Verdict::Deny),
+            "access"
+        );
+    }
+}
+
+/// A response body that writes its request's access line when it ends.
+pub struct Logged<B> {
+    inner: B,
+    access: Option<Access>,
+}
+
+impl<B> Logged<B> {
+    pub fn new(inner: B, access: Access) -> Self {
+        Logged {
+            inner,
+            access: Some(access),
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Logged<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            // The last byte is out: the line is written now, not when
+            // the connection lets go of the body.
+            self.access = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

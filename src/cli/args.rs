@@ -1,0 +1,231 @@
+//! The command line's grammar (clap derive): every command, its flags and
+//! its help text. Exit codes are one map for every command: 0 ok, 1 the
+//! thing checked is wrong (config, policy, a failed check), 2 usage.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use crate::config::LogFormat;
+
+/// Exit code when the thing checked is wrong (bad config or policy, a
+/// failed check, nothing answering).
+pub const EXIT_WRONG: u8 = 1;
+/// Exit code for a command line that does not parse.
+pub const EXIT_USAGE: u8 = 2;
+
+/// toolgate: a tool-call firewall for AI agents.
+///
+/// Point an agent's `base_url` at toolgate; every tool call the model makes
+/// passes its gates before the agent sees it. Exit codes: 0 ok, 1 the thing
+/// checked is wrong (config, policy, a failed check), 2 usage.
+#[derive(Debug, Parser)]
+#[command(
+    name = "toolgate",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Log format on stderr (default: the config's `[log] format`, else text).
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A config file (none: the embedded default config).
+#[derive(Debug, Clone, Args)]
+pub struct ConfigArg {
+    /// The config file (TOML); without it the embedded default config.
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the proxy.
+    Serve(ConfigArg),
+    /// Validate the config, its policies, CEL conditions and schemas;
+    /// errors are printed as `file:line: message`.
+    Check(ConfigArg),
+    /// The decision for one tool call: its verdict, deciding rule and
+    /// every signal.
+    Explain(ExplainArgs),
+    /// Policy helpers.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Evaluations.
+    #[command(subcommand)]
+    Eval(EvalCommand),
+    /// Certificates.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+    /// toolgate between a scripted agent and a scripted model (loopback
+    /// only, no API key): four decisions, explained.
+    Demo,
+    /// Provenance facts.
+    #[command(subcommand)]
+    Facts(FactsCommand),
+    /// Exit 0 if a running toolgate's admin port answers /readyz.
+    Health {
+        /// The admin port.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9090")]
+        addr: String,
+    },
+    /// A shell completion script on stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The wire format a call is explained for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProtocolArg {
+    #[value(name = "chat_completions", alias = "chat-completions")]
+    ChatCompletions,
+    Responses,
+    Messages,
+}
+
+impl ProtocolArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolArg::ChatCompletions => "chat_completions",
+            ProtocolArg::Responses => "responses",
+            ProtocolArg::Messages => "messages",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The tool's name.
+    #[arg(long, value_name = "NAME")]
+    pub tool: String,
+    /// Its arguments (a JSON object).
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub args: String,
+    /// The agent's phase (as `x-toolgate-phase` would say).
+    #[arg(long, value_name = "PHASE")]
+    pub phase: Option<String>,
+    /// The user's request the call answers.
+    #[arg(long, value_name = "TEXT")]
+    pub request: Option<String>,
+    /// The agent's mission (as `x-toolgate-mission` would say).
+    #[arg(long, value_name = "TEXT")]
+    pub mission: Option<String>,
+    /// The client principal.
+    #[arg(long, value_name = "NAME")]
+    pub principal: Option<String>,
+    /// The wire format the call came in.
+    #[arg(long, value_enum, default_value = "chat_completions")]
+    pub protocol: ProtocolArg,
+    /// Print the explanation as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// A starter tool catalog (TOML on stdout) from a request's tools.
+    Scaffold {
+        /// A JSON request body that declares tools.
+        #[arg(long, value_name = "FILE")]
+        from_request: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalCommand {
+    /// The ten sentinel scenarios against the configured `[judge]`;
+    /// exit 1 if any is misjudged.
+    Sentinel(ConfigArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// A development CA, a server certificate for localhost and 127.0.0.1,
+    /// and a client certificate for mutual TLS.
+    Dev {
+        /// The directory to write them to.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Overwrite files that exist.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FactsCommand {
+    /// TraceFinding JSON files in DIR, merged as facts into FILE.
+    Import {
+        /// The directory of findings.
+        dir: PathBuf,
+        /// The facts file to merge into.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+impl Command {
+    /// The config file the command reads, if it reads one.
+    pub fn config(&self) -> Option<&ConfigArg> {
+        match self {
+            Command::Serve(c) | Command::Check(c) => Some(c),
+            Command::Explain(e) => Some(&e.config),
+            Command::Eval(EvalCommand::Sentinel(c)) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_parse_into_commands() {
+        let cli = Cli::try_parse_from([
+            "toolgate",
+            "explain",
+            "--tool",
+            "t",
+            "--protocol",
+            "messages",
+            "--json",
+        ]);
+        let explained = match &cli {
+            Ok(Cli {
+                command: Command::Explain(e),
+                ..
+            }) => Some((e.tool.as_str(), e.protocol, e.json, e.args.as_str())),
+            _ => None,
+        };
+        assert_eq!(
+            explained,
+            Some(("t", ProtocolArg::Messages, true, "{}")),
+            "{cli:?}"
+        );
+        assert!(Cli::try_parse_from(["toolgate", "serve", "--bogus"]).is_err());
+        let cli =
+            Cli::try_parse_from(["toolgate", "--log-format", "json", "serve", "-c", "x.toml"]);
+        assert!(matches!(
+            cli,
+            Ok(Cli {
+                log_format: Some(LogFormat::Json),
+                command: Command::Serve(ConfigArg { config: Some(_) })
+            })
+        ));
+    }
+}

@@ -1,0 +1,34 @@
+//! Log lines on stderr: text (coloured only for a person at a terminal,
+//! never with `NO_COLOR`) or one JSON object per line; the level from
+//! `TOOLGATE_LOG`.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::config::LogFormat;
+
+/// Installs the process's log subscriber. `quiet` lowers the default level
+/// to errors (the demo's output is its story).
+pub fn init(format: LogFormat, quiet: bool) {
+    let filter = EnvFilter::try_from_env("TOOLGATE_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(if quiet { "error" } else { "info" }));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    // Whether another subscriber was installed first (only in tests) does
+    // not matter: logging is never a reason to fail.
+    let _ = match format {
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+        LogFormat::Text => builder.with_ansi(colour()).try_init(),
+    };
+}
+
+/// https://no-color.org: colours only when stderr is a terminal and
+/// `NO_COLOR` is unset or empty.
+fn colour() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

@@ -1,0 +1,163 @@
+//! The log through the real binary: `[log] format = "json"` and
+//! `--log-format`, one access line per request with its verdict counts, the
+//! request id in every line of a request, and never payload text.
+
+use serde_json::{json, Value};
+
+use crate::bin::Bin;
+use crate::support::{call_delta, chat_request, chunk, send, Mock, Reply};
+
+const ALLOW_BOTH: &str =
+    "[[rule]]\nname = \"both\"\ntools = [\"read_file\", \"shell\"]\nverdict = \"allow\"\n";
+
+const ARGS_TEXT: &str = "args-text-that-must-not-be-logged";
+
+fn stream_with_two_calls() -> String {
+    let args = json!({ "path": ARGS_TEXT }).to_string();
+    let mut body = String::new();
+    body.push_str(&chunk(0, call_delta(0, "c1", "read_file", &args), None));
+    body.push_str(&chunk(0, call_delta(1, "c2", "shell", &args), None));
+    body.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+/// The access lines in a JSON log, waiting for the last one to be written.
+async fn access_lines(bin: &Bin, n: usize) -> Vec<Value> {
+    for _ in 0..100 {
+        let lines: Vec<Value> = bin
+            .stderr()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect();
+        let access: Vec<Value> = lines
+            .into_iter()
+            .filter(|l| l["target"] == "toolgate::access")
+            .collect();
+        if access.len() >= n {
+            return access;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {n} access lines:\n{}", bin.stderr());
+}
+
+#[tokio::test]
+async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
+    let mock = Mock::start(vec![Reply::sse(stream_with_two_calls())]).await;
+    let policy = "[[rule]]\nname = \"no-shell\"\ntools = [\"shell\"]\nverdict = \"deny\"\n\n[[rule]]\nname = \"reads\"\ntools = [\"read_file\"]\nverdict = \"allow\"\n";
+    let bin = Bin::start(
+        &mock.base_url(),
+        &[("p.toml", policy)],
+        "[log]\nformat = \"json\"\n",
+    )
+    .await;
+    let mut req = chat_request(true, &["read_file", "shell"]);
+    req["messages"][0]["content"] = json!("prompt-text-that-must-not-be-logged");
+    let h = [
+        ("content-type", "application/json"),
+        ("x-request-id", "req-log-1"),
+    ];
+    let url = format!("{}/v1/chat/completions", bin.url);
+    let a = send("POST", &url, &h, req.to_string()).await;
+    assert_eq!(a.status, 200);
+    let refused = send(
+        "POST",
+        &format!("{}/v1/assistants", bin.url),
+        &[("x-request-id", "req-log-2")],
+        "{}",
+    )
+    .await;
+    assert_eq!(refused.status, 404);
+    let bad = send("POST", &url, &[("x-request-id", "req-log-3")], "[").await;
+    assert_eq!(bad.status, 400);
+
+    let access = access_lines(&bin, 3).await;
+    let by_id = |id: &str| {
+        access
+            .iter()
+            .find(|l| l["fields"]["request_id"] == id)
+            .unwrap_or_else(|| panic!("no access line for {id}: {access:?}"))["fields"]
+            .clone()
+    };
+    let gated = by_id("req-log-1");
+    assert_eq!(gated["method"], "POST");
+    assert_eq!(gated["route"], "chat_completions");
+    assert_eq!(gated["status"], 200);
+    assert_eq!(gated["principal"], "anonymous");
+    assert_eq!(
+        (
+            gated["allowed"].as_u64(),
+            gated["denied"].as_u64(),
+            gated["rejected"].as_u64()
+        ),
+        (Some(1), Some(1), Some(0))
+    );
+    assert!(
+        gated["duration_ms"].as_f64().is_some_and(|d| d > 0.0),
+        "{gated}"
+    );
+    let refused = by_id("req-log-2");
+    assert_eq!(
+        (refused["route"].as_str(), refused["status"].as_u64()),
+        (Some("refused"), Some(404))
+    );
+    let bad = by_id("req-log-3");
+    assert_eq!(
+        (bad["route"].as_str(), bad["status"].as_u64()),
+        (Some("chat_completions"), Some(400))
+    );
+    assert_eq!(access.len(), 3, "one line per request: {access:?}");
+
+    let log = bin.stderr();
+    assert!(
+        !log.contains(ARGS_TEXT) && !log.contains("prompt-text"),
+        "{log}"
+    );
+    // Lines written while a request is handled carry its id in their span.
+    let in_request: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["span"]["name"] == "request")
+        .collect();
+    assert!(
+        in_request
+            .iter()
+            .all(|l| l["span"]["request_id"].is_string()),
+        "{in_request:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_log_format_flag_overrides_the_config() {
+    let mock = Mock::start(vec![Reply::sse(stream_with_two_calls())]).await;
+    let bin = Bin::start_args(
+        &mock.base_url(),
+        &[("p.toml", ALLOW_BOTH)],
+        "[log]\nformat = \"text\"\n",
+        &["--log-format", "json"],
+    )
+    .await;
+    let a = send(
+        "POST",
+        &format!("{}/v1/chat/completions", bin.url),
+        &[("content-type", "application/json")],
+        chat_request(true, &["read_file", "shell"]).to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    let access = access_lines(&bin, 1).await;
+    assert_eq!(access[0]["fields"]["allowed"], 2);
+    // And text is plain: no colour codes when stderr is not a terminal.
+    let mock = Mock::start(vec![]).await;
+    let bin = Bin::start(&mock.base_url(), &[("p.toml", "rule = []\n")], "").await;
+    send("GET", &format!("{}/v1/assistants", bin.url), &[], "").await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let log = bin.stderr();
+    assert!(
+        log.contains("access") && log.contains("status=404"),
+        "{log}"
+    );
+    assert!(!log.contains('\u{1b}'), "{log}");
+    assert!(serde_json::from_str::<Value>(log.lines().next().unwrap_or("")).is_err());
+}
