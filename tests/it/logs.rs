@@ -155,7 +155,7 @@ async fn the_log_format_flag_overrides_the_config() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let log = bin.stderr();
     assert!(
-        log.contains("access") && log.contains("status=404"),
+        log.contains("access") && log.contains("route=refused status=404"),
         "{log}"
     );
     assert!(!log.contains('\u{1b}'), "{log}");
