@@ -94,7 +94,7 @@ async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
         (Some(1), Some(1), Some(0))
     );
     assert!(
-        gated["duration_ms"].as_f64().is_some_and(|d| d > 0.0),
+        gated["duration_us"].as_u64().is_some_and(|d| d > 0),
         "{gated}"
     );
     let refused = by_id("req-log-2");
