@@ -295,6 +295,12 @@ async fn every_response_carries_the_request_id_its_audit_records_carry() {
     .await;
     assert_eq!(refused.status, 404);
     assert_eq!(refused.headers["x-request-id"], "r-1");
+    // A route toolgate does not serve says which ones it does.
+    let text = String::from_utf8_lossy(&refused.body);
+    assert!(
+        text.contains("Use POST /v1/chat/completions, POST /v1/responses or POST /v1/messages"),
+        "{text}"
+    );
     let bad = post_chat_at(&gate, "/v1/chat/completions", &json!([]), &[]).await;
     assert_eq!(bad.status, 400);
     assert!(bad.headers.contains_key("x-request-id"));
