@@ -3,12 +3,15 @@
 //! The audit record is written before a call is released; if it could not be
 //! (and `[audit] on_error` is not `continue`) the call fails closed.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 use crate::call::{Call, Release};
 use crate::context::Context;
 use crate::digest::{now_rfc3339, sha256_hex};
 use crate::gate::{Decision, Gates};
+use crate::metrics::labels::Decided;
 use crate::policy::{RewriteMode, Verdict};
 use crate::state::State;
 
@@ -117,8 +120,20 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
                 (false, d.verdict.max(Verdict::Reject), false)
             }
         };
-        state.metrics.tool_call(counted);
-        ctx.tally.count(counted);
+        count(
+            state,
+            gates,
+            ctx,
+            call,
+            counted,
+            d.gate,
+            d.outcome.rule.as_deref(),
+        );
+        for step in &d.steps {
+            state
+                .metrics
+                .gate_took(step.gate, Duration::from_micros(step.micros));
+        }
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
         allowed.push(if allow {
             Release::Allow
@@ -131,6 +146,26 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         });
     }
     allowed
+}
+
+/// Counts a decided call in the metrics and in its request's access line.
+fn count(
+    state: &State,
+    gates: &Gates,
+    ctx: &Context,
+    call: &Call,
+    verdict: Verdict,
+    gate: &'static str,
+    rule: Option<&str>,
+) {
+    state.metrics.decided(Decided {
+        protocol: ctx.protocol,
+        verdict: verdict.as_str(),
+        gate,
+        rule: rule.unwrap_or_default().to_string(),
+        tool: gates.policy().tool_label(&call.name),
+    });
+    ctx.tally.count(verdict);
 }
 
 /// What replaces a withheld call: its deciding rule's `rewrite`, or the
@@ -163,8 +198,7 @@ pub async fn dropped(
         if let Err(e) = state.audit.record(&record(ctx, call, &d, version)).await {
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
         }
-        state.metrics.tool_call(Verdict::Reject);
-        ctx.tally.count(Verdict::Reject);
+        count(state, gates, ctx, call, Verdict::Reject, "stream", None);
     }
 }
 

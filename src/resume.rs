@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -68,7 +67,7 @@ pub fn send(state: Arc<State>, ctx: Arc<Context>, mut f: FollowUp, r: Resumption
     Box::pin(async move {
         let sent = make(&state, &ctx, &mut f, &r).await;
         if let Err(e) = &sent {
-            state.metrics.resume_failures.fetch_add(1, Relaxed);
+            state.metrics.resume_failures.inc();
             tracing::warn!(request_id = %ctx.request_id, error = %e, "follow-up failed; the response ends with the neutral text");
         }
         (f, sent)
@@ -82,7 +81,7 @@ async fn make(
     r: &Resumption,
 ) -> Result<Sent, Error> {
     f.made += 1;
-    state.metrics.resumes.fetch_add(1, Relaxed);
+    state.metrics.resumes.inc();
     let record = serde_json::json!({
         "ts": crate::digest::now_rfc3339(),
         "request_id": ctx.request_id,
@@ -183,7 +182,7 @@ pub async fn whole(
         let round = match round {
             Ok(r) => r,
             Err(e) => {
-                state.metrics.resume_failures.fetch_add(1, Relaxed);
+                state.metrics.resume_failures.inc();
                 tracing::warn!(request_id = %ctx.request_id, error = %e, "follow-up unreadable; the response ends with the neutral text");
                 unanswered(state, &pending);
                 return joined(protocol, &first, &before, &fallback);

@@ -71,6 +71,7 @@ impl State {
                 .as_ref()
                 .map(|j| j.confidence_threshold)
                 .unwrap_or(0.8),
+            metrics: Arc::new(Metrics::default()),
             ..Parts::default()
         };
         if let Some(j) = &config.judge {
@@ -113,6 +114,7 @@ impl State {
             .build();
         let id_key =
             crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
+        let metrics = parts.metrics.clone();
         Ok(State {
             id_key,
             fence_secret,
@@ -123,7 +125,7 @@ impl State {
             upstream,
             messages_upstream,
             audit,
-            metrics: Arc::new(Metrics::default()),
+            metrics,
             id_prefix: crate::digest::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
             reload_requested: tokio::sync::Notify::new(),

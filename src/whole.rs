@@ -57,6 +57,7 @@ pub async fn round(
     let (changed, again) = match protocol {
         Protocol::Chat => {
             let mut parsed = chat::complete::Completion::parse(text, max_args)?;
+            state.metrics.usage(&parsed.usage());
             parsed.refuse(ctx.structured_output);
             if parsed.calls().is_empty() {
                 return Ok(Round::unchanged(raw));
@@ -68,6 +69,7 @@ pub async fn round(
         }
         Protocol::Responses => {
             let mut parsed = responses::complete::Answer::parse(text, max_args)?;
+            state.metrics.usage(&parsed.usage());
             parsed.refuse(ctx.structured_output);
             id = Some(parsed.id().to_string()).filter(|i| !i.is_empty());
             if parsed.calls().is_empty() {
@@ -92,6 +94,7 @@ pub async fn round(
         }
         Protocol::Messages => {
             let mut parsed = messages::complete::Answer::parse(text, max_args)?;
+            state.metrics.usage(&parsed.usage());
             release::hosted(state, gates, ctx, parsed.hosted()).await;
             if parsed.calls().is_empty() {
                 return Ok(Round::unchanged(raw));

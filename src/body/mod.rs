@@ -11,7 +11,6 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
@@ -209,7 +208,7 @@ impl GatedBody {
     /// dropped and audited before the ending goes out.
     fn fail(&mut self, err: Error) {
         tracing::warn!(request_id = %self.ctx.request_id, error = %err, "stream ended with an error event");
-        self.state.metrics.stream_faults.fetch_add(1, Relaxed);
+        self.state.metrics.stream_faults.inc();
         let dropped = self
             .rw
             .fail(&err, self.state.passthrough_errors(), &mut self.out);
@@ -398,7 +397,10 @@ impl GatedBody {
         }
         self.start_follow_up();
         if let Some(t) = since {
-            self.state.metrics.release_latency.observe(t.elapsed());
+            self.state
+                .metrics
+                .release_latency
+                .observe(t.elapsed().as_secs_f64());
         }
         // Events that came behind the ones that started the gate are already
         // here: they go on now, not when upstream next sends something.
@@ -490,9 +492,10 @@ impl Drop for GatedBody {
                 rt.spawn(chore);
             }
         }
+        self.state.metrics.usage(&self.rw.take_usage());
         let late = self.rw.late_deltas();
         if late > 0 {
-            self.state.metrics.late_tool_deltas.fetch_add(late, Relaxed);
+            self.state.metrics.late_tool_deltas.inc_by(late);
             tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");
         }
     }

@@ -105,6 +105,8 @@ pub struct Parts {
     pub extra: Vec<Arc<dyn Gate>>,
     /// Assisted signals below this confidence are discarded.
     pub threshold: f64,
+    /// Where CEL run-time errors and sensor timings and failures are counted.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Gates {
@@ -117,6 +119,7 @@ impl Gates {
                 parts.schemas.clone(),
                 parts.sensors.clone(),
                 parts.threshold,
+                parts.metrics.clone(),
             ),
             extra: parts.extra.clone(),
         }

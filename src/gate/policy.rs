@@ -15,6 +15,7 @@ use super::signals::{self, Needs, Signals};
 use super::{BoxFuture, Gate, Outcome};
 use crate::call::Call;
 use crate::context::Context;
+use crate::metrics::Metrics;
 use crate::policy::expr::Bindings;
 use crate::policy::limits::LimitKey;
 use crate::policy::{FailMode, PolicySet, Rule, Verdict};
@@ -30,6 +31,7 @@ pub struct PolicyGate {
     schemas: Arc<SchemaCache>,
     sensors: Vec<Arc<dyn Sensor>>,
     threshold: f64,
+    metrics: Arc<Metrics>,
     hidden_memo: std::sync::Mutex<HashMap<u64, bool>>,
     /// First-pass results by the tool and the values of what its rules read
     /// (see [`PolicyGate::first_pass`]).
@@ -65,13 +67,20 @@ struct Pass<'a> {
     matched: Vec<&'a Rule>,
 }
 
-fn evaluate<'a>(rules: &[&'a Rule], vars: &Bindings, default: Verdict, tool: &str) -> Pass<'a> {
+fn evaluate<'a>(
+    rules: &[&'a Rule],
+    vars: &Bindings,
+    default: Verdict,
+    tool: &str,
+    metrics: &Metrics,
+) -> Pass<'a> {
     let mut matched = Vec::new();
     for r in rules {
         let hit = match &r.when {
             None => true,
             Some(c) => c.eval(vars).unwrap_or_else(|e| {
                 tracing::warn!(rule = %r.name, origin = %r.origin, tool = %tool, error = %e, "CEL error at run time; the rule counts as matched");
+                metrics.cel_failed(&r.name);
                 true
             }),
         };
@@ -97,6 +106,7 @@ impl PolicyGate {
         schemas: Arc<SchemaCache>,
         sensors: Vec<Arc<dyn Sensor>>,
         threshold: f64,
+        metrics: Arc<Metrics>,
     ) -> PolicyGate {
         PolicyGate {
             policy,
@@ -105,6 +115,7 @@ impl PolicyGate {
             schemas,
             sensors,
             threshold,
+            metrics,
             hidden_memo: Default::default(),
             pass_memo: Default::default(),
         }
@@ -288,6 +299,7 @@ impl PolicyGate {
                 &Bindings::new(sig.vars_only(only)),
                 self.policy.default_verdict,
                 tool,
+                &self.metrics,
             )
         };
         let key = only
@@ -355,7 +367,10 @@ impl PolicyGate {
                 tracing::debug!(sensor = name, "sensor not configured; skipped");
                 continue;
             };
-            match sensor.sense(call, ctx, sig).await {
+            let started = std::time::Instant::now();
+            let sensed = sensor.sense(call, ctx, sig).await;
+            self.metrics.sensor_took(sensor.name(), started.elapsed());
+            match sensed {
                 Ok(found) => {
                     for a in found {
                         let offer = sig.offer(&a.name, a.value, a.confidence, self.threshold);
@@ -364,6 +379,8 @@ impl PolicyGate {
                 }
                 Err(e) => {
                     tracing::warn!(sensor = name, tool = %call.name, error = %e, "sensor failed");
+                    self.metrics
+                        .sensor_failed(sensor.name(), super::sensor::error_kind(&e));
                     // A fact about this decision, audited (the error text names no argument).
                     sig.set(&format!("{name}.error"), json!(e));
                     failed.push(name);
@@ -385,6 +402,7 @@ impl PolicyGate {
             &Bindings::new(sig.vars_only(scope.only)),
             self.policy.default_verdict,
             &call.name,
+            &self.metrics,
         );
         if second.verdict > out.verdict {
             *out = Outcome {

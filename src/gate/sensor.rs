@@ -67,3 +67,44 @@ pub fn from_answer(
     }
     Ok(out)
 }
+
+/// The kind of a sensor failure, for the metrics (a bounded set of words
+/// read from the failure's text, which toolgate's own judge writes).
+pub fn error_kind(e: &str) -> &'static str {
+    if e.contains("timed out") {
+        "timeout"
+    } else if e.contains("below the threshold") {
+        "low_confidence"
+    } else if e.contains("schema") {
+        "schema"
+    } else if e.contains("returned") {
+        "status"
+    } else if e.contains("unreachable") || e.contains("connect") {
+        "connect"
+    } else if e.contains("not JSON") || e.contains("judge body") || e.contains("no message content")
+    {
+        "unreadable"
+    } else {
+        "other"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_kind;
+
+    #[test]
+    fn failures_of_the_judge_have_a_kind() {
+        for (e, kind) in [
+            ("judge timed out", "timeout"),
+            ("upstream unreachable: connection refused", "connect"),
+            ("judge returned 500 Internal Server Error", "status"),
+            ("judge answer is not JSON", "unreadable"),
+            ("judge answer does not match the schema", "schema"),
+            ("confidence 0.2 below the threshold 0.8", "low_confidence"),
+            ("something new", "other"),
+        ] {
+            assert_eq!(error_kind(e), kind, "{e}");
+        }
+    }
+}

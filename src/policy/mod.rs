@@ -205,6 +205,20 @@ impl PolicySet {
         self.tools.iter().find(|t| t.matches(tool))
     }
 
+    /// The metrics label of a tool, bounded by the catalog: its name when
+    /// an entry names it, the glob that matched it, else `other`.
+    pub fn tool_label(&self, tool: &str) -> String {
+        let Some(entry) = self.tool_entry(tool) else {
+            return "other".into();
+        };
+        let glob = entry
+            .globs
+            .iter()
+            .find(|g| g.is_literal() && g.as_str() == tool)
+            .or_else(|| entry.globs.iter().find(|g| g.matches(tool)));
+        glob.map_or_else(|| "other".into(), |g| g.as_str().to_string())
+    }
+
     /// The fence mode for results of `tool` (first matching `[[fence]]`; default `delimit`).
     pub fn fence_mode(&self, tool: &str) -> FenceMode {
         self.fences

@@ -22,6 +22,7 @@ pub mod messages;
 pub mod responses;
 pub mod sse;
 pub mod sync_driver;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -346,6 +347,8 @@ pub trait Rewriter: Send {
     fn take_renamed(&mut self) -> Option<(String, String)> {
         None
     }
+    /// The tokens the upstream stream(s) reported (asked once, at the end).
+    fn take_usage(&mut self) -> usage::Usage;
 }
 
 /// An error when `ambiguous` (see [`json::Obj::ambiguous`]).

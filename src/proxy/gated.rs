@@ -98,7 +98,10 @@ pub async fn handle(
     let sent = Instant::now();
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let resp = upstream.send(up).await?;
-    state.metrics.upstream_latency.observe(sent.elapsed());
+    state
+        .metrics
+        .upstream_latency
+        .observe(sent.elapsed().as_secs_f64());
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() {
         return Err(upstream_status(state, head.status, &head.headers, body, deadline).await);
@@ -236,7 +239,7 @@ async fn fence_tool_results(
     state
         .metrics
         .fenced_tool_results
-        .fetch_add(report.fenced as u64, std::sync::atomic::Ordering::Relaxed);
+        .inc_by(report.fenced as u64);
     if !report.redactions.is_empty() || report.truncated > 0 {
         state.metrics.redacted(&report.redactions);
         let record = serde_json::json!({

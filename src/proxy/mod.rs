@@ -13,7 +13,6 @@
 mod gated;
 pub mod route;
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -118,7 +117,7 @@ async fn respond(
     };
     let resp = result.unwrap_or_else(|e| {
         if matches!(e, Error::Unauthorized) {
-            let total = state.metrics.auth_failures.fetch_add(1, Relaxed) + 1;
+            let total = state.metrics.auth_failures.inc() + 1;
             state.auth_failures.record(total);
         }
         match e.side() {

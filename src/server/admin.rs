@@ -37,7 +37,7 @@ fn respond(req: &Request<Incoming>, state: &State, ready: &AtomicBool) -> Respon
         ),
         "/metrics" => (
             StatusCode::OK,
-            "text/plain; version=0.0.4",
+            crate::metrics::CONTENT_TYPE,
             Bytes::from(state.metrics.render()),
         ),
         _ => (

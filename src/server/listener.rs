@@ -49,10 +49,7 @@ async fn serve_tls(
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => serve_conn(TokioIo::new(tls), builder, state, watcher).await,
         Ok(Err(e)) => {
-            state
-                .metrics
-                .tls_handshake_failures
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            state.metrics.tls_handshake_failures.inc();
             tracing::debug!(error = %e, "TLS handshake failed");
         }
         Err(_) => tracing::debug!("TLS handshake timed out"),

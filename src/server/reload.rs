@@ -10,7 +10,6 @@
 //! certificate files.
 
 use std::path::Path;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,7 +37,7 @@ pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
             Ok(version)
         }
         Err(e) => {
-            state.metrics.policy_reload_failures.fetch_add(1, Relaxed);
+            state.metrics.policy_reload_failures.inc();
             match &e {
                 Error::Config(diags) => {
                     for d in diags {
@@ -77,7 +76,7 @@ fn reload_certs(state: &State, certs: &Certs) {
         Ok(true) => tracing::info!("TLS certificate reloaded"),
         Ok(false) => {}
         Err(e) => {
-            state.metrics.tls_reload_failures.fetch_add(1, Relaxed);
+            state.metrics.tls_reload_failures.inc();
             tracing::error!(error = %e, "TLS certificate reload rejected, keeping the last good certificate");
         }
     }

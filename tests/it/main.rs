@@ -65,3 +65,5 @@ mod resume_responses;
 mod structured;
 // The log: JSON and text, the access line.
 mod logs;
+// /metrics: labels, histograms, errors and tokens.
+mod metrics;

@@ -52,6 +52,11 @@ pub struct Completion<'a> {
 }
 
 impl<'a> Completion<'a> {
+    /// The tokens the body reports, for the metrics.
+    pub fn usage(&self) -> crate::protocol::usage::Usage {
+        crate::protocol::usage::Usage::of_top(&self.top)
+    }
+
     /// Parses `text` and finds its calls. An `error` object is an error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Completion<'a>, Error> {
         let top: Obj =

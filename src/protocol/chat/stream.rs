@@ -80,6 +80,8 @@ pub struct StreamRewriter {
     /// Reused by the prefilter's case-insensitive search.
     scratch: Vec<u8>,
     resume: ResumeState,
+    /// Token usage seen in the events, for the metrics.
+    usage: crate::protocol::usage::Usage,
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -89,6 +91,7 @@ fn malformed(why: &'static str) -> Error {
 impl StreamRewriter {
     pub fn new(o: &Options) -> StreamRewriter {
         StreamRewriter {
+            usage: Default::default(),
             decoder: SseDecoder::new(o.max_event_bytes),
             asm: Assembler::new(o.max_call_bytes, o.max_held_bytes),
             finals: HashMap::new(),
@@ -136,6 +139,7 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         };
+        self.usage.sniff(data);
         if event == Some("error") {
             return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
         }
@@ -296,6 +300,10 @@ impl StreamRewriter {
 }
 
 impl Rewriter for StreamRewriter {
+    fn take_usage(&mut self) -> crate::protocol::usage::Usage {
+        std::mem::take(&mut self.usage)
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         if !self.ended {
             self.decoder.push(bytes);

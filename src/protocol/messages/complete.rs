@@ -33,6 +33,11 @@ pub struct Answer<'a> {
 }
 
 impl<'a> Answer<'a> {
+    /// The tokens the body reports, for the metrics.
+    pub fn usage(&self) -> crate::protocol::usage::Usage {
+        crate::protocol::usage::Usage::of_top(&self.top)
+    }
+
     /// Parses `text` and finds its call blocks. A body of type `error` is the
     /// provider's error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Answer<'a>, Error> {

@@ -134,11 +134,14 @@ pub struct StreamRewriter {
     hosted: Vec<Call>,
     last_call_delta: Option<Instant>,
     resume: resume::ResumeState,
+    /// Token usage seen in the events, for the metrics.
+    usage: crate::protocol::usage::Usage,
 }
 
 impl StreamRewriter {
     pub fn new(o: &Options) -> StreamRewriter {
         StreamRewriter {
+            usage: Default::default(),
             decoder: SseDecoder::new(o.max_event_bytes),
             neutral: o.neutral_message.clone(),
             max_call: o.max_call_bytes,
@@ -172,6 +175,7 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         };
+        self.usage.sniff(&data);
         // Not part of the Messages stream, but sent by some compatible
         // servers: an empty event, and a chat-style `[DONE]`. They carry
         // nothing and are dropped; `[DONE]` while a call is held ends the
@@ -319,6 +323,10 @@ impl StreamRewriter {
 }
 
 impl Rewriter for StreamRewriter {
+    fn take_usage(&mut self) -> crate::protocol::usage::Usage {
+        std::mem::take(&mut self.usage)
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         if !self.ended {
             self.decoder.push(bytes);

@@ -40,6 +40,11 @@ pub struct Answer<'a> {
 }
 
 impl<'a> Answer<'a> {
+    /// The tokens the body reports, for the metrics.
+    pub fn usage(&self) -> crate::protocol::usage::Usage {
+        crate::protocol::usage::Usage::of_top(&self.top)
+    }
+
     /// Parses `text` and finds its call items. An `error` object without
     /// an `output` is the provider's error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Answer<'a>, Error> {

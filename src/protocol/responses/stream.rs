@@ -123,11 +123,14 @@ pub struct StreamRewriter {
     ended: bool,
     last_call_delta: Option<Instant>,
     resume: resume::ResumeState,
+    /// Token usage seen in the events, for the metrics.
+    usage: crate::protocol::usage::Usage,
 }
 
 impl StreamRewriter {
     pub fn new(o: &Options) -> StreamRewriter {
         StreamRewriter {
+            usage: Default::default(),
             decoder: SseDecoder::new(o.max_event_bytes),
             neutral: o.neutral_message.clone(),
             refusal: o.refusal,
@@ -162,6 +165,7 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         };
+        self.usage.sniff(&data);
         if data.trim_ascii() == b"[DONE]" {
             if !self.batch.is_empty() {
                 return Err(malformed("stream ended before its tool calls finished"));
@@ -268,6 +272,10 @@ impl StreamRewriter {
 }
 
 impl Rewriter for StreamRewriter {
+    fn take_usage(&mut self) -> crate::protocol::usage::Usage {
+        std::mem::take(&mut self.usage)
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         if !self.ended {
             self.decoder.push(bytes);

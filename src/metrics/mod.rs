@@ -1,0 +1,312 @@
+//! Prometheus metrics on the admin port (`/metrics`, OpenMetrics text),
+//! kept with the `prometheus-client` crate. Label values are bounded (see
+//! [`labels`]).
+
+pub mod labels;
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use labels::{Decided, Gate, Kind, RouteStatus, Rule, Sensor, SensorError, Tokens};
+
+/// Seconds, from 100 µs (a gate's work) to a minute (a slow provider).
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    10.0, 60.0,
+];
+
+/// Route labels of `toolgate_requests_total`.
+pub const ROUTES: [&str; 5] = [
+    "chat_completions",
+    "responses",
+    "messages",
+    "passthrough",
+    "refused",
+];
+
+/// Distinct model names counted in `toolgate_tokens_total`; later ones are
+/// `other` (a provider's model names are not ours to bound).
+const MAX_MODELS: usize = 64;
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RouteStatus, Counter>,
+    decisions: Family<Decided, Counter>,
+    gate_latency: Histograms<Gate>,
+    sensor_latency: Histograms<Sensor>,
+    sensor_errors: Family<SensorError, Counter>,
+    cel_errors: Family<Rule, Counter>,
+    tokens: Family<Tokens, Counter>,
+    models: Mutex<HashSet<String>>,
+    redactions: Family<Kind, Counter>,
+    pub upstream_latency: Histogram,
+    pub release_latency: Histogram,
+    pub stream_faults: Counter,
+    pub late_tool_deltas: Counter,
+    pub resumes: Counter,
+    pub auth_failures: Counter,
+    pub resume_failures: Counter,
+    pub policy_reload_failures: Counter,
+    pub fenced_tool_results: Counter,
+    pub tls_handshake_failures: Counter,
+    pub tls_reload_failures: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut m = Metrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            decisions: Family::default(),
+            gate_latency: Family::new_with_constructor(histogram),
+            sensor_latency: Family::new_with_constructor(histogram),
+            sensor_errors: Family::default(),
+            cel_errors: Family::default(),
+            tokens: Family::default(),
+            models: Mutex::default(),
+            redactions: Family::default(),
+            upstream_latency: histogram(),
+            release_latency: histogram(),
+            stream_faults: Counter::default(),
+            late_tool_deltas: Counter::default(),
+            resumes: Counter::default(),
+            auth_failures: Counter::default(),
+            resume_failures: Counter::default(),
+            policy_reload_failures: Counter::default(),
+            fenced_tool_results: Counter::default(),
+            tls_handshake_failures: Counter::default(),
+            tls_reload_failures: Counter::default(),
+        };
+        m.register();
+        m
+    }
+}
+
+impl Metrics {
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "toolgate_requests",
+            "Requests by route and response status",
+            self.requests.clone(),
+        );
+        r.register(
+            "toolgate_tool_calls",
+            "Gated tool calls by protocol, verdict, deciding gate and rule, and catalog tool (others: other)",
+            self.decisions.clone(),
+        );
+        r.register(
+            "toolgate_gate_duration_seconds",
+            "Time each gate took for one call",
+            self.gate_latency.clone(),
+        );
+        r.register(
+            "toolgate_sensor_duration_seconds",
+            "Time an LLM sensor (sentinel, output) took for one call, cache hits included",
+            self.sensor_latency.clone(),
+        );
+        r.register(
+            "toolgate_sensor_errors",
+            "LLM sensor failures by kind (the rule's fail setting decides what follows)",
+            self.sensor_errors.clone(),
+        );
+        r.register(
+            "toolgate_cel_errors",
+            "CEL conditions that failed at run time, by rule (the rule counts as matched)",
+            self.cel_errors.clone(),
+        );
+        r.register(
+            "toolgate_tokens",
+            "Tokens by model and kind (input, output), from the responses' usage",
+            self.tokens.clone(),
+        );
+        r.register(
+            "toolgate_redactions",
+            "Secrets redacted from tool results, by kind",
+            self.redactions.clone(),
+        );
+        r.register(
+            "toolgate_upstream_latency_seconds",
+            "Time from sending a request upstream to its response headers",
+            self.upstream_latency.clone(),
+        );
+        r.register(
+            "toolgate_tool_call_release_seconds",
+            "Time from the last upstream tool-call chunk to the release of the gated calls",
+            self.release_latency.clone(),
+        );
+        for (name, help, c) in [
+            ("toolgate_fenced_tool_results", "Tool results fenced before going upstream", &self.fenced_tool_results),
+            ("toolgate_stream_faults", "Streams ended with an error event (upstream error, truncation, malformed data)", &self.stream_faults),
+            ("toolgate_late_tool_deltas", "Tool-call deltas stripped because their choice had already finished", &self.late_tool_deltas),
+            ("toolgate_auth_failures", "Requests refused because client authentication failed", &self.auth_failures),
+            ("toolgate_resumes", "Follow-up requests made so the model continues without its withheld calls (rewrite mode resume)", &self.resumes),
+            ("toolgate_resume_failures", "Follow-up requests that failed; the response ended with the neutral text", &self.resume_failures),
+            ("toolgate_policy_reload_failures", "Policy reloads rejected because a file was invalid", &self.policy_reload_failures),
+            ("toolgate_tls_handshake_failures", "TLS handshakes on the data port that failed (e.g. no or untrusted client certificate)", &self.tls_handshake_failures),
+            ("toolgate_tls_reload_failures", "Certificate reloads rejected because a file was invalid; the last good certificate stays", &self.tls_reload_failures),
+        ] {
+            r.register(name, help, c.clone());
+        }
+    }
+
+    pub fn request(&self, route: &'static str, status: u16) {
+        let route = ROUTES
+            .iter()
+            .copied()
+            .find(|r| *r == route)
+            .unwrap_or("refused");
+        self.requests
+            .get_or_create(&RouteStatus { route, status })
+            .inc();
+    }
+
+    /// Counts one decided call.
+    pub fn decided(&self, d: Decided) {
+        self.decisions.get_or_create(&d).inc();
+    }
+
+    pub fn gate_took(&self, gate: &'static str, d: Duration) {
+        self.gate_latency
+            .get_or_create(&Gate { gate })
+            .observe(d.as_secs_f64());
+    }
+
+    pub fn sensor_took(&self, sensor: &'static str, d: Duration) {
+        self.sensor_latency
+            .get_or_create(&Sensor { sensor })
+            .observe(d.as_secs_f64());
+    }
+
+    pub fn sensor_failed(&self, sensor: &'static str, kind: &'static str) {
+        self.sensor_errors
+            .get_or_create(&SensorError { sensor, kind })
+            .inc();
+    }
+
+    pub fn cel_failed(&self, rule: &str) {
+        self.cel_errors
+            .get_or_create(&Rule {
+                rule: rule.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a response's tokens under its model (the first
+    /// [`MAX_MODELS`] names seen; later ones as `other`).
+    pub fn tokens(&self, model: &str, input: u64, output: u64) {
+        let model: String = model.chars().take(128).collect();
+        let model = match self.models.lock() {
+            Ok(mut seen) if seen.contains(&model) || seen.len() < MAX_MODELS => {
+                seen.insert(model.clone());
+                model
+            }
+            _ => "other".to_string(),
+        };
+        for (kind, n) in [("input", input), ("output", output)] {
+            if n > 0 {
+                self.tokens
+                    .get_or_create(&Tokens {
+                        model: model.clone(),
+                        kind,
+                    })
+                    .inc_by(n);
+            }
+        }
+    }
+
+    /// Counts a response's usage (nothing when it reported none).
+    pub fn usage(&self, u: &crate::protocol::usage::Usage) {
+        if u.any() {
+            self.tokens(u.model.as_deref().unwrap_or("unknown"), u.input, u.output);
+        }
+    }
+
+    /// Counts redactions by kind.
+    pub fn redacted(&self, counts: &std::collections::BTreeMap<&'static str, u64>) {
+        for (kind, n) in counts {
+            self.redactions.get_or_create(&Kind { kind }).inc_by(*n);
+        }
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_labelled_counters_histograms_and_bounded_models() {
+        let m = Metrics::default();
+        m.request("chat_completions", 200);
+        m.request("chat_completions", 200);
+        m.request("anything else", 404);
+        m.decided(Decided {
+            protocol: "chat_completions",
+            verdict: "deny",
+            gate: "policy",
+            rule: "no-shell".into(),
+            tool: "shell".into(),
+        });
+        m.upstream_latency.observe(0.0003);
+        m.upstream_latency.observe(100.0);
+        for i in 0..MAX_MODELS + 3 {
+            m.tokens(&format!("model-{i}"), 10, 2);
+        }
+        m.tokens("model-0", 5, 0);
+        let t = m.render();
+        assert!(
+            t.contains("toolgate_requests_total{route=\"chat_completions\",status=\"200\"} 2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("toolgate_requests_total{route=\"refused\",status=\"404\"} 1"),
+            "{t}"
+        );
+        assert!(t.contains("toolgate_tool_calls_total{protocol=\"chat_completions\",verdict=\"deny\",gate=\"policy\",rule=\"no-shell\",tool=\"shell\"} 1"), "{t}");
+        assert!(
+            t.contains("toolgate_upstream_latency_seconds_bucket{le=\"0.0005\"} 1"),
+            "{t}"
+        );
+        assert!(
+            t.contains("toolgate_upstream_latency_seconds_bucket{le=\"+Inf\"} 2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("toolgate_upstream_latency_seconds_count 2"),
+            "{t}"
+        );
+        assert!(
+            t.contains("toolgate_tokens_total{model=\"model-0\",kind=\"input\"} 15"),
+            "{t}"
+        );
+        assert!(
+            t.contains("toolgate_tokens_total{model=\"other\",kind=\"output\"} 6"),
+            "{t}"
+        );
+        assert!(t.ends_with("# EOF\n"));
+    }
+}

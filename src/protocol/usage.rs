@@ -1,0 +1,200 @@
+//! Token usage read from responses, whatever their protocol, for the
+//! metrics (`toolgate_tokens_total`): `usage` of a whole body, and of the
+//! stream events that carry it (Chat Completions' last chunk, Responses'
+//! `response.completed`, Messages' `message_start` and `message_delta`).
+
+use serde::Deserialize;
+
+use super::json::Obj;
+
+/// Tokens of one response (or of every upstream response a stream spliced).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Usage {
+    pub model: Option<String>,
+    pub input: u64,
+    pub output: u64,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Numbers {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl Numbers {
+    /// Anthropic counts cached input apart from `input_tokens`; OpenAI's
+    /// `input_tokens`/`prompt_tokens` include it.
+    fn input(&self) -> u64 {
+        let own = self.prompt_tokens.or(self.input_tokens).unwrap_or(0);
+        own + self.cache_creation_input_tokens.unwrap_or(0)
+            + self.cache_read_input_tokens.unwrap_or(0)
+    }
+
+    fn output(&self) -> u64 {
+        self.completion_tokens.or(self.output_tokens).unwrap_or(0)
+    }
+}
+
+/// The members of an event or body that usage is read from (others are
+/// skipped unread).
+#[derive(Debug, Default, Deserialize)]
+struct Carrier {
+    #[serde(rename = "type")]
+    ty: Option<String>,
+    model: Option<String>,
+    usage: Option<Numbers>,
+    /// `message_start`'s message, `response.completed`'s response.
+    message: Option<Box<Carrier>>,
+    response: Option<Box<Carrier>>,
+}
+
+impl Usage {
+    /// The usage of a whole body's top-level object.
+    pub fn of_top(top: &Obj) -> Usage {
+        let mut u = Usage::default();
+        let numbers = top
+            .present("usage")
+            .and_then(|raw| serde_json::from_str::<Numbers>(raw.get()).ok());
+        if let Some(n) = numbers {
+            u.input = n.input();
+            u.output = n.output();
+        }
+        u.model = top
+            .present("model")
+            .and_then(|raw| super::json::string(raw))
+            .map(|m| m.into_owned());
+        u
+    }
+
+    /// Adds what a stream event's data says, when it carries usage (an
+    /// object under `usage`, at the top or in its `message`/`response`).
+    /// Events without one cost a substring search.
+    pub fn sniff(&mut self, data: &[u8]) {
+        if !carries_usage(data) {
+            return;
+        }
+        let Ok(c) = serde_json::from_slice::<Carrier>(data) else {
+            return;
+        };
+        let ty = c.ty.as_deref();
+        let inner = c.message.as_deref().or(c.response.as_deref());
+        if self.model.is_none() {
+            self.model = c
+                .model
+                .clone()
+                .or_else(|| inner.and_then(|i| i.model.clone()));
+        }
+        let Some(n) = c.usage.as_ref().or(inner.and_then(|i| i.usage.as_ref())) else {
+            return;
+        };
+        match ty {
+            // Messages: the input once at the start, the output (a running
+            // total) in `message_delta`.
+            Some("message_start") => self.input += n.input(),
+            Some("message_delta") => self.output += n.output(),
+            _ => {
+                self.input += n.input();
+                self.output += n.output();
+            }
+        }
+    }
+
+    /// Anything to count.
+    pub fn any(&self) -> bool {
+        self.input > 0 || self.output > 0
+    }
+}
+
+/// `"usage":` followed by an object (not `null`), anywhere in `data`.
+fn carries_usage(data: &[u8]) -> bool {
+    memchr::memmem::find_iter(data, b"\"usage\"").any(|at| {
+        let rest = &data[at + 7..];
+        let rest = rest.trim_ascii_start();
+        rest.first() == Some(&b':') && rest[1..].trim_ascii_start().first() == Some(&b'{')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sniffed(events: &[&str]) -> Usage {
+        let mut u = Usage::default();
+        for e in events {
+            u.sniff(e.as_bytes());
+        }
+        u
+    }
+
+    #[test]
+    fn reads_each_protocols_usage_events_once() {
+        let chat = sniffed(&[
+            r#"{"id":"c","model":"gpt-x","choices":[{"delta":{"content":"hi"}}],"usage":null}"#,
+            r#"{"id":"c","model":"gpt-x","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#,
+        ]);
+        assert_eq!(
+            chat,
+            Usage {
+                model: Some("gpt-x".into()),
+                input: 12,
+                output: 3
+            }
+        );
+        let messages = sniffed(&[
+            r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"usage"}}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
+        ]);
+        assert_eq!(
+            messages,
+            Usage {
+                model: Some("claude-x".into()),
+                input: 25,
+                output: 7
+            }
+        );
+        let responses = sniffed(&[
+            r#"{"type":"response.created","response":{"model":"o-x","usage":null}}"#,
+            r#"{"type":"response.completed","response":{"model":"o-x","usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}}"#,
+        ]);
+        assert_eq!(
+            responses,
+            Usage {
+                model: Some("o-x".into()),
+                input: 9,
+                output: 4
+            }
+        );
+        // A continued stream adds its second response's usage.
+        let two = sniffed(&[
+            r#"{"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#,
+            r#"{"model":"m","choices":[],"usage": {"prompt_tokens":10,"completion_tokens":20}}"#,
+        ]);
+        assert_eq!((two.input, two.output), (11, 22));
+    }
+
+    #[test]
+    fn whole_bodies_read_their_top_level_usage() {
+        let top: Obj =
+            serde_json::from_str(r#"{"model":"m","usage":{"input_tokens":4,"output_tokens":2}}"#)
+                .unwrap_or(Obj {
+                    entries: Vec::new(),
+                });
+        assert_eq!(
+            Usage::of_top(&top),
+            Usage {
+                model: Some("m".into()),
+                input: 4,
+                output: 2
+            }
+        );
+        let none: Obj = serde_json::from_str(r#"{"model":"m","usage":null}"#).unwrap_or(Obj {
+            entries: Vec::new(),
+        });
+        assert!(!Usage::of_top(&none).any());
+    }
+}

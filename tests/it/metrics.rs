@@ -1,0 +1,127 @@
+//! `/metrics` through the real binary: decisions by protocol, verdict, gate,
+//! rule and catalog tool (others `other`), gate and sensor latency, sensor
+//! errors by kind, CEL run-time errors, and token usage by model.
+
+use serde_json::json;
+
+use crate::bin::Bin;
+use crate::support::{
+    call_delta, chat_request, chunk, messages_upstream, send, Mock, Reply, KEY_ENV,
+};
+
+const POLICY: &str = r#"
+[[tool]]
+match = "read_file"
+class = "read_only"
+
+[[tool]]
+match = "mcp__fs__*"
+class = "read_only"
+
+[[tool]]
+match = "write_file"
+class = "modifies_state"
+
+[[rule]]
+name = "reads"
+tools = ["read_file", "mcp__fs__list"]
+verdict = "allow"
+
+[[rule]]
+name = "big-args"
+tools = ["read_file"]
+when = "args.size > 3"
+verdict = "reject"
+
+[[rule]]
+name = "no-shell"
+tools = ["shell"]
+verdict = "deny"
+
+[[rule]]
+name = "judged"
+tools = ["write_file"]
+verdict = "allow"
+require = ["sentinel"]
+fail = "closed"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels() {
+    let mut stream = String::new();
+    for (i, name) in ["read_file", "shell", "mcp__fs__list"].iter().enumerate() {
+        let id = format!("c{i}");
+        stream.push_str(&chunk(
+            0,
+            call_delta(i as u32, &id, name, r#"{"path":"a"}"#),
+            None,
+        ));
+    }
+    stream.push_str(&chunk(0, json!({}), Some("tool_calls")));
+    let usage = json!({"id": "x", "object": "chat.completion.chunk", "model": "gpt-test", "choices": [],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}});
+    stream.push_str(&format!("data: {usage}\n\n"));
+    stream.push_str("data: [DONE]\n\n");
+    let whole = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [{"type": "tool_use", "id": "tu1", "name": "write_file", "input": {"path": "a"}}],
+        "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 5, "output_tokens": 3}});
+    let mock = Mock::start(vec![
+        Reply::sse(stream),
+        Reply::json(200, whole.to_string()),
+    ])
+    .await;
+    // The judge is a port nothing listens on: the sensor fails to connect.
+    let extra = format!(
+        "{}[judge]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_ms = 2000\n",
+        messages_upstream(&mock.base_url())
+    );
+    let bin = Bin::start(&mock.base_url(), &[("p.toml", POLICY)], &extra).await;
+    let chat = send(
+        "POST",
+        &format!("{}/v1/chat/completions", bin.url),
+        &[("content-type", "application/json")],
+        chat_request(true, &["read_file", "shell", "mcp__fs__list"]).to_string(),
+    )
+    .await;
+    assert_eq!(chat.status, 200);
+    let req = json!({"model": "claude-test", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "write_file", "input_schema": {"type": "object"}}]});
+    let messages = send(
+        "POST",
+        &format!("{}/v1/messages", bin.url),
+        &[
+            ("content-type", "application/json"),
+            ("anthropic-version", "2023-06-01"),
+        ],
+        req.to_string(),
+    )
+    .await;
+    assert_eq!(messages.status, 200);
+
+    let m = bin.metrics().await;
+    for needle in [
+        // A CEL error at run time counts its rule as matched (fail closed).
+        r#"toolgate_tool_calls_total{protocol="chat_completions",verdict="reject",gate="policy",rule="big-args",tool="read_file"} 1"#,
+        r#"toolgate_cel_errors_total{rule="big-args"} 1"#,
+        // `shell` is not in the catalog: its label is `other`.
+        r#"toolgate_tool_calls_total{protocol="chat_completions",verdict="deny",gate="policy",rule="no-shell",tool="other"} 1"#,
+        // A glob entry labels the tools it matched.
+        r#"toolgate_tool_calls_total{protocol="chat_completions",verdict="allow",gate="policy",rule="reads",tool="mcp__fs__*"} 1"#,
+        r#"toolgate_tool_calls_total{protocol="messages",verdict="reject",gate="policy",rule="judged",tool="write_file"} 1"#,
+        r#"toolgate_sensor_errors_total{sensor="sentinel",kind="connect"} 1"#,
+        r#"toolgate_sensor_duration_seconds_count{sensor="sentinel"} 1"#,
+        r#"toolgate_gate_duration_seconds_count{gate="policy"} 4"#,
+        r#"toolgate_gate_duration_seconds_count{gate="integrity"} 4"#,
+        r#"toolgate_tokens_total{model="gpt-test",kind="input"} 11"#,
+        r#"toolgate_tokens_total{model="gpt-test",kind="output"} 7"#,
+        r#"toolgate_tokens_total{model="claude-test",kind="input"} 5"#,
+        r#"toolgate_tokens_total{model="claude-test",kind="output"} 3"#,
+        r#"toolgate_requests_total{route="messages",status="200"} 1"#,
+    ] {
+        assert!(m.contains(needle), "missing {needle} in\n{m}");
+    }
+    assert!(m.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
+    // Payload never becomes a label.
+    assert!(!m.contains("\"path\""), "{m}");
+}
