@@ -2,10 +2,14 @@
 
   python deploy/validate.py --toolgate target/debug/toolgate
 
-- Kubernetes: renders deploy/kubernetes/kustomization.yaml the way kustomize
-  would for what it uses (resources, configMapGenerator, labels), validates every
+- Kubernetes: renders deploy/kubernetes/kustomization.yaml with `kubectl
+  kustomize` when kubectl is installed, and the way kustomize would for what it
+  uses (resources, configMapGenerator, labels) in any case; validates every
   object against the Kubernetes OpenAPI schemas bundled in `kubernetes-validate`
-  (strict: unknown fields are errors), and checks what the sidecar must have.
+  (strict: unknown fields are errors), and checks what the sidecar must have
+  and the Prometheus scrape annotations.
+- Grafana: deploy/grafana/toolgate.json is a dashboard on toolgate's metrics
+  (the integration tests check every metric it names is exported).
 - Compose: `docker-compose config -q` (Debian's docker-compose, which needs no
   engine for `config`), plus the references the file makes.
 - Dockerfiles: multi-stage, non-root, HEALTHCHECK, COPY sources present.
@@ -15,6 +19,7 @@ Exit 0 when everything holds; otherwise each problem is printed and the exit is 
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -63,6 +68,68 @@ def render_kustomization():
         for o in objects:
             o["metadata"].setdefault("labels", {}).update(pairs)
     return objects
+
+
+def render_with_kubectl():
+    """`kubectl kustomize` (kustomize itself) when kubectl is installed, else None."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return None
+    out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True)
+    if not check(out.returncode == 0, f"kubectl kustomize failed: {out.stderr.strip()}"):
+        return []
+    return [o for o in yaml.safe_load_all(out.stdout) if o]
+
+
+def same_objects(ours, theirs):
+    """What this script renders and what kustomize renders name the same objects
+    (kustomize adds a hash to generated ConfigMap names)."""
+    def unhashed(o):
+        name = o["metadata"]["name"]
+        if o["kind"] == "ConfigMap" and name.count("-") >= 1 and len(name.rsplit("-", 1)[1]) == 10:
+            return name.rsplit("-", 1)[0]
+        return name
+
+    def names(objs):
+        return sorted((o["kind"], unhashed(o)) for o in objs)
+    check(names(ours) == names(theirs),
+          f"kubectl kustomize renders {names(theirs)}, this script {names(ours)}")
+
+
+def check_scrape(objects):
+    dep = next((o for o in objects if o["kind"] == "Deployment"), None)
+    if dep is None:
+        return
+    ann = dep["spec"]["template"]["metadata"].get("annotations", {})
+    admin = next((p["containerPort"] for c in dep["spec"]["template"]["spec"].get("initContainers", [])
+                  if c["name"] == "toolgate" for p in c.get("ports", []) if p["name"] == "admin"), None)
+    check(ann.get("prometheus.io/scrape") == "true", "pod template lacks prometheus.io/scrape: \"true\"")
+    check(ann.get("prometheus.io/port") == str(admin),
+          f"prometheus.io/port {ann.get('prometheus.io/port')!r} is not the admin port {admin}")
+    check(ann.get("prometheus.io/path") == "/metrics", "prometheus.io/path is not /metrics")
+
+
+def check_dashboard():
+    """deploy/grafana/toolgate.json: a Grafana dashboard whose every panel
+    queries toolgate's metrics through the templated Prometheus datasource."""
+    path = DEPLOY / "grafana" / "toolgate.json"
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        check(False, f"{path}: {e}")
+        return
+    check(d.get("uid") and d.get("title") and isinstance(d.get("schemaVersion"), int),
+          "dashboard lacks uid, title or schemaVersion")
+    variables = {v["name"] for v in d.get("templating", {}).get("list", [])}
+    check("datasource" in variables, "dashboard has no datasource variable")
+    ids = [p.get("id") for p in d.get("panels", [])]
+    check(len(ids) == len(set(ids)) and ids, "dashboard panel ids are missing or repeated")
+    for p in d.get("panels", []):
+        check(p.get("datasource", {}).get("uid") == "${datasource}",
+              f"panel {p.get('title')}: not on the datasource variable")
+        targets = p.get("targets", [])
+        check(targets and all("toolgate_" in t.get("expr", "") for t in targets),
+              f"panel {p.get('title')}: a query that reads no toolgate metric")
 
 
 def validate_schemas(objects):
@@ -207,9 +274,18 @@ def main():
     ap.add_argument("--toolgate", required=True)
     a = ap.parse_args()
     objects = render_kustomization()
+    rendered = render_with_kubectl()
+    if rendered is not None:
+        same_objects(objects, rendered)
+        validate_schemas(rendered)
+        print(f"kubernetes: kubectl kustomize rendered {len(rendered)} objects")
+    else:
+        print("kubernetes: kubectl not installed; rendered by this script only")
     validate_schemas(objects)
     check_sidecar(objects)
+    check_scrape(objects)
     print(f"kubernetes: {len(objects)} objects checked against the {KUBE_VERSION} schemas")
+    check_dashboard()
     default = (ROOT / "policies" / "default.toml").read_text()
     policies_cm = next((o["data"] for o in objects if o["metadata"]["name"] == "toolgate-policies"), {})
     toolgate_check(a.toolgate, K8S / "config" / "toolgate.toml", policies_cm, "kubernetes config")

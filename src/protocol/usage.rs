@@ -65,7 +65,7 @@ impl Usage {
         }
         u.model = top
             .present("model")
-            .and_then(|raw| super::json::string(raw))
+            .and_then(super::json::string)
             .map(|m| m.into_owned());
         u
     }

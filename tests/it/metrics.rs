@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::bin::Bin;
 use crate::support::{
-    call_delta, chat_request, chunk, messages_upstream, send, Mock, Reply, KEY_ENV,
+    call_delta, chat_request, chunk, messages_upstream, send, Mock, Reply, KEY_ENV, UPSTREAM_KEY,
 };
 
 const POLICY: &str = r#"
@@ -76,11 +76,19 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
         messages_upstream(&mock.base_url())
     );
     let bin = Bin::start(&mock.base_url(), &[("p.toml", POLICY)], &extra).await;
+    // A tool result that holds the upstream key: redacted on its way up.
+    let mut req = chat_request(true, &["read_file", "shell", "mcp__fs__list"]);
+    req["messages"] = json!([
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "t0", "type": "function",
+            "function": {"name": "read_file", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "t0", "content": format!("the key is {UPSTREAM_KEY}")},
+    ]);
     let chat = send(
         "POST",
         &format!("{}/v1/chat/completions", bin.url),
         &[("content-type", "application/json")],
-        chat_request(true, &["read_file", "shell", "mcp__fs__list"]).to_string(),
+        req.to_string(),
     )
     .await;
     assert_eq!(chat.status, 200);
@@ -124,4 +132,37 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
     assert!(m.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
     // Payload never becomes a label.
     assert!(!m.contains("\"path\""), "{m}");
+    the_dashboard_reads_only_exported_metrics(&m);
+}
+
+/// Every metric deploy/grafana/toolgate.json queries is one toolgate exports.
+fn the_dashboard_reads_only_exported_metrics(exposition: &str) {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana/toolgate.json");
+    let dash: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let exprs: Vec<String> = dash["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().clone())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+    let re = regex::Regex::new(r"toolgate_[a-z_]+").unwrap();
+    let mut names: Vec<&str> = exprs
+        .iter()
+        .flat_map(|e| re.find_iter(e).map(|m| m.as_str()))
+        .collect();
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 15, "{names:?}");
+    for name in names {
+        let family = ["_total", "_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        assert!(
+            exposition.contains(&format!("# TYPE {family} ")),
+            "the dashboard reads {name}, which toolgate does not export"
+        );
+    }
 }
