@@ -6,13 +6,7 @@ use sha2::{Digest, Sha256};
 
 /// Lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
+    hex::encode(bytes)
 }
 
 /// SHA-256 of `data`.
@@ -22,14 +16,8 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 
 /// 64 hex digits → 32 bytes.
 pub fn unhex32(s: &str) -> Option<[u8; 32]> {
-    let s = s.trim();
-    if s.len() != 64 {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(s.trim(), &mut out).ok()?;
     Some(out)
 }
 

@@ -16,8 +16,10 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
+use base64::Engine;
+use hmac::{Hmac, Mac};
 use regex::Regex;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 pub use crate::policy::FenceMode as Mode;
 
@@ -98,23 +100,18 @@ pub fn restore(text: &str) -> String {
     out
 }
 
-/// HMAC-SHA-256 (RFC 2104).
+/// HMAC-SHA-256 (RFC 2104) of the concatenated `msg` parts.
 pub fn hmac_sha256(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
-    let mut k = [0u8; 64];
-    if key.len() > 64 {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(k.map(|b| b ^ 0x36));
+    // HMAC takes a key of any length (a long one is hashed first), so the
+    // `InvalidLength` error `KeyInit` allows for other MACs cannot happen.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
+        Ok(m) => m,
+        Err(_) => Hmac::<Sha256>::new(&Default::default()),
+    };
     for m in msg {
-        inner.update(m);
+        mac.update(m);
     }
-    let mut outer = Sha256::new();
-    outer.update(k.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
+    mac.finalize().into_bytes().into()
 }
 
 /// The fence id of one piece of content.
@@ -142,24 +139,9 @@ fn attr(v: &str) -> String {
     }
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding.
 pub fn base64(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    base64::engine::general_purpose::STANDARD.encode(data)
 }
 
 /// Where a tool result came from.

@@ -134,7 +134,13 @@ impl Ctx<'_> {
             self.err(at, format!("`{what}` needs at least one non-empty glob"));
             return None;
         }
-        Some(list.iter().map(|s| Glob::new(s)).collect())
+        match list.iter().map(|s| Glob::new(s)).collect() {
+            Ok(globs) => Some(globs),
+            Err(e) => {
+                self.err(at, e);
+                None
+            }
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Tool-name globs: `*` matches any run of characters, `?` one character, the rest literally.
+//! Tool-name globs: `*` matches any run of characters, `?` one character, the rest literally
+//! (compiled by `globset`).
 //!
 //! Patterns and names are compared in their caseless form ([`crate::fold`]):
 //! `Comm.Send`, `ｃｏｍｍ.send` and `comm\u{200B}.send` all match `comm.*`, so no
@@ -7,16 +8,41 @@
 use crate::fold::fold;
 
 /// A compiled glob over tool names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Glob {
     pattern: String,
+    matcher: globset::GlobMatcher,
 }
 
+impl PartialEq for Glob {
+    fn eq(&self, other: &Glob) -> bool {
+        self.pattern == other.pattern
+    }
+}
+
+impl Eq for Glob {}
+
 impl Glob {
-    pub fn new(pattern: &str) -> Glob {
-        Glob {
-            pattern: fold(pattern).into_owned(),
+    /// Compiles `pattern` (its caseless form) with `globset`: `*` and `?`
+    /// are wildcards, every other character is literal (globset's classes,
+    /// alternatives and escapes are escaped away), and `/` is an ordinary
+    /// character.
+    pub fn new(pattern: &str) -> Result<Glob, String> {
+        let pattern = fold(pattern).into_owned();
+        let mut escaped = String::with_capacity(pattern.len() + 8);
+        for c in pattern.chars() {
+            match c {
+                '*' | '?' => escaped.push(c),
+                _ => escaped.push_str(&globset::escape(c.encode_utf8(&mut [0; 4]))),
+            }
         }
+        let matcher = globset::GlobBuilder::new(&escaped)
+            .literal_separator(false)
+            .backslash_escape(false)
+            .build()
+            .map_err(|e| format!("glob `{pattern}`: {e}"))?
+            .compile_matcher();
+        Ok(Glob { pattern, matcher })
     }
 
     /// The pattern in its caseless form.
@@ -30,40 +56,21 @@ impl Glob {
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        wildcard(self.pattern.as_bytes(), fold(name).as_bytes())
-    }
-}
-
-/// Iterative wildcard matching with single-star backtracking: O(p·n) worst case.
-fn wildcard(p: &[u8], s: &[u8]) -> bool {
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        match p.get(pi) {
-            Some(b'*') => {
-                star = Some((pi, si));
-                pi += 1;
-            }
-            Some(&c) if c == b'?' || c == s[si] => {
-                pi += 1;
-                si += 1;
-            }
-            _ => match star {
-                Some((sp, ss)) => {
-                    pi = sp + 1;
-                    si = ss + 1;
-                    star = Some((sp, ss + 1));
-                }
-                None => return false,
-            },
+        let name = fold(name);
+        if self.is_literal() {
+            return self.pattern == name;
         }
+        self.matcher.is_match(name.as_ref())
     }
-    p[pi..].iter().all(|&c| c == b'*')
 }
 
 #[cfg(test)]
 mod tests {
     use super::Glob;
+
+    fn glob(p: &str) -> Glob {
+        Glob::new(p).unwrap_or_else(|e| panic!("{e}"))
+    }
 
     #[test]
     fn globs_match_as_documented() {
@@ -83,7 +90,7 @@ mod tests {
             ("*a*b*", "xxbxxaxx", false),
         ];
         for (p, s, want) in cases {
-            assert_eq!(Glob::new(p).matches(s), want, "{p} vs {s}");
+            assert_eq!(glob(p).matches(s), want, "{p} vs {s}");
         }
         for name in [
             "Comm.Email",
@@ -91,10 +98,21 @@ mod tests {
             "ｃｏｍｍ.email",
             "comm\u{200B}.email",
         ] {
-            assert!(Glob::new("comm.*").matches(name), "{name}");
+            assert!(glob("comm.*").matches(name), "{name}");
         }
-        assert!(Glob::new("Get_*").matches("get_weather"));
-        assert!(Glob::new("x").is_literal());
-        assert!(!Glob::new("x*").is_literal());
+        assert!(glob("Get_*").matches("get_weather"));
+        assert!(glob("x").is_literal());
+        assert!(!glob("x*").is_literal());
+        // Only `*` and `?` are special: the rest of globset's syntax is literal.
+        for (p, s, want) in [
+            ("a[bc]", "a[bc]", true),
+            ("a[bc]", "ab", false),
+            ("{a,b}*", "{a,b}x", true),
+            ("{a,b}*", "ax", false),
+            ("mcp/*", "mcp/fs/list", true),
+            ("a\\*", "a\\x", true),
+        ] {
+            assert_eq!(glob(p).matches(s), want, "{p} vs {s}");
+        }
     }
 }

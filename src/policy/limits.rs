@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn ten_per_minute_allows_ten_then_refuses_per_key() {
         let l = Limit::new(
-            vec![Glob::new("comm*")],
+            vec![Glob::new("comm*").unwrap_or_else(|e| panic!("{e}"))],
             LimitKey::Session,
             "10/minute",
             None,
@@ -128,7 +128,7 @@ mod tests {
     fn a_reloaded_identical_limit_keeps_its_buckets_and_a_changed_one_starts_afresh() {
         let mk = |rate: &str| {
             Limit::new(
-                vec![Glob::new("t")],
+                vec![Glob::new("t").unwrap_or_else(|e| panic!("{e}"))],
                 LimitKey::Session,
                 rate,
                 None,
