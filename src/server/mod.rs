@@ -1,6 +1,7 @@
 //! Listeners: the data port (HTTP/1.1 and h2c, or TLS), the admin port, and shutdown.
 
 mod admin;
+mod fs_events;
 mod listener;
 pub mod reload;
 pub mod signal;

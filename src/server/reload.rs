@@ -1,5 +1,6 @@
 //! Policy hot reload. With `[policy] reload = "watch"` the policy files (and
-//! schema and fact files) are checked every `reload_secs`; a change is loaded
+//! schema and fact files) are checked when the directory reports a change
+//! (`notify`) and every `reload_secs` (for filesystems without events); a change is loaded
 //! only once the files have stayed unchanged for `settle_ms`, so a file caught
 //! mid-write (truncated by `>` or `open('w')`) is never loaded. With
 //! `"signal"` only SIGHUP and `POST /reload` on the admin port reload. A
@@ -102,6 +103,18 @@ pub async fn watch(
     let stamp = |dir: &Path| crate::stamp::of_dir(dir, "toml", &state.gates().policy().files);
     let mut last = dir.as_deref().map(stamp);
     let mut pending: Option<Pending> = None;
+    // Events wake the loop at once; polling every `reload_secs` stays, for
+    // filesystems without them.
+    let events = match (&dir, watching) {
+        (Some(d), true) => super::fs_events::Events::watch(d),
+        _ => None,
+    };
+    let event = || async {
+        match &events {
+            Some(e) => e.changed().await,
+            None => std::future::pending::<()>().await,
+        }
+    };
     let mut pruned = Instant::now();
     loop {
         #[cfg(unix)]
@@ -115,8 +128,14 @@ pub async fn watch(
         };
         #[cfg(not(unix))]
         let hangup = std::future::pending::<()>();
+        // A change waiting to settle is looked at again once it has.
+        let wait = match &pending {
+            Some(_) => every.min(settle),
+            None => every,
+        };
         let forced = tokio::select! {
-            _ = tokio::time::sleep(every) => false,
+            _ = tokio::time::sleep(wait) => false,
+            _ = event() => false,
             _ = hangup => true,
             _ = state.reload_requested.notified() => true,
             _ = shutdown.changed() => return,

@@ -460,6 +460,29 @@ async fn truncating_a_deny_file_under_load_releases_nothing() {
     assert!(bin.stderr().contains("no rules or settings"));
 }
 
+// 7. Policy reload: a file-system event wakes the reload at once; polling
+// (here once an hour) is only the fallback for filesystems without events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_edit_is_loaded_on_its_file_event_without_waiting_for_the_poll() {
+    let mock = Mock::start(vec![Reply::json(200, completion("shell", "{}"))]).await;
+    let bin = start(
+        &mock,
+        &deny(&["shell"]),
+        "policy.reload_secs = 3600\npolicy.settle_ms = 200",
+    )
+    .await;
+    std::fs::write(bin.path("policies/50-test.toml"), "rule = []\n").unwrap();
+    let mut reloaded = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if bin.stderr().contains("policy reloaded") {
+            reloaded = true;
+            break;
+        }
+    }
+    assert!(reloaded, "{}", bin.stderr());
+}
+
 // 7. Policy reload: dropped deny rules are told; `reload = "signal"` waits to be asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked() {
