@@ -102,3 +102,24 @@ async fn structured_output_helpers_see_a_refusal_part() {
         assert_eq!(t["calls"], 0, "{mode}: {t}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_sdk_output_type_sees_a_refusal() {
+    let f: Responder = std::sync::Arc::new(|req: &Value| match req["stream"] == true {
+        true => (200, calls_only().0),
+        false => (200, calls_only().1.to_string()),
+    });
+    let mock = Mock::start(vec![Reply::Func(f, std::time::Duration::ZERO)]).await;
+    let gate = start_gate(&mock.base_url(), &deny(&["shell", "get_weather"]), "").await;
+    let base = format!("{}/v1", gate.url);
+    let Some(r) = run_sdk("structured_check.py", vec![base, "agents".into()]).await else {
+        return;
+    };
+    let neutral = "I wasn't able to complete that action.";
+    for mode in ["run", "run_streamed"] {
+        let t = &r[mode];
+        // A refusal (ModelRefusalError, with the last refusal part), not a
+        // failure to parse JSON.
+        assert_eq!(t["refusal"], neutral, "{mode}: {t}");
+    }
+}

@@ -1,12 +1,13 @@
 """Structured output through a gate that withholds the model's only call.
 
-Usage: python structured_check.py BASE_URL [chat|responses]
+Usage: python structured_check.py BASE_URL [chat|responses|agents]
 
 Asks for a pydantic `response_format` with the openai SDK's helpers
 (`chat.completions.parse` and the `chat.completions.stream` helper) while
 the model calls a strict tool the policy rejects. Prints, for each, what the
 SDK made of the answer: its `parsed` value, `refusal`, `content` and finish
-reason, or the exception it raised.
+reason, or the exception it raised. `agents` runs an OpenAI Agents SDK agent
+with an `output_type` (streamed and not) and prints what its run raised.
 """
 
 import json
@@ -64,7 +65,46 @@ def responses(client: OpenAI) -> dict:
     return out
 
 
+def agents(base_url: str) -> dict:
+    import asyncio
+
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool
+    from agents.exceptions import ModelRefusalError
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def shell(cmd: str) -> str:
+        """Runs a shell command."""
+        return "ran"
+
+    client = AsyncOpenAI(base_url=base_url, api_key="agent-side-placeholder", max_retries=0, timeout=30)
+    agent = Agent(name="weather", instructions="Answer with the weather.", tools=[shell],
+                  output_type=Weather, model=OpenAIResponsesModel(model="m", openai_client=client))
+
+    async def run(streamed: bool) -> dict:
+        try:
+            if streamed:
+                r = Runner.run_streamed(agent, "weather in Paris, as JSON", max_turns=2)
+                async for _ in r.stream_events():
+                    pass
+            else:
+                r = await Runner.run(agent, "weather in Paris, as JSON", max_turns=2)
+            return {"output": repr(r.final_output)}
+        except ModelRefusalError as e:
+            return {"refusal": e.refusal}
+        except Exception as e:  # noqa: BLE001 - the test reports what the SDK raised
+            return {"raised": f"{type(e).__name__}: {e}"}
+
+    async def both() -> dict:
+        return {"run": await run(False), "run_streamed": await run(True)}
+
+    return asyncio.run(both())
+
+
 def main() -> int:
+    if sys.argv[2:] == ["agents"]:
+        print(json.dumps(agents(sys.argv[1])))
+        return 0
     client = OpenAI(base_url=sys.argv[1], api_key="agent-side-placeholder", max_retries=0, timeout=30)
     if sys.argv[2:] == ["responses"]:
         print(json.dumps(responses(client)))
