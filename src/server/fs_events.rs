@@ -7,8 +7,20 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use notify::event::{AccessKind, AccessMode, EventKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::Notify;
+
+/// An event that may change what a load reads. Opening and reading files
+/// are not: the loop's own stamps and loads do both, and waking on them
+/// would wake the loop forever.
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
 
 /// Wakes its [`Events::changed`] on any event in the watched directory; the
 /// watch lasts as long as this value.
@@ -24,7 +36,7 @@ impl Events {
         let changed = Arc::new(Notify::new());
         let wake = changed.clone();
         let watcher = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
-            if e.is_ok() {
+            if e.is_ok_and(|e| is_change(&e.kind)) {
                 wake.notify_one();
             }
         });
@@ -48,5 +60,23 @@ impl Events {
     /// Resolves at the next event (at once if one came since the last call).
     pub async fn changed(&self) {
         self.changed.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{AccessKind, AccessMode, CreateKind, EventKind, ModifyKind};
+
+    use super::is_change;
+
+    #[test]
+    fn reads_do_not_wake_the_loop_and_writes_do() {
+        assert!(!is_change(&EventKind::Access(AccessKind::Open(AccessMode::Any))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Close(AccessMode::Read))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Read)));
+        assert!(is_change(&EventKind::Access(AccessKind::Close(AccessMode::Write))));
+        assert!(is_change(&EventKind::Modify(ModifyKind::Any)));
+        assert!(is_change(&EventKind::Create(CreateKind::File)));
+        assert!(is_change(&EventKind::Remove(notify::event::RemoveKind::Any)));
     }
 }
