@@ -15,7 +15,44 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 
 use crate::config;
+use crate::error::Error;
 use crate::upstream::Upstream;
+
+/// Why a judge (or a sensor reading its answer) failed: a bounded kind for
+/// the metrics and a message for the log and the audit trail. The message
+/// never holds the call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// `timeout`, `connect`, `status`, `unreadable`, `schema`,
+    /// `low_confidence` or `other`.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A failure of toolgate's own upstream client.
+    fn upstream(e: &Error) -> Failure {
+        let kind = match e {
+            Error::UpstreamConnect(_) => "connect",
+            Error::UpstreamTimeout => "timeout",
+            _ => "other",
+        };
+        Failure::new(kind, e.to_string())
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
 
 /// `data` as a JSON block after `intro`, which nothing in the data can close:
 /// `<` and `>` only occur inside JSON strings, where `\u` escapes mean the same.
@@ -83,7 +120,7 @@ impl Judge {
     }
 
     /// Asks (or answers from the cache). `key` identifies the question.
-    pub async fn ask(&self, key: [u8; 32], q: Question) -> Result<Answer, String> {
+    pub async fn ask(&self, key: [u8; 32], q: Question) -> Result<Answer, Failure> {
         let started = Instant::now();
         if let Some(value) = self.cache.get(&key).await {
             return Ok(Answer {
@@ -95,14 +132,14 @@ impl Judge {
         let load = async {
             match tokio::time::timeout(self.upstream.timeout, self.call(&q)).await {
                 Ok(r) => r,
-                Err(_) => Err("judge timed out".to_string()),
+                Err(_) => Err(Failure::new("timeout", "judge timed out")),
             }
         };
         let value = self
             .cache
             .try_get_with(key, load)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| (*e).clone())?;
         Ok(Answer {
             value,
             cached: false,
@@ -111,23 +148,24 @@ impl Judge {
     }
 
     /// The compiled answer schema (compiled once per schema name).
-    fn validator(&self, q: &Question) -> Result<Arc<jsonschema::Validator>, String> {
+    fn validator(&self, q: &Question) -> Result<Arc<jsonschema::Validator>, Failure> {
         let mut m = self
             .validators
             .lock()
-            .map_err(|_| "judge validators poisoned".to_string())?;
+            .map_err(|_| Failure::new("other", "judge validators poisoned"))?;
         if let Some(v) = m.get(q.schema_name) {
             return Ok(v.clone());
         }
         let v = Arc::new(
-            jsonschema::validator_for(&q.schema).map_err(|e| format!("judge schema: {e}"))?,
+            jsonschema::validator_for(&q.schema)
+                .map_err(|e| Failure::new("other", format!("judge schema: {e}")))?,
         );
         m.insert(q.schema_name, v.clone());
         Ok(v)
     }
 
     /// One upstream call, validated against the schema.
-    async fn call(&self, q: &Question) -> Result<Value, String> {
+    async fn call(&self, q: &Question) -> Result<Value, Failure> {
         let body = json!({
             "model": self.model,
             "temperature": 0,
@@ -146,29 +184,50 @@ impl Judge {
         let req = self
             .upstream
             .request(Method::POST, "/chat/completions", None, &headers, req_body)
-            .map_err(|e| e.to_string())?;
-        let resp = self.upstream.send(req).await.map_err(|e| e.to_string())?;
+            .map_err(|e| Failure::upstream(&e))?;
+        let resp = self
+            .upstream
+            .send(req)
+            .await
+            .map_err(|e| Failure::upstream(&e))?;
         let status = resp.status();
         let collected = resp
             .into_body()
             .collect()
             .await
-            .map_err(|e| format!("judge body: {e}"))?
+            .map_err(|e| Failure::new("unreadable", format!("judge body: {e}")))?
             .to_bytes();
         if !status.is_success() {
-            return Err(format!("judge returned {status}"));
+            return Err(Failure::new("status", format!("judge returned {status}")));
         }
         let v: Value = serde_json::from_slice(&collected)
-            .map_err(|_| "judge response is not JSON".to_string())?;
+            .map_err(|_| Failure::new("unreadable", "judge response is not JSON"))?;
         let content = v
             .pointer("/choices/0/message/content")
             .and_then(Value::as_str)
-            .ok_or("judge response has no message content")?;
+            .ok_or_else(|| Failure::new("unreadable", "judge response has no message content"))?;
         let answer: Value = serde_json::from_str(content.trim())
-            .map_err(|_| "judge answer is not JSON".to_string())?;
+            .map_err(|_| Failure::new("unreadable", "judge answer is not JSON"))?;
         if !self.validator(q)?.is_valid(&answer) {
-            return Err("judge answer does not match the schema".into());
+            return Err(Failure::new(
+                "schema",
+                "judge answer does not match the schema",
+            ));
         }
         Ok(answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_failures_have_a_kind_and_keep_their_message() {
+        let connect = Failure::upstream(&Error::UpstreamConnect("refused".into()));
+        assert_eq!(connect.kind, "connect");
+        assert_eq!(connect.to_string(), "upstream unreachable: refused");
+        assert_eq!(Failure::upstream(&Error::UpstreamTimeout).kind, "timeout");
+        assert_eq!(Failure::upstream(&Error::Overloaded).kind, "other");
     }
 }

@@ -96,7 +96,7 @@ impl Sensor for FactChecker {
         call: &'a Call,
         _ctx: &'a Context,
         signals: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
         Box::pin(async move {
             let get = |n: &str| signals.get(n).map(|s| &s.value);
             // Only external communications are fact-checked.

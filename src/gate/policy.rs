@@ -379,10 +379,9 @@ impl PolicyGate {
                 }
                 Err(e) => {
                     tracing::warn!(sensor = name, tool = %call.name, error = %e, "sensor failed");
-                    self.metrics
-                        .sensor_failed(sensor.name(), super::sensor::error_kind(&e));
+                    self.metrics.sensor_failed(sensor.name(), e.kind);
                     // A fact about this decision, audited (the error text names no argument).
-                    sig.set(&format!("{name}.error"), json!(e));
+                    sig.set(&format!("{name}.error"), json!(e.message));
                     failed.push(name);
                 }
             }

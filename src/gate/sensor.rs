@@ -7,7 +7,7 @@ use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
 use crate::context::Context;
-use crate::judge::Answer;
+use crate::judge::{Answer, Failure};
 
 /// One proposed assisted signal.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +26,7 @@ pub trait Sensor: Send + Sync {
         call: &'a Call,
         ctx: &'a Context,
         signals: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, String>>;
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, Failure>>;
 }
 
 /// Where a judge's answer puts its decision and reason, and the signal prefix.
@@ -44,11 +44,12 @@ pub fn from_answer(
     f: Fields,
     threshold: f64,
     include_reason: bool,
-) -> Result<Vec<Assisted>, String> {
+) -> Result<Vec<Assisted>, Failure> {
     let confidence = a.value["confidence"].as_f64().unwrap_or(0.0);
     if confidence.is_nan() || confidence < threshold {
-        return Err(format!(
-            "confidence {confidence} below the threshold {threshold}"
+        return Err(Failure::new(
+            "low_confidence",
+            format!("confidence {confidence} below the threshold {threshold}"),
         ));
     }
     let one = |name: &str, value: Value| Assisted {
@@ -66,45 +67,4 @@ pub fn from_answer(
         out.push(one(f.reason, a.value[f.reason].clone()));
     }
     Ok(out)
-}
-
-/// The kind of a sensor failure, for the metrics (a bounded set of words
-/// read from the failure's text, which toolgate's own judge writes).
-pub fn error_kind(e: &str) -> &'static str {
-    if e.contains("timed out") {
-        "timeout"
-    } else if e.contains("below the threshold") {
-        "low_confidence"
-    } else if e.contains("schema") {
-        "schema"
-    } else if e.contains("returned") {
-        "status"
-    } else if e.contains("unreachable") || e.contains("connect") {
-        "connect"
-    } else if e.contains("not JSON") || e.contains("judge body") || e.contains("no message content")
-    {
-        "unreadable"
-    } else {
-        "other"
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::error_kind;
-
-    #[test]
-    fn failures_of_the_judge_have_a_kind() {
-        for (e, kind) in [
-            ("judge timed out", "timeout"),
-            ("upstream unreachable: connection refused", "connect"),
-            ("judge returned 500 Internal Server Error", "status"),
-            ("judge answer is not JSON", "unreadable"),
-            ("judge answer does not match the schema", "schema"),
-            ("confidence 0.2 below the threshold 0.8", "low_confidence"),
-            ("something new", "other"),
-        ] {
-            assert_eq!(error_kind(e), kind, "{e}");
-        }
-    }
 }

@@ -88,7 +88,7 @@ impl Sentinel {
         tool: &str,
         args: &Value,
         agent: &str,
-    ) -> Result<crate::judge::Answer, String> {
+    ) -> Result<crate::judge::Answer, crate::judge::Failure> {
         let canonical = serde_json::to_string(args).unwrap_or_default();
         let key = crate::judge::key(&[
             request.unwrap_or("\u{0}null"),
@@ -119,7 +119,7 @@ impl Sensor for Sentinel {
         call: &'a Call,
         ctx: &'a Context,
         signals: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
         Box::pin(async move {
             let args = signals
                 .get("args")

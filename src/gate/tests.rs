@@ -69,7 +69,7 @@ fn gates(src: &str) -> Gates {
 }
 
 /// A scripted sensor: returns `answer`, or fails.
-struct Scripted(Result<Vec<Assisted>, String>);
+struct Scripted(Result<Vec<Assisted>, crate::judge::Failure>);
 
 impl Sensor for Scripted {
     fn name(&self) -> &'static str {
@@ -80,7 +80,7 @@ impl Sensor for Scripted {
         _: &'a Call,
         _: &'a Context,
         _: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, String>> {
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
         let r = self.0.clone();
         Box::pin(async move { r })
     }
@@ -303,7 +303,9 @@ async fn a_low_confidence_answer_is_dropped() {
 
 #[tokio::test]
 async fn a_failing_sensor_leaves_the_deterministic_result_or_fails_closed() {
-    let failing: Arc<dyn Sensor> = Arc::new(Scripted(Err("timeout".into())));
+    let failing: Arc<dyn Sensor> = Arc::new(Scripted(Err(crate::judge::Failure::new(
+        "timeout", "timeout",
+    ))));
     let g = gates_with(SENTINEL_RULES, vec![failing]);
     let d = g.decide(&call("get", "{}"), &ctx("execution")).await;
     assert_eq!(

@@ -11,6 +11,8 @@ use crate::fold::fold;
 #[derive(Debug, Clone)]
 pub struct Glob {
     pattern: String,
+    /// No wildcard: matched by comparison, not by the compiled matcher.
+    literal: bool,
     matcher: globset::GlobMatcher,
 }
 
@@ -42,7 +44,11 @@ impl Glob {
             .build()
             .map_err(|e| format!("glob `{pattern}`: {e}"))?
             .compile_matcher();
-        Ok(Glob { pattern, matcher })
+        Ok(Glob {
+            literal: !pattern.contains(['*', '?']),
+            pattern,
+            matcher,
+        })
     }
 
     /// The pattern in its caseless form.
@@ -52,12 +58,12 @@ impl Glob {
 
     /// True when the pattern has no wildcard, so it can only match itself.
     pub fn is_literal(&self) -> bool {
-        !self.pattern.contains(['*', '?'])
+        self.literal
     }
 
     pub fn matches(&self, name: &str) -> bool {
         let name = fold(name);
-        if self.is_literal() {
+        if self.literal {
             return self.pattern == name;
         }
         self.matcher.is_match(name.as_ref())

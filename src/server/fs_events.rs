@@ -71,12 +71,20 @@ mod tests {
 
     #[test]
     fn reads_do_not_wake_the_loop_and_writes_do() {
-        assert!(!is_change(&EventKind::Access(AccessKind::Open(AccessMode::Any))));
-        assert!(!is_change(&EventKind::Access(AccessKind::Close(AccessMode::Read))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!is_change(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
         assert!(!is_change(&EventKind::Access(AccessKind::Read)));
-        assert!(is_change(&EventKind::Access(AccessKind::Close(AccessMode::Write))));
+        assert!(is_change(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
         assert!(is_change(&EventKind::Modify(ModifyKind::Any)));
         assert!(is_change(&EventKind::Create(CreateKind::File)));
-        assert!(is_change(&EventKind::Remove(notify::event::RemoveKind::Any)));
+        assert!(is_change(&EventKind::Remove(
+            notify::event::RemoveKind::Any
+        )));
     }
 }
