@@ -98,11 +98,11 @@ fn log(cli: &Cli, config: Option<&Config>) {
 }
 
 fn run(cli: Cli) -> ExitCode {
-    let config = cli.command.config().and_then(|c| c.config.clone());
-    if cli.command.config().is_none() || matches!(cli.command, Command::Check(_)) {
+    let loads = cli.command.config();
+    if loads.is_none() {
         log(&cli, None);
     }
-    let config = || configured(&cli, config.as_ref());
+    let config = || configured(&cli, loads.and_then(|c| c.config.as_ref()));
     match &cli.command {
         Command::Serve(_) => match config().map(|c| block_on(true, toolgate::run(c))) {
             Ok(Ok(())) => ExitCode::SUCCESS,

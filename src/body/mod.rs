@@ -32,6 +32,7 @@ use crate::upstream::ResponseBody;
 /// The error a response body may end with: the agent sees a cut-off response.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
+mod end;
 mod plain;
 pub use plain::{Deadline, Pieces};
 
@@ -473,30 +474,5 @@ impl Body for GatedBody {
     /// Lets hyper write the last piece and the end of the body in one go.
     fn is_end_stream(&self) -> bool {
         matches!(self.phase, Phase::Done) && self.out.is_empty() && self.hosted.is_none()
-    }
-}
-
-impl Drop for GatedBody {
-    fn drop(&mut self) {
-        // The agent went away while calls were being decided or dropped
-        // calls audited: that work still finishes, so the trail is whole.
-        let left: Option<Chore> = match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Gating { decide, .. } => Some(Box::pin(async move {
-                decide.await;
-            })),
-            Phase::Failing(chore) => Some(chore),
-            _ => None,
-        };
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            for chore in left.into_iter().chain(self.hosted.take()) {
-                rt.spawn(chore);
-            }
-        }
-        self.state.metrics.usage(&self.rw.take_usage());
-        let late = self.rw.late_deltas();
-        if late > 0 {
-            self.state.metrics.late_tool_deltas.inc_by(late);
-            tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");
-        }
     }
 }

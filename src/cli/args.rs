@@ -173,10 +173,11 @@ pub enum FactsCommand {
 }
 
 impl Command {
-    /// The config file the command reads, if it reads one.
+    /// The config a command loads before it runs (`check` loads its own
+    /// way, deferring what only the run-time place provides).
     pub fn config(&self) -> Option<&ConfigArg> {
         match self {
-            Command::Serve(c) | Command::Check(c) => Some(c),
+            Command::Serve(c) => Some(c),
             Command::Explain(e) => Some(&e.config),
             Command::Eval(EvalCommand::Sentinel(c)) => Some(c),
             _ => None,

@@ -1,0 +1,30 @@
+//! When a gated body ends or the agent leaves: the work still under way
+//! (a gate deciding, dropped calls audited) finishes on its own, and what the
+//! stream reported (token usage, late tool deltas) is counted.
+
+use super::{Chore, GatedBody, Phase};
+
+impl Drop for GatedBody {
+    fn drop(&mut self) {
+        // The agent went away while calls were being decided or dropped
+        // calls audited: that work still finishes, so the trail is whole.
+        let left: Option<Chore> = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Gating { decide, .. } => Some(Box::pin(async move {
+                decide.await;
+            })),
+            Phase::Failing(chore) => Some(chore),
+            _ => None,
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            for chore in left.into_iter().chain(self.hosted.take()) {
+                rt.spawn(chore);
+            }
+        }
+        self.state.metrics.usage(&self.rw.take_usage());
+        let late = self.rw.late_deltas();
+        if late > 0 {
+            self.state.metrics.late_tool_deltas.inc_by(late);
+            tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");
+        }
+    }
+}
