@@ -116,6 +116,9 @@ mod tests {
             ("{a,b}*", "{a,b}x", true),
             ("{a,b}*", "ax", false),
             ("mcp/*", "mcp/fs/list", true),
+            ("comm.*", "comm.x\ny", true),
+            ("*send", "line\r\nsend", true),
+            ("a?c", "a\nc", true),
             ("a\\*", "a\\x", true),
         ] {
             assert_eq!(glob(p).matches(s), want, "{p} vs {s}");
