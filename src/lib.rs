@@ -39,6 +39,7 @@ pub mod protocol;
 pub mod proxy;
 pub mod release;
 pub mod resume;
+pub mod scrub;
 pub mod server;
 pub mod stamp;
 pub mod state;

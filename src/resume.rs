@@ -116,7 +116,7 @@ async fn make(
     if !head.status.is_success() {
         return Err(Error::UpstreamUnreadable("the follow-up was refused"));
     }
-    let (decoder, announced) = crate::proxy::read_head(&mut head, f.stream)?;
+    let (decoder, announced) = crate::proxy::read_head(&mut head, f.stream, &state.scrub)?;
     let mut next = ctx.clone();
     next.resume = f.made;
     for name in &r.denied {
@@ -175,7 +175,7 @@ pub async fn whole(
             charge,
         )
         .await;
-        let round = match read {
+        let round = match read.map(|next| state.scrub.bytes(next)) {
             Ok(next) => whole::round(state, gates, &sent.ctx, protocol, &next, f.left()).await,
             Err(e) => Err(e),
         };

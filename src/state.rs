@@ -30,6 +30,8 @@ pub struct State {
     pub fence_secret: Vec<u8>,
     /// Redacts secrets (and toolgate's own key) from tool results.
     pub redactor: Redactor,
+    /// Keeps toolgate's upstream keys out of responses.
+    pub scrub: crate::scrub::Scrub,
     id_prefix: String,
     next_id: AtomicU64,
     /// Wakes the reload loop (`POST /reload` on the admin port).
@@ -90,11 +92,13 @@ impl State {
             parts.sensors.push(Arc::new(checker));
         }
         let fence_secret = fence_secret(&config.fence.key_env);
-        let mut exact: Vec<(String, &'static str)> = [&upstream, &messages_upstream]
+        let keys: Vec<String> = [&upstream, &messages_upstream]
             .iter()
             .filter_map(|u| u.key_text())
-            .map(|k| (k, "upstream_key"))
             .collect();
+        let scrub = crate::scrub::Scrub::new(keys.clone());
+        let mut exact: Vec<(String, &'static str)> =
+            keys.into_iter().map(|k| (k, "upstream_key")).collect();
         exact.extend(
             config
                 .clients
@@ -119,6 +123,7 @@ impl State {
             id_key,
             fence_secret,
             redactor,
+            scrub,
             gates: RwLock::new(Arc::new(Gates::new(policy, &parts))),
             parts,
             config,

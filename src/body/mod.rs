@@ -34,7 +34,7 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 mod end;
 mod plain;
-pub use plain::{Deadline, Pieces};
+pub use plain::{Deadline, Pieces, Scrubbed};
 
 type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
 
@@ -267,6 +267,14 @@ impl GatedBody {
     }
 
     /// Drives the follow-up under way; its answer is kept until upstream ends.
+    /// What the rewriter wrote so far, as it goes to the agent: upstream
+    /// keys masked, line separators in JSON strings escaped (the rewriters
+    /// write whole events, so neither is ever cut in two here).
+    fn take_out(&mut self) -> Bytes {
+        let out = self.state.scrub.bytes(self.out.split().freeze());
+        crate::protocol::sse::escape_separators(out)
+    }
+
     fn poll_follow(&mut self, cx: &mut TaskContext<'_>) {
         let Some(s) = &mut self.sending else {
             return;
@@ -451,19 +459,19 @@ impl Body for GatedBody {
                     };
                 }
                 Phase::Done => {
-                    return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
+                    return Poll::Ready(Some(Ok(Frame::data(this.take_out()))));
                 }
             };
             match next {
                 Next::Continue => {}
                 Next::Keepalive => return Poll::Ready(Some(Ok(Frame::data(KEEPALIVE)))),
                 Next::Flush if !this.out.is_empty() => {
-                    return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
+                    return Poll::Ready(Some(Ok(Frame::data(this.take_out()))));
                 }
                 Next::Flush => {}
                 Next::Wait => {
                     if !this.out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(this.out.split().freeze()))));
+                        return Poll::Ready(Some(Ok(Frame::data(this.take_out()))));
                     }
                     return Poll::Pending;
                 }

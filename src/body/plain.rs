@@ -1,5 +1,6 @@
-//! Bodies without gates: [`Pieces`] (a rewritten whole body) and
-//! [`Deadline`] (a pass-through body bounded by the upstream timeout).
+//! Bodies without gates: [`Pieces`] (a rewritten whole body),
+//! [`Deadline`] (a pass-through body bounded by the upstream timeout) and
+//! [`Scrubbed`] (a pass-through body with upstream keys masked).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -97,5 +98,80 @@ where
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// A pass-through body with toolgate's upstream keys masked
+/// ([`crate::scrub::Carry`]); trailers pass after the bytes held back.
+pub struct Scrubbed<B> {
+    inner: B,
+    state: std::sync::Arc<crate::state::State>,
+    carry: crate::scrub::Carry,
+    trailers: Option<Frame<Bytes>>,
+    done: bool,
+}
+
+impl<B> Scrubbed<B> {
+    pub fn new(inner: B, state: std::sync::Arc<crate::state::State>) -> Scrubbed<B> {
+        Scrubbed {
+            inner,
+            state,
+            carry: crate::scrub::Carry::default(),
+            trailers: None,
+            done: false,
+        }
+    }
+}
+
+impl<B> Body for Scrubbed<B>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = self.get_mut();
+        loop {
+            if this.done {
+                return Poll::Ready(this.trailers.take().map(Ok));
+            }
+            let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(f))) => f,
+                Poll::Ready(None) => {
+                    this.done = true;
+                    let rest = this.carry.next(&this.state.scrub, None);
+                    if rest.is_empty() {
+                        continue;
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(rest))));
+                }
+            };
+            match frame.into_data() {
+                Ok(d) => {
+                    let out = this.carry.next(&this.state.scrub, Some(d));
+                    if !out.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(out))));
+                    }
+                }
+                Err(f) => {
+                    this.trailers = Some(f);
+                    this.done = true;
+                    let rest = this.carry.next(&this.state.scrub, None);
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(rest))));
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.trailers.is_none()
     }
 }

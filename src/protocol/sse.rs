@@ -15,6 +15,15 @@
 //! very end of the buffer waits for the next byte (or [`SseDecoder::finish`]),
 //! so the events never depend on how the bytes were split; raw output
 //! concatenates to the exact input.
+//!
+//! Other readers split lines on more than CR and LF: Python's
+//! `str.splitlines()` (and httpx's `iter_lines`) also break at VT, FF, FS,
+//! GS, RS, NEL, U+2028 and U+2029. So a line holding a control character
+//! (other than tab) or one of those separators where no JSON string can
+//! hold it (in a comment, a field name, an `event`/`id`/`retry` value, or a
+//! control character in data) is an error: the stream fails closed. NEL,
+//! U+2028 and U+2029 inside data (JSON strings may hold them) pass, and
+//! [`escape_separators`] writes them as JSON escapes on the way out.
 
 use bytes::{Bytes, BytesMut};
 
@@ -55,9 +64,75 @@ impl SseEvent {
     }
 }
 
-/// The block grew past the configured maximum without ending.
+/// Why the stream cannot be read on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EventTooLarge;
+pub enum SseError {
+    /// The block grew past the configured maximum without ending.
+    TooLarge,
+    /// A line holds a control character or a line separator that another
+    /// reader would split it at (see the module doc).
+    Foreign,
+}
+
+impl SseError {
+    /// What the stream's failure says (for the log).
+    pub fn why(self) -> &'static str {
+        match self {
+            SseError::TooLarge => "event larger than limits.max_event_bytes",
+            SseError::Foreign => "event stream line holds a control character or line separator",
+        }
+    }
+}
+
+/// True for a byte no line may hold outside data: a C0 control but tab
+/// (CR and LF end lines before this is asked).
+fn is_control(b: u8) -> bool {
+    b < 0x20 && b != b'\t'
+}
+
+/// Whether `line` holds a control character (tab aside).
+fn has_control(line: &[u8]) -> bool {
+    // A fold, not `any`: it vectorises, and data lines are the hot path.
+    line.iter().fold(false, |acc, &b| acc | is_control(b))
+}
+
+/// The start of the first NEL, U+2028 or U+2029 in `b` (UTF-8), if any.
+fn find_separator(b: &[u8]) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(i) = memchr::memchr2(0xC2, 0xE2, &b[from..]) {
+        let i = from + i;
+        match (b[i], b.get(i + 1), b.get(i + 2)) {
+            (0xC2, Some(0x85), _) => return Some((i, 2)),
+            (0xE2, Some(0x80), Some(0xA8 | 0xA9)) => return Some((i, 3)),
+            _ => from = i + 1,
+        }
+    }
+    None
+}
+
+/// `out` with every NEL, U+2028 and U+2029 written as its JSON escape
+/// (`\u0085`, `\u2028`, `\u2029`). Only for bytes whose such characters sit
+/// inside JSON strings (what the rewriters write): there the escape means
+/// the same, and no reader splits a line at it. Borrowed when none is found.
+pub fn escape_separators(out: Bytes) -> Bytes {
+    let Some((first, _)) = find_separator(&out) else {
+        return out;
+    };
+    let mut b = BytesMut::with_capacity(out.len() + 16);
+    b.extend_from_slice(&out[..first]);
+    let mut rest = &out[first..];
+    while let Some((i, n)) = find_separator(rest) {
+        b.extend_from_slice(&rest[..i]);
+        b.extend_from_slice(match rest[i + n - 1] {
+            0x85 => b"\\u0085",
+            0xA8 => b"\\u2028",
+            _ => b"\\u2029",
+        });
+        rest = &rest[i + n..];
+    }
+    b.extend_from_slice(rest);
+    b.freeze()
+}
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -72,6 +147,8 @@ pub struct SseDecoder {
     has_data: bool,
     /// The current block so far is clean (see [`SseEvent::clean`]).
     clean: bool,
+    /// A line no reader may be given was seen (see the module doc).
+    foreign: bool,
     max_event: usize,
 }
 
@@ -85,6 +162,7 @@ impl SseDecoder {
             data: Vec::new(),
             has_data: false,
             clean: true,
+            foreign: false,
             max_event,
         }
     }
@@ -109,7 +187,7 @@ impl SseDecoder {
     }
 
     /// The next complete block, `Ok(None)` when more bytes are needed.
-    pub fn next_event(&mut self) -> Result<Option<SseEvent>, EventTooLarge> {
+    pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
         if !self.bom_checked {
             let n = self.buf.len().min(BOM.len());
             if self.buf[..n] != BOM[..n] {
@@ -125,7 +203,7 @@ impl SseDecoder {
             let rest = &self.buf[self.pos..];
             let Some(i) = memchr::memchr2(b'\n', b'\r', rest) else {
                 if self.buf.len() > self.max_event {
-                    return Err(EventTooLarge);
+                    return Err(SseError::TooLarge);
                 }
                 return Ok(None);
             };
@@ -150,17 +228,20 @@ impl SseDecoder {
                 return Ok(Some(self.dispatch()));
             }
             self.field(line_start, line_end);
+            if self.foreign {
+                return Err(SseError::Foreign);
+            }
             if self.pos > self.max_event {
-                return Err(EventTooLarge);
+                return Err(SseError::TooLarge);
             }
         }
     }
 
     /// At end of input: a block without its closing blank line, if any bytes remain.
     /// Its fields are interpreted leniently (as though the blank line had come).
-    pub fn finish(&mut self) -> Option<SseEvent> {
+    pub fn finish(&mut self) -> Result<Option<SseEvent>, SseError> {
         if self.buf.is_empty() {
-            return None;
+            return Ok(None);
         }
         let end = self.buf.len();
         let line_end = if self.buf.ends_with(b"\r") {
@@ -171,16 +252,20 @@ impl SseDecoder {
         if self.pos < line_end {
             let s = self.pos;
             self.field(s, line_end);
+            if self.foreign {
+                return Err(SseError::Foreign);
+            }
         }
         self.pos = end;
         // A block no reader would dispatch as it stands: never forwarded raw.
         self.clean = false;
-        Some(self.dispatch())
+        Ok(Some(self.dispatch()))
     }
 
     fn field(&mut self, start: usize, end: usize) {
         let line = &self.buf[start..end];
         if line[0] == b':' {
+            self.foreign |= has_control(line) || find_separator(line).is_some();
             return;
         }
         let (name, value) = match memchr::memchr(b':', line) {
@@ -190,6 +275,11 @@ impl SseDecoder {
             }
             None => (line, &b""[..]),
         };
+        if name != b"data" {
+            self.foreign |= has_control(line) || find_separator(line).is_some();
+        } else {
+            self.foreign |= has_control(value);
+        }
         match name {
             b"data" => {
                 if self.has_data {
@@ -236,8 +326,69 @@ mod tests {
                 out.push(e);
             }
         }
-        out.extend(d.finish());
+        out.extend(d.finish().unwrap());
         out
+    }
+
+    /// The first error decoding `input` gives, fed whole.
+    fn error_of(input: &[u8]) -> Option<SseError> {
+        let mut d = SseDecoder::new(1 << 20);
+        d.push(input);
+        loop {
+            match d.next_event() {
+                Ok(Some(_)) => continue,
+                Ok(None) => return d.finish().err(),
+                Err(e) => return Some(e),
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_another_reader_would_split_fails_the_stream() {
+        let call = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}";
+        for sep in [
+            "\u{b}", "\u{c}", "\u{1c}", "\u{1d}", "\u{1e}", "\u{85}", "\u{2028}", "\u{2029}",
+        ] {
+            for line in [
+                format!(": keep-alive{sep}{call}\n\n"),
+                format!("id: 1{sep}{call}\n\n"),
+                format!("event: x{sep}{call}\ndata: {{}}\n\n"),
+                format!("retry: 5{sep}{call}\n\n"),
+                format!("data: {{}}\nid{sep}x: 1\n\n"),
+                // Unterminated: read by `finish`.
+                format!(": tail{sep}{call}"),
+            ] {
+                assert_eq!(
+                    error_of(line.as_bytes()),
+                    Some(SseError::Foreign),
+                    "{line:?}"
+                );
+            }
+        }
+        for ctl in ["\u{0}", "\u{b}", "\u{1b}", "\u{1f}"] {
+            let line = format!("data: [DONE]{ctl}{call}\n\n");
+            assert_eq!(
+                error_of(line.as_bytes()),
+                Some(SseError::Foreign),
+                "{line:?}"
+            );
+        }
+        // Tabs, and separators inside data (a JSON string may hold them), pass.
+        let ok = "data: {\"c\":\"a\u{2028}b\u{85}c\"}\t\n: tab\there\n\n";
+        assert_eq!(error_of(ok.as_bytes()), None);
+    }
+
+    #[test]
+    fn separators_leave_as_json_escapes() {
+        let out = escape_separators(Bytes::from(
+            "data: {\"c\":\"a\u{2028}b\u{85}c\u{2029}\u{e9}\u{20ac}\"}\n\n",
+        ));
+        let want = "data: {\"c\":\"a\\u2028b\\u0085c\\u2029\u{e9}\u{20ac}\"}\n\n";
+        assert_eq!(std::str::from_utf8(&out).unwrap(), want);
+        let v: serde_json::Value = serde_json::from_slice(&out[6..]).unwrap();
+        assert_eq!(v["c"], "a\u{2028}b\u{85}c\u{2029}\u{e9}\u{20ac}");
+        let plain = Bytes::from_static(b"data: {}\n\n");
+        assert_eq!(escape_separators(plain.clone()).as_ptr(), plain.as_ptr());
     }
 
     fn data(e: &SseEvent) -> Option<&str> {
@@ -323,9 +474,9 @@ mod tests {
     fn oversized_event_is_an_error() {
         let mut d = SseDecoder::new(16);
         d.push(b"data: 0123456789abcdef0123");
-        assert_eq!(d.next_event(), Err(EventTooLarge));
+        assert_eq!(d.next_event(), Err(SseError::TooLarge));
         let mut d = SseDecoder::new(16);
         d.push(b"data: 0123456789\ndata: abcdef\n");
-        assert_eq!(d.next_event(), Err(EventTooLarge));
+        assert_eq!(d.next_event(), Err(SseError::TooLarge));
     }
 }

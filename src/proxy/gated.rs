@@ -22,7 +22,6 @@ use crate::policy::RewriteMode;
 use crate::protocol::{responses, tree_cost, Parsed, Protocol};
 use crate::resume::{self, FollowUp, Sent};
 use crate::state::State;
-use crate::upstream::strip_hop_by_hop;
 use crate::whole;
 
 pub async fn handle(
@@ -106,7 +105,7 @@ pub async fn handle(
     if !head.status.is_success() {
         return Err(upstream_status(state, head.status, &head.headers, body, deadline).await);
     }
-    let (decoder, announced) = read_head(&mut head, req.stream)?;
+    let (decoder, announced) = read_head(&mut head, req.stream, &state.scrub)?;
     if req.stream {
         let sent = Sent {
             body,
@@ -130,6 +129,7 @@ pub async fn handle(
         &mut charge,
     )
     .await?;
+    let raw = state.scrub.bytes(raw);
     let more = follow.as_ref().is_some_and(FollowUp::left);
     let round = whole::round(state, &gates, &ctx, protocol, &raw, more).await?;
     let body = match (round.again, follow) {
@@ -154,6 +154,7 @@ pub async fn handle(
 pub(crate) fn read_head(
     head: &mut http::response::Parts,
     stream: bool,
+    scrub: &crate::scrub::Scrub,
 ) -> Result<(ContentDecoder, Option<u64>), Error> {
     let decoder = ContentDecoder::for_headers(&head.headers)?;
     let content_type = head
@@ -163,9 +164,9 @@ pub(crate) fn read_head(
         .unwrap_or("")
         .to_ascii_lowercase();
     let announced = content_length(&head.headers);
-    strip_hop_by_hop(&mut head.headers);
-    head.headers.remove(header::CONTENT_LENGTH);
-    head.headers.remove(header::CONTENT_ENCODING);
+    // Only the allowed headers go on (which leaves out hop-by-hop, length and
+    // encoding headers: the body is written anew).
+    scrub.headers(&mut head.headers);
     let is_sse = content_type.starts_with("text/event-stream");
     if stream != is_sse || (!is_sse && !is_json(&content_type)) {
         return Err(Error::UpstreamUnreadable(

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{header, HeaderMap, Request, Response, StatusCode};
 use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -32,7 +32,7 @@ use crate::error::Error;
 use crate::gather;
 use crate::protocol::Protocol;
 use crate::state::State;
-use crate::upstream::{strip_hop_by_hop, ResponseBody};
+use crate::upstream::ResponseBody;
 pub(crate) use gated::read_head;
 pub use route::{route, Route, Routed};
 
@@ -124,7 +124,11 @@ async fn respond(
             crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
             _ => tracing::warn!(error = %e, "request failed"),
         }
-        e.into_response(state.passthrough_errors(), |e| family.error_body(e), reply)
+        state.scrub.error(e).into_response(
+            state.passthrough_errors(),
+            |e| family.error_body(e),
+            reply,
+        )
     });
     state.metrics.request(label, resp.status().as_u16());
     resp
@@ -158,10 +162,28 @@ async fn pass(
     {
         return Err(upstream_status(state, head.status, &head.headers, body, deadline).await);
     }
-    strip_hop_by_hop(&mut head.headers);
+    // The body goes on as it came but for upstream keys in it (when not
+    // compressed: toolgate asks for none), so its length may change.
+    let encoded = head
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let kept = head.headers.remove(header::CONTENT_ENCODING);
+    let disposition = head.headers.remove(header::CONTENT_DISPOSITION);
+    state.scrub.headers(&mut head.headers);
+    if encoded {
+        head.headers
+            .extend(kept.map(|v| (header::CONTENT_ENCODING, v)));
+    }
+    head.headers
+        .extend(disposition.map(|v| (header::CONTENT_DISPOSITION, v)));
+    let body = body::Deadline::new(body, deadline);
+    if encoded {
+        return Ok(Response::from_parts(head, body.boxed_unsync()));
+    }
     Ok(Response::from_parts(
         head,
-        body::Deadline::new(body, deadline).boxed_unsync(),
+        body::Scrubbed::new(body, state.clone()).boxed_unsync(),
     ))
 }
 

@@ -298,7 +298,7 @@ impl Rewriter for StreamRewriter {
             match self.decoder.next_event() {
                 Ok(Some(ev)) => self.handle(ev, out)?,
                 Ok(None) => return Ok(Step::NeedMore),
-                Err(_) => return Err(malformed("event larger than limits.max_event_bytes")),
+                Err(e) => return Err(malformed(e.why())),
             }
         }
     }
@@ -314,7 +314,7 @@ impl Rewriter for StreamRewriter {
             }
         }
         if !self.ended {
-            if let Some(ev) = self.decoder.finish() {
+            if let Some(ev) = self.decoder.finish().map_err(|e| malformed(e.why()))? {
                 self.handle(ev, out)?;
                 if !self.pending.is_empty() {
                     return Ok(Step::Gate);
