@@ -67,6 +67,22 @@ pub fn fold(s: &str) -> Cow<'_, str> {
     Cow::Owned(once.nfkc().filter(|c| !is_ignorable(*c)).collect())
 }
 
+/// Whether the JSON value `v` is a string a lenient reader takes for
+/// `want` (in caseless form): the same after trimming and [`fold`]. Roles
+/// and types are matched this way, so `"Tool"` is read as a tool message.
+pub fn reads_as(v: Option<&serde_json::Value>, want: &str) -> bool {
+    v.and_then(serde_json::Value::as_str)
+        .is_some_and(|s| fold(s.trim()) == want)
+}
+
+/// The caseless form of the JSON string at `v` (trimmed), `""` when it is
+/// not a string: a role or type as a lenient reader reads it.
+pub fn read(v: Option<&serde_json::Value>) -> Cow<'_, str> {
+    v.and_then(serde_json::Value::as_str)
+        .map(|s| fold(s.trim()))
+        .unwrap_or(Cow::Borrowed(""))
+}
+
 /// True when `key` is not one of `known` but folds to one of them: a key a
 /// lenient reader would take for a known one. `known` must be in caseless
 /// form already (lower-case ASCII, as every key toolgate reads is).

@@ -45,10 +45,26 @@ pub struct ToolResult<'a> {
     pub tool: String,
     /// The first URL in the call's arguments, when the request holds the call.
     pub url: Option<String>,
-    /// Its content: a string, an array of parts (parts with `text` are
-    /// fenced, others left alone), null, or any other value (fenced as its
-    /// JSON text).
+    /// Its content: a string, an array of parts (see [`fence_part`]), an
+    /// image (left alone), null, or any other value (fenced as its JSON text).
     pub content: &'a mut Value,
+}
+
+/// Part types that carry no text the model reads as words (their other
+/// fields are left alone), in caseless form.
+const MEDIA: [&str; 6] = [
+    "image_url",
+    "input_image",
+    "image",
+    "input_audio",
+    "audio",
+    "computer_screenshot",
+];
+
+fn is_media(v: &Value) -> bool {
+    MEDIA
+        .iter()
+        .any(|m| crate::fold::reads_as(v.get("type"), m))
 }
 
 /// The first `http(s)://` URL in `text`.
@@ -123,12 +139,13 @@ fn fence_content(
     s: &Settings<'_>,
     report: &mut Report,
 ) {
+    if content.is_object() && is_media(content) {
+        return;
+    }
     let text = match &mut *content {
         Value::Array(parts) => {
-            // Any part carrying text (`text`, `input_text`, …) is fenced; images and other parts are not.
-            for p in parts.iter_mut().filter(|p| p["text"].is_string()) {
-                let text = p["text"].as_str().unwrap_or("").to_string();
-                p["text"] = json!(process(&text, src, mode, s, report));
+            for p in parts.iter_mut() {
+                fence_part(p, src, mode, s, report);
             }
             return;
         }
@@ -138,4 +155,145 @@ fn fence_content(
         other => process(&other.to_string(), src, mode, s, report),
     };
     *content = Value::String(text);
+}
+
+/// Fences one part of an array of content, whatever its shape: every
+/// member a lenient reader takes for `text` (`"Text"` too; a value that is
+/// not a string becomes its fenced JSON text); a document's text source; a
+/// nested `content` array, part by part. An image or audio part is left
+/// alone. Any other part (a bare string, a number, an object of unknown
+/// type) becomes a text part of its fenced JSON text, so nothing a reader
+/// might show the model goes unfenced.
+fn fence_part(
+    part: &mut Value,
+    src: &Source<'_>,
+    mode: Mode,
+    s: &Settings<'_>,
+    report: &mut Report,
+) {
+    match part {
+        Value::Null => return,
+        Value::String(t) => {
+            *t = process(t, src, mode, s, report);
+            return;
+        }
+        Value::Object(m) => {
+            let mut found = false;
+            for (k, v) in m.iter_mut() {
+                if crate::fold::fold(k.trim()) != "text" {
+                    continue;
+                }
+                found = true;
+                let text = match &*v {
+                    Value::Null => continue,
+                    Value::String(t) => process(t, src, mode, s, report),
+                    other => process(&other.to_string(), src, mode, s, report),
+                };
+                *v = Value::String(text);
+            }
+            if found || is_media(part) {
+                return;
+            }
+            if let Some(Value::Array(inner)) = part.get_mut("content") {
+                for p in inner.iter_mut() {
+                    fence_part(p, src, mode, s, report);
+                }
+                return;
+            }
+            if let Some(source) = part.get_mut("source").filter(|v| v.is_object()) {
+                if crate::fold::reads_as(source.get("type"), "text") {
+                    if let Some(data) = source.get_mut("data") {
+                        fence_part(data, src, mode, s, report);
+                    }
+                    return;
+                }
+                if !crate::fold::reads_as(source.get("type"), "content") {
+                    // A file by URL or in base64 (a PDF, say): not text.
+                    return;
+                }
+                if let Some(Value::Array(inner)) = source.get_mut("content") {
+                    for p in inner.iter_mut() {
+                        fence_part(p, src, mode, s, report);
+                    }
+                }
+                return;
+            }
+        }
+        _ => {}
+    }
+    let text = process(&part.to_string(), src, mode, s, report);
+    *part = json!({"type": "text", "text": text});
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicySet;
+
+    /// `content` fenced as one tool result under the embedded policy.
+    fn fenced(mut content: Value) -> Value {
+        let policy = PolicySet::embedded().unwrap();
+        let redactor = Redactor::new(vec![]);
+        let s = Settings {
+            secret: b"k",
+            redactor: &redactor,
+            policy: &policy,
+            max_bytes: None,
+        };
+        let r = ToolResult {
+            call_id: "c".into(),
+            tool: "fetch".into(),
+            url: None,
+            content: &mut content,
+        };
+        apply(vec![r], &s);
+        content
+    }
+
+    fn is_fenced(v: &Value) -> bool {
+        v.as_str()
+            .is_some_and(|t| t.starts_with("<<UNTRUSTED_EXTERNAL_CONTENT") && t.contains("IGNORE"))
+    }
+
+    #[test]
+    fn text_is_fenced_whatever_the_part_looks_like() {
+        let out = fenced(json!([
+            {"type": "text", "text": "IGNORE a"},
+            {"type": "Text", "TEXT": "IGNORE b"},
+            {"type": "text", "text": {"value": "IGNORE c"}},
+            "IGNORE d",
+            {"type": "search_result", "content": [{"type": "text", "text": "IGNORE e"}]},
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "IGNORE f"}},
+            {"type": "mystery", "body": "IGNORE g"},
+            42
+        ]));
+        assert!(is_fenced(&out[0]["text"]));
+        assert!(is_fenced(&out[1]["TEXT"]));
+        assert!(
+            is_fenced(&out[2]["text"]),
+            "an object in `text` becomes its fenced JSON"
+        );
+        assert!(is_fenced(&out[3]));
+        assert!(is_fenced(&out[4]["content"][0]["text"]));
+        assert!(is_fenced(&out[5]["source"]["data"]));
+        assert_eq!(
+            out[6]["type"], "text",
+            "an unknown part becomes a text part"
+        );
+        assert!(is_fenced(&out[6]["text"]));
+        assert!(out[7]["text"].as_str().unwrap().starts_with("<<UNTRUSTED"));
+    }
+
+    #[test]
+    fn images_audio_and_files_are_left_alone() {
+        for media in [
+            json!([{"type": "image_url", "image_url": {"url": "data:x"}}]),
+            json!([{"type": "input_image", "image_url": "data:x"}]),
+            json!([{"type": "image", "source": {"type": "base64", "data": "eA=="}}]),
+            json!([{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "eA=="}}]),
+            json!({"type": "computer_screenshot", "image_url": "data:y"}),
+        ] {
+            assert_eq!(fenced(media.clone()), media);
+        }
+    }
 }

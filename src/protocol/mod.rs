@@ -19,7 +19,9 @@
 pub mod chat;
 pub mod json;
 pub mod messages;
+pub mod request;
 pub mod responses;
+pub use request::{array, stream_flag, tree_cost};
 pub mod sse;
 pub mod sync_driver;
 pub mod usage;
@@ -63,7 +65,7 @@ impl Protocol {
 
     /// Reads the request body: its declared tools and whether it streams.
     pub fn parse(self, bytes: &[u8]) -> Result<Parsed, Error> {
-        let body = request_tree(bytes)?;
+        let body = request::request_tree(bytes)?;
         match self {
             Protocol::Chat => chat::request::parse(body),
             Protocol::Responses => responses::request::parse(body),
@@ -403,64 +405,6 @@ pub fn drop_if_empty(obj: &mut Map<String, Value>, list: &str, dependents: &[&st
 
 /// A comment line sent while a slow gate decides.
 pub const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");
-
-/// A request may take at most this many times its size as a parsed tree,
-/// plus [`TREE_SLACK`] (a long conversation of short messages is legitimate).
-const MAX_TREE_FACTOR: usize = 3;
-const TREE_SLACK: usize = 8 << 20;
-
-/// Bodies this large are parsed with [`json::lean_value`].
-const LEAN_MIN: usize = 1 << 20;
-
-fn bad(m: impl Into<String>) -> Error {
-    Error::BadRequest(m.into())
-}
-
-/// What parsing `bytes` will take in memory; a body of many tiny values,
-/// which would take many times its size as a tree, is refused before the tree
-/// is built.
-pub fn tree_cost(bytes: &[u8]) -> Result<usize, Error> {
-    let cost = json::tree_cost(bytes);
-    if cost > MAX_TREE_FACTOR * bytes.len() + TREE_SLACK {
-        return Err(bad("Request body has too many JSON values for its size."));
-    }
-    Ok(cost)
-}
-
-/// The request body as a tree; an error about the agent's own input when it
-/// is not a JSON object.
-fn request_tree(bytes: &[u8]) -> Result<Value, Error> {
-    let invalid = |e: serde_json::Error| bad(format!("Request body is not valid JSON: {e}"));
-    let body: Value = if bytes.len() < LEAN_MIN {
-        serde_json::from_slice(bytes).map_err(invalid)?
-    } else {
-        // Large bodies: built so memory stays near their size.
-        let raw: &serde_json::value::RawValue = serde_json::from_slice(bytes).map_err(invalid)?;
-        json::lean_value(raw).map_err(invalid)?
-    };
-    if !body.is_object() {
-        return Err(bad("Request body must be a JSON object."));
-    }
-    Ok(body)
-}
-
-/// The request's `stream` flag: absent or null is false.
-pub fn stream_flag(body: &Value) -> Result<bool, Error> {
-    match body.get("stream") {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(bad("'stream' must be a boolean.")),
-    }
-}
-
-/// A top-level array field; absent or null reads as empty.
-pub fn array<'a>(v: Option<&'a Value>, name: &str) -> Result<&'a [Value], Error> {
-    match v {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(a)) => Ok(a),
-        Some(_) => Err(bad(format!("'{name}' must be an array."))),
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -67,7 +67,7 @@ pub fn texts(body: &Value, all: bool) -> Texts {
         .flatten()
     {
         let text = m.get("content").map(content_text).unwrap_or_default();
-        match m.get("role").and_then(Value::as_str).unwrap_or("") {
+        match &*crate::fold::read(m.get("role")) {
             "system" | "developer" => {
                 if !t.system.is_empty() {
                     t.system.push('\n');
@@ -97,7 +97,10 @@ pub fn texts(body: &Value, all: bool) -> Texts {
 /// `call id → (tool name, first URL in its arguments)`, from the assistant messages.
 fn sources(messages: &[Value]) -> HashMap<String, (String, Option<String>)> {
     let mut m = HashMap::new();
-    for msg in messages.iter().filter(|m| m["role"] == "assistant") {
+    for msg in messages
+        .iter()
+        .filter(|m| crate::fold::reads_as(m.get("role"), "assistant"))
+    {
         for c in msg["tool_calls"].as_array().into_iter().flatten() {
             let (Some(id), Some(name)) = (
                 c["id"].as_str(),
@@ -123,7 +126,7 @@ pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
     let sources = sources(messages);
     let mut out = Vec::new();
     for msg in messages.iter_mut() {
-        let role = msg["role"].as_str().unwrap_or("");
+        let role = crate::fold::read(msg.get("role"));
         if role != "tool" && role != "function" {
             continue;
         }

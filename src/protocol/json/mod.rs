@@ -233,20 +233,22 @@ const LEAN_MIN: usize = 64 * 1024;
 /// strings unescaped straight into a string of their final size. (serde_json
 /// unescapes into a scratch buffer that doubles as it grows, then copies: up
 /// to three times a long string's size at once.) The same tree as
-/// `serde_json::from_str`: repeated keys keep the last value.
+/// [`strict_value`]: a repeated key is an error.
 pub fn lean_value(raw: &RawValue) -> Result<serde_json::Value, serde_json::Error> {
     use serde::de::Error as _;
     use serde_json::Value;
     let s = raw.get();
     if s.len() < LEAN_MIN {
-        return serde_json::from_str(s);
+        return strict_value(s.as_bytes());
     }
     match s.as_bytes().first() {
         Some(b'{') => {
             let o: Obj = serde_json::from_str(s)?;
             let mut m = serde_json::Map::new();
             for (k, v) in o.entries {
-                m.insert(k.into_owned(), lean_value(v)?);
+                if m.insert(k.into_owned(), lean_value(v)?).is_some() {
+                    return Err(serde_json::Error::custom("repeated key"));
+                }
             }
             Ok(Value::Object(m))
         }
@@ -388,13 +390,19 @@ mod tests {
     fn the_lean_tree_equals_serde_json_s() {
         let big = "x\\n\\\"é\\u00e9\\ud83d\\ude00/".repeat(20_000);
         let text = format!(
-            r#"{{"model":"m","messages":[{{"role":"tool","content":"{big}"}},{{"role":"user","content":[{{"type":"text","text":"{big}"}}]}}],"n":1,"n":2}}"#
+            r#"{{"model":"m","messages":[{{"role":"tool","content":"{big}"}},{{"role":"user","content":[{{"type":"text","text":"{big}"}}]}}],"n":1}}"#
         );
         let raw: &RawValue = serde_json::from_str(&text).unwrap();
         let lean = lean_value(raw).unwrap();
         let full: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(lean, full);
-        assert_eq!(lean["n"], 2, "the last of repeated keys, as serde_json");
+        for repeated in [
+            text.replacen(r#""n":1"#, r#""n":1,"n":2"#, 1),
+            text.replacen(r#""role":"tool""#, r#""role":"tool","role":"user""#, 1),
+        ] {
+            let raw: &RawValue = serde_json::from_str(&repeated).unwrap();
+            assert!(lean_value(raw).is_err(), "a repeated key at any depth");
+        }
         for bad in [r#""\x""#, r#""\ud83d""#, r#""\ud83dx""#, r#""\u12""#] {
             assert_eq!(unescape(bad), None, "{bad}");
         }

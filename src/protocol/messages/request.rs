@@ -170,14 +170,14 @@ pub fn texts(body: &Value, all: bool) -> Texts {
         _ => {}
     }
     for m in messages(body) {
-        if m.get("role").and_then(Value::as_str) != Some("user") {
+        if !crate::fold::reads_as(m.get("role"), "user") {
             continue;
         }
         let content = m.get("content").unwrap_or(&Value::Null);
         if all {
             if let Value::Array(blocks) = content {
                 for b in blocks {
-                    if b.get("type").and_then(Value::as_str) == Some("tool_result") {
+                    if crate::fold::reads_as(b.get("type"), "tool_result") {
                         let text = b.get("content").map(result_text).unwrap_or_default();
                         t.tool.push_str(&text);
                         t.tool.push('\n');
@@ -237,14 +237,13 @@ pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
     let sources = sources(msgs);
     let mut out = Vec::new();
     for msg in msgs.iter_mut() {
-        if msg.get("role").and_then(Value::as_str) != Some("user") {
-            continue;
-        }
+        // Whatever the message's role: a lenient provider could read a
+        // result anywhere.
         let Some(Value::Array(blocks)) = msg.get_mut("content") else {
             continue;
         };
         for b in blocks.iter_mut() {
-            if b.get("type").and_then(Value::as_str) != Some("tool_result") {
+            if !crate::fold::reads_as(b.get("type"), "tool_result") {
                 continue;
             }
             let Value::Object(m) = b else { continue };
@@ -266,9 +265,8 @@ pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
     out
 }
 
-/// Where a result's text is: the whole content (a string, or an array whose
-/// text blocks are fenced in place), or, when it holds search results, each
-/// text block and each search result's content on its own.
+/// A result's content, whatever its shape (the fence finds the text in
+/// it: a string, text blocks, a search result's blocks, a text document).
 fn push_result<'a>(
     content: &'a mut Value,
     id: &str,
@@ -276,41 +274,15 @@ fn push_result<'a>(
     url: &Option<String>,
     out: &mut Vec<ToolResult<'a>>,
 ) {
-    let result = |content: &'a mut Value| ToolResult {
+    if content.is_null() {
+        return;
+    }
+    out.push(ToolResult {
         call_id: id.to_string(),
         tool: tool.to_string(),
         url: url.clone(),
         content,
-    };
-    let nested = content.as_array().is_some_and(|a| {
-        a.iter()
-            .any(|b| b.get("content").is_some_and(Value::is_array))
     });
-    match content {
-        Value::String(_) => out.push(result(content)),
-        Value::Array(_) if !nested => {
-            let has_text = content.as_array().is_some_and(|a| {
-                a.iter()
-                    .any(|b| b.get("text").is_some_and(Value::is_string))
-            });
-            if has_text {
-                out.push(result(content));
-            }
-        }
-        Value::Array(blocks) => {
-            for b in blocks.iter_mut() {
-                let Value::Object(m) = b else { continue };
-                if m.get("text").is_some_and(Value::is_string) {
-                    if let Some(t) = m.get_mut("text") {
-                        out.push(result(t));
-                    }
-                } else if let Some(c) = m.get_mut("content").filter(|c| c.is_array()) {
-                    out.push(result(c));
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 /// Appends the notice to `system` (once): to a string, as a last text block
@@ -450,12 +422,14 @@ mod tests {
             [
                 ("t1", "fetch"),
                 ("t2", "unknown"),
-                ("t4", "unknown"),
+                // The fence leaves the image alone.
+                ("t3", "unknown"),
+                // The fence finds the search result's blocks inside.
                 ("t4", "unknown")
             ]
         );
         assert_eq!(r[0].url.as_deref(), Some("https://x.example/a"));
-        assert!(r[2].content.is_array() && r[3].content.is_string());
+        assert!(r[3].content.is_array());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The Responses request: declared tools, texts by role, tool results and
 //! where the fence notice goes (`instructions`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -120,11 +121,11 @@ pub fn texts(body: &Value, all: bool) -> Texts {
         user(&mut t, s.to_string());
     }
     for item in items(body) {
-        let ty = item
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("message");
-        if OUTPUTS.contains(&ty) {
+        let ty = match item.get("type") {
+            None => Cow::Borrowed("message"),
+            t => crate::fold::read(t),
+        };
+        if OUTPUTS.contains(&&*ty) {
             if all {
                 let text = item.get("output").map(output_text).unwrap_or_default();
                 t.tool.push_str(&text);
@@ -136,7 +137,7 @@ pub fn texts(body: &Value, all: bool) -> Texts {
             continue;
         }
         let text = item.get("content").map(content_text).unwrap_or_default();
-        match item.get("role").and_then(Value::as_str).unwrap_or("") {
+        match &*crate::fold::read(item.get("role")) {
             "system" | "developer" => push_line(&mut t.system, &text),
             "user" => user(&mut t, text.into_owned()),
             _ => {}
@@ -184,11 +185,7 @@ pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
     let sources = sources(items);
     let mut out = Vec::new();
     for item in items.iter_mut() {
-        let ty = item
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let ty = crate::fold::read(item.get("type")).into_owned();
         if !OUTPUTS.contains(&ty.as_str()) {
             continue;
         }
@@ -205,14 +202,10 @@ pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
         let Some(output) = m.get_mut("output") else {
             continue;
         };
-        let whole = output.is_string()
-            || (ty != "shell_call_output"
-                && output.as_array().is_some_and(|parts| {
-                    parts
-                        .iter()
-                        .any(|p| p.get("text").is_some_and(Value::is_string))
-                }));
-        if whole {
+        // Any shape but shell output's streams goes to the fence whole (it
+        // finds the text in it and leaves a screenshot alone).
+        let whole = output.is_string() || ty != "shell_call_output";
+        if whole && !output.is_null() {
             out.push(ToolResult {
                 call_id,
                 tool,
@@ -230,7 +223,8 @@ pub fn tool_results(body: &mut Value) -> Vec<ToolResult<'_>> {
         for part in parts.iter_mut() {
             let Value::Object(p) = part else { continue };
             for (k, v) in p.iter_mut() {
-                if (k == "stdout" || k == "stderr") && v.is_string() {
+                let key = crate::fold::fold(k.trim());
+                if (key == "stdout" || key == "stderr") && v.is_string() {
                     out.push(ToolResult {
                         call_id: call_id.clone(),
                         tool: tool.clone(),
@@ -361,6 +355,8 @@ mod tests {
                 ("c2", "unknown"),
                 ("c3", "unknown"),
                 ("c3", "unknown"),
+                // The fence leaves the screenshot alone.
+                ("c4", "unknown"),
                 ("c5", "unknown")
             ]
         );
