@@ -51,6 +51,8 @@ mod deploy;
 mod output;
 // The black-box audit's holes, each through the real binary.
 mod holes;
+// What the agent and the upstream receive is only what toolgate parsed.
+mod differential;
 // `rewrite = "resume"`: follow-ups spliced into the agent's response.
 /// `POST /v1/messages` (Anthropic) through a real toolgate.
 pub mod messages;

@@ -148,6 +148,8 @@ pub enum Reply {
         after: Bytes,
         go: Arc<tokio::sync::Notify>,
     },
+    /// Another reply with these response headers added.
+    Headed(Vec<(&'static str, String)>, Box<Reply>),
 }
 
 impl Reply {
@@ -356,6 +358,10 @@ impl Mock {
                 q.front().cloned().unwrap()
             }
         };
+        let (reply, extra) = match reply {
+            Reply::Headed(h, r) => (*r, h),
+            r => (r, Vec::new()),
+        };
         let reply = match reply {
             Reply::Fixture { chunk } => {
                 fixture_reply(&serde_json::from_slice(&body).unwrap_or(Value::Null), chunk)
@@ -443,7 +449,10 @@ impl Mock {
                     let _ = tx.send(Ok(Frame::data(after))).await;
                 });
             }
-            Reply::Fixture { .. } | Reply::Func(..) => unreachable!(),
+            Reply::Fixture { .. } | Reply::Func(..) | Reply::Headed(..) => unreachable!(),
+        }
+        for (k, v) in extra {
+            resp.headers_mut().append(k, v.parse().unwrap());
         }
         resp
     }
