@@ -39,6 +39,9 @@ pub struct Access {
     /// Set once the client authenticated.
     pub principal: Option<String>,
     pub tally: Arc<Tally>,
+    /// The request's place among `[limits] max_streams`, held until its
+    /// response ends.
+    pub stream_slot: Option<tokio::sync::OwnedSemaphorePermit>,
     started: Instant,
 }
 
@@ -51,6 +54,7 @@ impl Access {
             request_id,
             principal: None,
             tally: Arc::default(),
+            stream_slot: None,
             started: Instant::now(),
         }
     }

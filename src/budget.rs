@@ -69,11 +69,11 @@ impl Charge {
         if want <= self.units {
             return Ok(());
         }
-        let more = u32::try_from(want - self.units).map_err(|_| Error::Overloaded)?;
+        let more = u32::try_from(want - self.units).map_err(|_| Error::Overloaded("body_bytes"))?;
         let p = sem
             .clone()
             .try_acquire_many_owned(more)
-            .map_err(|_| Error::Overloaded)?;
+            .map_err(|_| Error::Overloaded("body_bytes"))?;
         match &mut self.permit {
             Some(held) => held.merge(p),
             None => self.permit = Some(p),
@@ -94,7 +94,7 @@ mod tests {
         a.grow_to(6 * UNIT).unwrap();
         a.grow_to(3 * UNIT).unwrap();
         let mut c = b.charge();
-        assert!(matches!(c.grow_to(5 * UNIT), Err(Error::Overloaded)));
+        assert!(matches!(c.grow_to(5 * UNIT), Err(Error::Overloaded(_))));
         c.grow_to(4 * UNIT).unwrap();
         assert_eq!(b.available_bytes(), 0);
         drop(a);

@@ -50,6 +50,9 @@ pub enum Error {
     Unauthorized,
     /// The request body is larger than `[limits] max_request_bytes`.
     PayloadTooLarge { limit: usize },
+    /// The client did not send its request body within
+    /// `[limits] request_body_timeout_secs`.
+    RequestTimeout,
     /// The endpoint can return tool calls in a format toolgate does not gate.
     UnsupportedEndpoint,
     /// The method is not allowed on a gated endpoint.
@@ -76,8 +79,9 @@ pub enum Error {
     UpstreamEvent(Bytes),
     /// The audit sink is gone; gated calls fail closed.
     AuditUnavailable,
-    /// The budget of body bytes in flight is spent; retry later.
-    Overloaded,
+    /// A limit is full (`body_bytes` in flight, upstream `streams`,
+    /// `connections`, or `memory` that could not be mapped); retry later.
+    Overloaded(&'static str),
 }
 
 impl fmt::Display for Error {
@@ -96,6 +100,7 @@ impl fmt::Display for Error {
             Error::BadRequest(m) => write!(f, "bad request: {m}"),
             Error::Unauthorized => write!(f, "unauthorized"),
             Error::PayloadTooLarge { limit } => write!(f, "request body over {limit} bytes"),
+            Error::RequestTimeout => write!(f, "request body not received in time"),
             Error::UnsupportedEndpoint => write!(f, "unsupported endpoint"),
             Error::MethodNotAllowed => write!(f, "method not allowed"),
             Error::NotServed(m) => write!(f, "not served: {m}"),
@@ -105,10 +110,7 @@ impl fmt::Display for Error {
             Error::UpstreamUnreadable(why) => write!(f, "upstream response unreadable: {why}"),
             Error::UpstreamEvent(_) => write!(f, "upstream sent an error object"),
             Error::AuditUnavailable => write!(f, "audit sink unavailable"),
-            Error::Overloaded => write!(
-                f,
-                "body bytes in flight over limits.max_body_bytes_in_flight"
-            ),
+            Error::Overloaded(limit) => write!(f, "overloaded: {limit} full"),
         }
     }
 }
@@ -136,6 +138,7 @@ impl Error {
             Error::BadRequest(_)
             | Error::Unauthorized
             | Error::PayloadTooLarge { .. }
+            | Error::RequestTimeout
             | Error::UnsupportedEndpoint
             | Error::NotServed(_)
             | Error::MethodNotAllowed => Side::Client,
@@ -144,9 +147,10 @@ impl Error {
             | Error::UpstreamStatus { .. }
             | Error::UpstreamUnreadable(_)
             | Error::UpstreamEvent(_) => Side::Upstream,
-            Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable | Error::Overloaded => {
-                Side::Proxy
-            }
+            Error::Config(_)
+            | Error::Io { .. }
+            | Error::AuditUnavailable
+            | Error::Overloaded(_) => Side::Proxy,
         }
     }
 
@@ -155,13 +159,14 @@ impl Error {
             Error::BadRequest(_) => StatusCode::BAD_REQUEST,
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::UnsupportedEndpoint | Error::NotServed(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Error::UpstreamConnect(_) | Error::UpstreamUnreadable(_) | Error::UpstreamEvent(_) => {
                 StatusCode::BAD_GATEWAY
             }
             Error::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            Error::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::UpstreamStatus { status, .. } if status.is_client_error() => *status,
             Error::UpstreamStatus { .. } => StatusCode::BAD_GATEWAY,
             Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => {
@@ -177,6 +182,10 @@ impl Error {
             Error::Unauthorized => (
                 "invalid_request_error",
                 "Invalid authentication.".to_string(),
+            ),
+            Error::RequestTimeout => (
+                "invalid_request_error",
+                "The request body did not arrive in time.".to_string(),
             ),
             Error::PayloadTooLarge { limit } => (
                 "invalid_request_error",
@@ -204,7 +213,7 @@ impl Error {
                 "server_error",
                 "The model provider did not respond in time.".to_string(),
             ),
-            Error::Overloaded => (
+            Error::Overloaded(_) => (
                 "server_error",
                 "The server is busy. Retry later.".to_string(),
             ),
@@ -251,7 +260,7 @@ impl Error {
                 return resp;
             }
             Error::UpstreamStatus { ref limits, .. } => (render(&self), (**limits).clone()),
-            Error::Overloaded => {
+            Error::Overloaded(_) => {
                 let mut h = http::HeaderMap::new();
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 (render(&self), h)

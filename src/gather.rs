@@ -40,7 +40,7 @@ enum Mem {
 impl Buf {
     fn with_capacity(cap: usize) -> Result<Buf, Error> {
         let mem = if cap >= MAP_MIN {
-            Mem::Map(MmapMut::map_anon(cap).map_err(|_| Error::Overloaded)?)
+            Mem::Map(MmapMut::map_anon(cap).map_err(|_| Error::Overloaded("memory"))?)
         } else {
             Mem::Heap(Vec::with_capacity(cap))
         };
@@ -145,11 +145,11 @@ impl std::io::Write for Gather {
 pub fn json_body(v: &serde_json::Value, size: usize) -> Result<Bytes, Error> {
     if size < MAP_MIN {
         let mut out = Vec::with_capacity(size + size / 8 + 64);
-        serde_json::to_writer(&mut out, v).map_err(|_| Error::Overloaded)?;
+        serde_json::to_writer(&mut out, v).map_err(|_| Error::Overloaded("memory"))?;
         return Ok(Bytes::from(out));
     }
     let mut g = Gather::new(None)?;
-    serde_json::to_writer(&mut g, v).map_err(|_| Error::Overloaded)?;
+    serde_json::to_writer(&mut g, v).map_err(|_| Error::Overloaded("memory"))?;
     g.finish()
 }
 

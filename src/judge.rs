@@ -228,6 +228,9 @@ mod tests {
         assert_eq!(connect.kind, "connect");
         assert_eq!(connect.to_string(), "upstream unreachable: refused");
         assert_eq!(Failure::upstream(&Error::UpstreamTimeout).kind, "timeout");
-        assert_eq!(Failure::upstream(&Error::Overloaded).kind, "other");
+        assert_eq!(
+            Failure::upstream(&Error::Overloaded("streams")).kind,
+            "other"
+        );
     }
 }

@@ -38,6 +38,8 @@ pub struct State {
     pub reload_requested: tokio::sync::Notify,
     /// Body bytes in flight (request bodies, whole response bodies).
     pub budget: crate::budget::Budget,
+    /// Upstream exchanges in flight (`[limits] max_streams`).
+    pub streams: Arc<tokio::sync::Semaphore>,
     /// Failed client authentications, for their rate-limited warning.
     pub auth_failures: crate::auth::Failures,
     /// The key of the ids given to messages that replace withheld calls.
@@ -108,6 +110,7 @@ impl State {
         );
         let redactor = Redactor::new(exact);
         let budget = crate::budget::Budget::new(config.limits.max_body_bytes_in_flight);
+        let streams = Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams));
         let withheld = moka::sync::Cache::builder()
             .max_capacity(config.responses.remember_max)
             .time_to_live(config.responses.remember_ttl)
@@ -124,6 +127,7 @@ impl State {
             fence_secret,
             redactor,
             scrub,
+            streams,
             gates: RwLock::new(Arc::new(Gates::new(policy, &parts))),
             parts,
             config,

@@ -147,6 +147,16 @@ impl Config {
             ("max_held_args_bytes", l.max_held_args_bytes),
             ("max_event_bytes", l.max_event_bytes),
             ("max_body_bytes_in_flight", l.max_body_bytes_in_flight),
+            ("max_connections", l.max_connections),
+            ("max_streams", l.max_streams),
+            (
+                "header_read_timeout_secs",
+                l.header_read_timeout_secs as usize,
+            ),
+            (
+                "request_body_timeout_secs",
+                l.request_body_timeout_secs as usize,
+            ),
         ] {
             if v == 0 {
                 bad(0..0, format!("limits.{name} must be greater than 0"));
@@ -406,6 +416,10 @@ impl Config {
                 max_tool_args_bytes: l.max_tool_args_bytes,
                 max_held_args_bytes: l.max_held_args_bytes,
                 max_event_bytes: l.max_event_bytes,
+                max_connections: l.max_connections,
+                max_streams: l.max_streams,
+                header_read_timeout: Duration::from_secs(l.header_read_timeout_secs),
+                request_body_timeout: Duration::from_secs(l.request_body_timeout_secs),
             },
             stream: Stream {
                 keepalive: Duration::from_millis(raw.stream.keepalive_ms),

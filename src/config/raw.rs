@@ -305,11 +305,19 @@ pub(crate) struct RawLimits {
     pub(crate) max_held_args_bytes: usize,
     pub(crate) max_event_bytes: usize,
     pub(crate) max_body_bytes_in_flight: usize,
+    pub(crate) max_connections: usize,
+    pub(crate) max_streams: usize,
+    pub(crate) header_read_timeout_secs: u64,
+    pub(crate) request_body_timeout_secs: u64,
 }
 
 impl Default for RawLimits {
     fn default() -> Self {
         RawLimits {
+            max_connections: 4096,
+            max_streams: 1024,
+            header_read_timeout_secs: 30,
+            request_body_timeout_secs: 60,
             max_body_bytes_in_flight: 512 << 20,
             max_request_bytes: 16 << 20,
             max_response_bytes: 64 << 20,

@@ -173,6 +173,16 @@ pub struct Limits {
     pub max_tool_args_bytes: usize,
     pub max_held_args_bytes: usize,
     pub max_event_bytes: usize,
+    /// Client connections served at once (lowered at start to what the
+    /// open-file limit allows); over it a new connection is answered 503.
+    pub max_connections: usize,
+    /// Upstream exchanges (gated or passed) at once; over it: 503.
+    pub max_streams: usize,
+    /// How long a client may take to send a request's head, and how long an
+    /// idle keep-alive connection stays open.
+    pub header_read_timeout: Duration,
+    /// How long a client may take to send a request's body.
+    pub request_body_timeout: Duration,
 }
 
 /// The LLM judge shared by the sentinel and the fact-checker. Present only when

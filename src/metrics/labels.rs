@@ -37,6 +37,12 @@ pub struct Sensor {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Overload {
+    /// What was full: `connections`, `streams` or `body_bytes`.
+    pub limit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SensorError {
     pub sensor: &'static str,
     /// `timeout`, `connect`, `status`, `unreadable`, `schema`,

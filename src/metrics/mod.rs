@@ -63,6 +63,7 @@ pub struct Metrics {
     pub fenced_tool_results: Counter,
     pub tls_handshake_failures: Counter,
     pub tls_reload_failures: Counter,
+    overloads: Family<labels::Overload, Counter>,
 }
 
 impl Default for Metrics {
@@ -89,6 +90,7 @@ impl Default for Metrics {
             fenced_tool_results: Counter::default(),
             tls_handshake_failures: Counter::default(),
             tls_reload_failures: Counter::default(),
+            overloads: Family::default(),
         };
         m.register();
         m
@@ -137,6 +139,11 @@ impl Metrics {
             "toolgate_redactions",
             "Secrets redacted from tool results, by kind",
             self.redactions.clone(),
+        );
+        r.register(
+            "toolgate_overloads",
+            "Requests or connections refused with 503 because a limit was full, by limit",
+            self.overloads.clone(),
         );
         r.register(
             "toolgate_upstream_latency_seconds",
@@ -189,6 +196,13 @@ impl Metrics {
         self.sensor_latency
             .get_or_create(&Sensor { sensor })
             .observe(d.as_secs_f64());
+    }
+
+    /// A 503 because `limit` was full (see [`labels::Overload`]).
+    pub fn overloaded(&self, limit: &'static str) {
+        self.overloads
+            .get_or_create(&labels::Overload { limit })
+            .inc();
     }
 
     pub fn sensor_failed(&self, sensor: &'static str, kind: &'static str) {

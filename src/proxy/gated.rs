@@ -37,7 +37,10 @@ pub async fn handle(
     let limit = state.config.limits.max_request_bytes;
     let mut charge = state.budget.charge();
     let announced = content_length(&parts.headers);
-    let bytes = gather::request(body, announced, limit, &mut charge).await?;
+    let wait = state.config.limits.request_body_timeout;
+    let bytes = tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
+        .await
+        .map_err(|_| Error::RequestTimeout)??;
     // The parsed tree is charged too, before it is built.
     charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
     let mut req = protocol.parse(&bytes)?;

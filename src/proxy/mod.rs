@@ -71,6 +71,16 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// The answer on a connection over `[limits] max_connections`: a 503 in
+/// the path's error shape, with `Retry-After`, and the connection closed.
+pub fn busy(req: Request<Incoming>, limit: &'static str) -> Response<ProxyBody> {
+    let family = route::family(req.uri().path());
+    let mut resp = Error::Overloaded(limit).into_response(false, |e| family.error_body(e), reply);
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    resp
+}
+
 /// The agent's `x-request-id` when it reads as an id (1 to 128 visible ASCII
 /// characters), else a new one: an id is echoed in headers and logs, so
 /// nothing else of the agent's is.
@@ -101,6 +111,12 @@ async fn respond(
         .map(|(_, r)| r.route.label())
         .unwrap_or("refused");
     access.route = label;
+    // An upstream exchange holds a slot until its response ends.
+    let routed = routed.and_then(|ok| {
+        let slot = state.streams.clone().try_acquire_owned();
+        access.stream_slot = Some(slot.map_err(|_| Error::Overloaded("streams"))?);
+        Ok(ok)
+    });
     let result = match routed {
         Ok((principal, r)) => match r.route {
             Route::Gated(protocol) => {
@@ -116,6 +132,9 @@ async fn respond(
         Err(e) => Err(e),
     };
     let resp = result.unwrap_or_else(|e| {
+        if let Error::Overloaded(limit) = e {
+            state.metrics.overloaded(limit);
+        }
         if matches!(e, Error::Unauthorized) {
             let total = state.metrics.auth_failures.inc() + 1;
             state.auth_failures.record(total);

@@ -1,5 +1,12 @@
 //! The data port: HTTP/1.1 and h2c, or TLS with ALPN `h2`/`http/1.1`, on one
 //! listener, with graceful drain.
+//!
+//! Bounded against slow and many peers: a request head (and an idle
+//! keep-alive connection) gets `[limits] header_read_timeout_secs`; at most
+//! `max_connections` connections are served (lowered to what the open-file
+//! limit allows, raised at start to its hard limit), and one over it is
+//! answered 503 with `Retry-After` and closed (given a second for its head); a failing accept (out of file
+//! descriptors) backs off, up to a second, and is logged once per episode.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -7,11 +14,11 @@ use std::time::Duration;
 
 use hyper::rt::{Read, Write};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::proxy;
 use crate::state::State;
@@ -20,21 +27,74 @@ use crate::tls::Certs;
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connection over the cap may take to send its request head.
+const BUSY_HEAD_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// File descriptors kept for everything but client connections (the
+/// audit file, policy files, the admin port, the judge).
+const RESERVED_FDS: u64 = 128;
+
 type Builder = Arc<auto::Builder<TokioExecutor>>;
 
-/// Serves one connection until it ends or the drain cuts it.
-async fn serve_conn<I>(io: I, builder: Builder, state: Arc<State>, watcher: Watcher)
-where
+/// Serves one connection until it ends or the drain cuts it. Without a
+/// permit (over `max_connections`) every request is answered 503 and the
+/// connection closed.
+async fn serve_conn<I>(
+    io: I,
+    builder: Builder,
+    state: Arc<State>,
+    watcher: Watcher,
+    permit: Option<OwnedSemaphorePermit>,
+) where
     I: Read + Write + Unpin + Send + 'static,
 {
+    let full = permit.is_none();
     let svc = service_fn(move |req| {
         let st = state.clone();
-        async move { Ok::<_, Infallible>(proxy::handle(st, req).await) }
+        async move {
+            Ok::<_, Infallible>(match full {
+                false => proxy::handle(st, req).await,
+                true => proxy::busy(req, "connections"),
+            })
+        }
     });
     let conn = builder.serve_connection(io, svc).into_owned();
     if let Err(e) = watcher.watch(conn).await {
         tracing::debug!(error = %e, "connection ended with an error");
     }
+    drop(permit);
+}
+
+/// The connection cap: `max_connections`, or fewer when the open-file limit
+/// (raised to its hard limit first) leaves room for fewer: each connection
+/// may need a second descriptor for its upstream exchange.
+fn connection_cap(configured: usize) -> usize {
+    let Ok(files) = rlimit::increase_nofile_limit(u64::MAX) else {
+        return configured;
+    };
+    let room = usize::try_from(files.saturating_sub(RESERVED_FDS) / 2).unwrap_or(usize::MAX);
+    if room < configured {
+        tracing::warn!(
+            open_files = files,
+            max_connections = room.max(1),
+            "the open-file limit allows fewer connections than limits.max_connections"
+        );
+    }
+    configured.min(room).max(1)
+}
+
+/// The builder every connection is served with: HTTP/1 head and idle
+/// timeouts, HTTP/2 keep-alive pings.
+fn builder(header_read_timeout: Duration) -> Builder {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    b.http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(header_read_timeout)
+        .keep_alive_timeout(Duration::from_secs(20));
+    Arc::new(b)
 }
 
 /// Completes the TLS handshake (bounded), then serves the connection.
@@ -44,10 +104,11 @@ async fn serve_tls(
     builder: Builder,
     state: Arc<State>,
     watcher: Watcher,
+    permit: Option<OwnedSemaphorePermit>,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(certs.config());
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => serve_conn(TokioIo::new(tls), builder, state, watcher).await,
+        Ok(Ok(tls)) => serve_conn(TokioIo::new(tls), builder, state, watcher, permit).await,
         Ok(Err(e)) => {
             state.metrics.tls_handshake_failures.inc();
             tracing::debug!(error = %e, "TLS handshake failed");
@@ -63,21 +124,40 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
-    let builder: Builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let limits = &state.config.limits;
+    let builder = builder(limits.header_read_timeout);
+    // A connection over the cap gets a second to ask, then its answer.
+    let busy = self::builder(limits.header_read_timeout.min(BUSY_HEAD_TIMEOUT));
+    let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
+    let mut backoff = Duration::ZERO;
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
+                    backoff = Duration::ZERO;
                     let _ = stream.set_nodelay(true);
-                    let (st, b, w) = (state.clone(), builder.clone(), graceful.watcher());
+                    let permit = slots.clone().try_acquire_owned().ok();
+                    if permit.is_none() {
+                        state.metrics.overloaded("connections");
+                    }
+                    let b = match permit {
+                        Some(_) => builder.clone(),
+                        None => busy.clone(),
+                    };
+                    let (st, w) = (state.clone(), graceful.watcher());
                     match &certs {
-                        Some(c) => tokio::spawn(serve_tls(stream, c.clone(), b, st, w)),
-                        None => tokio::spawn(serve_conn(TokioIo::new(stream), b, st, w)),
+                        Some(c) => tokio::spawn(serve_tls(stream, c.clone(), b, st, w, permit)),
+                        None => tokio::spawn(serve_conn(TokioIo::new(stream), b, st, w, permit)),
                     };
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    // Out of descriptors, most likely: wait for some to close
+                    // instead of spinning, and say so once per episode.
+                    if backoff.is_zero() {
+                        tracing::warn!(error = %e, "accept failed; backing off");
+                    }
+                    backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+                    tokio::time::sleep(backoff).await;
                 }
             },
             _ = shutdown.changed() => break,

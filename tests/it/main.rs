@@ -53,6 +53,8 @@ mod output;
 mod holes;
 // What the agent and the upstream receive is only what toolgate parsed.
 mod differential;
+// Slow peers and full limits over real sockets.
+mod overload;
 // `rewrite = "resume"`: follow-ups spliced into the agent's response.
 /// `POST /v1/messages` (Anthropic) through a real toolgate.
 pub mod messages;

@@ -133,7 +133,7 @@ pub fn error_type(err: &Error) -> &'static str {
             "rate_limit_error"
         }
         Error::UpstreamStatus { status, .. } if status.is_client_error() => "invalid_request_error",
-        Error::Overloaded => "overloaded_error",
+        Error::Overloaded(_) => "overloaded_error",
         Error::UpstreamEvent(body) => upstream_error_type(body),
         _ => "api_error",
     }

@@ -1,0 +1,186 @@
+//! Bounded under load and against slow peers, over real sockets: a partial
+//! head, an idle keep-alive connection and an unfinished body are cut off;
+//! over `max_streams` or `max_connections` a clear 503 with `Retry-After`
+//! in the path's error shape, never a hang.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::*;
+
+fn addr(gate: &Gate) -> String {
+    gate.url.trim_start_matches("http://").to_string()
+}
+
+/// Reads until the peer closes (or 10 s pass); what it sent, and how long it took.
+async fn read_to_close(s: &mut TcpStream) -> (String, Duration) {
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < Duration::from_secs(10) {
+        match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    (String::from_utf8_lossy(&got).into_owned(), start.elapsed())
+}
+
+const LIMITS: &str = "[limits]\nheader_read_timeout_secs = 1\nrequest_body_timeout_secs = 1\n";
+
+#[tokio::test]
+async fn a_partial_head_an_idle_connection_and_an_unfinished_body_are_cut_off() {
+    let mock = Mock::start(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, LIMITS).await;
+
+    let mut partial = TcpStream::connect(addr(&gate)).await.unwrap();
+    partial
+        .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let (_, took) = read_to_close(&mut partial).await;
+    assert!(
+        took < Duration::from_secs(5),
+        "a partial head stayed open {took:?}"
+    );
+
+    let mut idle = TcpStream::connect(addr(&gate)).await.unwrap();
+    idle.write_all(
+        b"GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer agent-token\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let (answer, took) = read_to_close(&mut idle).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        took < Duration::from_secs(5),
+        "an idle keep-alive stayed open {took:?}"
+    );
+
+    let mut slow = TcpStream::connect(addr(&gate)).await.unwrap();
+    slow.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer agent-token\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
+    )
+    .await
+    .unwrap();
+    let (answer, took) = read_to_close(&mut slow).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive in time"), "{answer}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        mock.requests().iter().all(|r| r.path.contains("models")),
+        "nothing else went upstream"
+    );
+}
+
+#[tokio::test]
+async fn over_max_streams_a_503_in_the_paths_shape_and_the_held_ones_finish() {
+    let go = Arc::new(tokio::sync::Notify::new());
+    let paused = Reply::Paused {
+        before: chunk(0, serde_json::json!({"content": "a"}), None).into(),
+        after: [
+            chunk(0, serde_json::json!({}), Some("stop")),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat()
+        .into(),
+        go: go.clone(),
+    };
+    let mock = Mock::start(vec![paused]).await;
+    let extra = format!(
+        "[limits]\nmax_streams = 2\n\n{}",
+        messages_upstream(&mock.base_url())
+    );
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, &extra).await;
+    let body = chat_request(true, &[]);
+    let (_, first) = open_stream(&gate, &body, false).await;
+    let (_, second) = open_stream(&gate, &body, false).await;
+
+    let third = post_chat(&gate, &body).await;
+    assert_eq!(third.status, 503, "{}", third.text());
+    assert_eq!(third.headers["retry-after"], "1");
+    assert_eq!(third.json()["error"]["type"], "server_error");
+    let messages = send(
+        "POST",
+        &format!("{}/v1/messages", gate.url),
+        &[
+            ("authorization", "Bearer agent-token"),
+            ("content-type", "application/json"),
+        ],
+        r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+    )
+    .await;
+    assert_eq!(messages.status, 503);
+    assert_eq!(
+        messages.json()["error"]["type"],
+        "overloaded_error",
+        "{}",
+        messages.text()
+    );
+
+    go.notify_waiters();
+    for b in [first, second] {
+        use http_body_util::BodyExt;
+        let text = b.collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&text).contains("[DONE]"));
+    }
+    // The slots came back.
+    let again = post_chat(&gate, &chat_request(false, &[])).await;
+    assert_ne!(again.status, 503, "{}", again.text());
+    let metrics = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        metrics.contains(r#"toolgate_overloads_total{limit="streams"} 2"#),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn over_max_connections_a_503_and_the_connection_closes() {
+    let mock = Mock::start(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
+    let gate = start_gate(
+        &mock.base_url(),
+        ALLOW_ALL,
+        "[limits]\nmax_connections = 2\n",
+    )
+    .await;
+    let held = [
+        TcpStream::connect(addr(&gate)).await.unwrap(),
+        TcpStream::connect(addr(&gate)).await.unwrap(),
+    ];
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut over = TcpStream::connect(addr(&gate)).await.unwrap();
+    over.write_all(
+        b"GET /v1/models HTTP/1.1\r\nhost: x\r\nauthorization: Bearer agent-token\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let (answer, took) = read_to_close(&mut over).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the connection closed after its answer"
+    );
+    let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(body["error"]["message"], "The server is busy. Retry later.");
+
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ok = send(
+        "GET",
+        &format!("{}/v1/models", gate.url),
+        &[("authorization", "Bearer agent-token")],
+        "",
+    )
+    .await;
+    assert_eq!(ok.status, 200, "a slot is free again: {}", ok.text());
+}
