@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use toolgate::cli::args::{
-    CertsCommand, Cli, Command, EvalCommand, ExplainArgs, FactsCommand, PolicyCommand, EXIT_USAGE,
-    EXIT_WRONG,
+    AuditCommand, CertsCommand, Cli, Command, EvalCommand, ExplainArgs, FactsCommand,
+    PolicyCommand, EXIT_USAGE, EXIT_WRONG,
 };
 use toolgate::cli::explain::{self, Question};
 use toolgate::config::Config;
@@ -147,6 +147,27 @@ fn run(cli: Cli) -> ExitCode {
         Command::Facts(FactsCommand::Import { dir, out }) => {
             match toolgate::facts::bridge::import(dir, out) {
                 Ok(r) => write_out(&r.render(out)),
+                Err(e) => wrong(&e),
+            }
+        }
+        Command::Audit(AuditCommand::Verify { files }) => {
+            match toolgate::audit::chain::verify(files) {
+                Ok(v) => match &v.broken {
+                    None => write_out(&format!(
+                        "ok: {} records, the chain holds{}\n",
+                        v.records,
+                        v.starts_after
+                            .as_deref()
+                            .map(|h| format!(
+                                " (going on from {h}: older records were rotated away)"
+                            ))
+                            .unwrap_or_default()
+                    )),
+                    Some(at) => {
+                        eprintln!("broken: {at} ({} records before it hold)", v.records);
+                        ExitCode::from(EXIT_WRONG)
+                    }
+                },
                 Err(e) => wrong(&e),
             }
         }

@@ -62,7 +62,6 @@ impl State {
         let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
         let upstream = Upstream::new(&config.upstream)?;
         let messages_upstream = Upstream::new(&config.messages_upstream)?;
-        let audit = AuditLog::start(&config.audit.path, config.audit.on_error).await?;
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -78,6 +77,8 @@ impl State {
             metrics: Arc::new(Metrics::default()),
             ..Parts::default()
         };
+        let audit =
+            AuditLog::start(&config.audit, parts.metrics.audit_write_failures.clone()).await?;
         if let Some(j) = &config.judge {
             let judge = crate::judge::Judge::new(j)?;
             let sentinel = Sentinel::new(

@@ -67,6 +67,9 @@ pub enum Command {
     /// Provenance facts.
     #[command(subcommand)]
     Facts(FactsCommand),
+    /// The audit trail.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Exit 0 if a running toolgate's admin port answers /readyz.
     Health {
         /// The admin port.
@@ -157,6 +160,17 @@ pub enum CertsCommand {
         /// Overwrite files that exist.
         #[arg(long)]
         force: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the hash chain of audit files; exit 1 at the first broken line.
+    Verify {
+        /// The files, a rotated set oldest first
+        /// (`audit.jsonl.2 audit.jsonl.1 audit.jsonl`).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 

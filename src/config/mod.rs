@@ -401,6 +401,8 @@ impl Config {
                 },
                 include_judge_reason: raw.audit.include_judge_reason,
                 on_error: raw.audit.on_error,
+                max_bytes: (raw.audit.max_bytes > 0).then_some(raw.audit.max_bytes),
+                keep: raw.audit.keep.max(1),
             },
             rewrite: Rewrite {
                 neutral_message: raw.rewrite.neutral_message.into_inner(),

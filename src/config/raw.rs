@@ -262,11 +262,16 @@ pub(crate) struct RawAudit {
     pub(crate) path: String,
     pub(crate) include_judge_reason: bool,
     pub(crate) on_error: super::AuditOnError,
+    /// Rotate a file sink past this size; 0: never.
+    pub(crate) max_bytes: u64,
+    pub(crate) keep: usize,
 }
 
 impl Default for RawAudit {
     fn default() -> Self {
         RawAudit {
+            max_bytes: 0,
+            keep: 5,
             path: "-".into(),
             include_judge_reason: false,
             on_error: super::AuditOnError::FailClosed,

@@ -141,6 +141,10 @@ pub struct Audit {
     pub on_error: AuditOnError,
     /// Persist the judge's one-line reason (off by default: it may quote arguments).
     pub include_judge_reason: bool,
+    /// Rotate a file sink past this many bytes (`None`: never).
+    pub max_bytes: Option<u64>,
+    /// Rotated files kept (`audit.jsonl.1` … `.keep`).
+    pub keep: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -64,6 +64,8 @@ pub struct Metrics {
     pub tls_handshake_failures: Counter,
     pub tls_reload_failures: Counter,
     overloads: Family<labels::Overload, Counter>,
+    /// Audit records that could not be written (the trail counts them).
+    pub audit_write_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -91,6 +93,7 @@ impl Default for Metrics {
             tls_handshake_failures: Counter::default(),
             tls_reload_failures: Counter::default(),
             overloads: Family::default(),
+            audit_write_failures: Counter::default(),
         };
         m.register();
         m
@@ -164,6 +167,7 @@ impl Metrics {
             ("toolgate_resume_failures", "Follow-up requests that failed; the response ended with the neutral text", &self.resume_failures),
             ("toolgate_policy_reload_failures", "Policy reloads rejected because a file was invalid", &self.policy_reload_failures),
             ("toolgate_tls_handshake_failures", "TLS handshakes on the data port that failed (e.g. no or untrusted client certificate)", &self.tls_handshake_failures),
+            ("toolgate_audit_write_failures", "Audit records that could not be written (with on_error = fail_closed their calls were not released)", &self.audit_write_failures),
             ("toolgate_tls_reload_failures", "Certificate reloads rejected because a file was invalid; the last good certificate stays", &self.tls_reload_failures),
         ] {
             r.register(name, help, c.clone());

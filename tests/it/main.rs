@@ -55,6 +55,8 @@ mod holes;
 mod differential;
 // Slow peers and full limits over real sockets.
 mod overload;
+// The audit trail's hash chain and `toolgate audit verify`.
+mod audit_chain;
 // `rewrite = "resume"`: follow-ups spliced into the agent's response.
 /// `POST /v1/messages` (Anthropic) through a real toolgate.
 pub mod messages;
