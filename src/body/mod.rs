@@ -85,6 +85,8 @@ pub struct GatedBody {
     upstream: ResponseBody,
     dec: ContentDecoder,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    /// The upstream's idle timeout (`[upstream] idle_timeout_secs`).
+    idle: Option<Idle>,
     out: BytesMut,
     phase: Phase,
     /// Audit records of provider-run calls being written beside the stream;
@@ -96,6 +98,37 @@ pub struct GatedBody {
     /// then its answer.
     sending: Option<Sending>,
     sent: Option<Result<Sent, Error>>,
+}
+
+/// The upstream's idle timeout. A frame only notes its time; the timer is
+/// moved on lazily when it fires early, so a busy stream costs no timer work.
+struct Idle {
+    every: std::time::Duration,
+    last: tokio::time::Instant,
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Idle {
+    fn new(every: std::time::Duration) -> Idle {
+        Idle {
+            every,
+            last: tokio::time::Instant::now(),
+            timer: Box::pin(tokio::time::sleep(every)),
+        }
+    }
+
+    /// True once `every` has passed since the last frame; else the timer
+    /// is (re)armed for when it would.
+    fn expired(&mut self, cx: &mut TaskContext<'_>) -> bool {
+        while self.timer.as_mut().poll(cx).is_ready() {
+            let due = self.last + self.every;
+            if tokio::time::Instant::now() >= due {
+                return true;
+            }
+            self.timer.as_mut().reset(due);
+        }
+        false
+    }
 }
 
 /// Starts gating the upstream response and returns the agent's response body.
@@ -110,7 +143,9 @@ pub fn gated_stream(
     options.resume = follow.as_ref().is_some_and(FollowUp::left);
     options.refusal = upstream.ctx.structured_output;
     let rw = protocol.rewriter(&options);
+    let idle = state.upstream_for(protocol).idle_timeout.map(Idle::new);
     GatedBody {
+        idle,
         state,
         gates,
         ctx: upstream.ctx,
@@ -295,6 +330,7 @@ impl GatedBody {
                 self.upstream = sent.body;
                 self.dec = sent.decoder;
                 self.deadline = Box::pin(tokio::time::sleep_until(sent.deadline));
+                self.restart_idle();
                 self.ctx = sent.ctx;
                 let more = self.follow.as_ref().is_some_and(FollowUp::left);
                 self.rw.continue_with(more);
@@ -316,6 +352,7 @@ impl GatedBody {
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => {
+                self.restart_idle();
                 let Ok(data) = f.into_data() else {
                     return Next::Continue;
                 };
@@ -345,12 +382,20 @@ impl GatedBody {
                 Next::Continue
             }
             Poll::Pending => {
-                if self.deadline.as_mut().poll(cx).is_ready() {
+                let idle = self.idle.as_mut().is_some_and(|i| i.expired(cx));
+                if idle || self.deadline.as_mut().poll(cx).is_ready() {
                     self.fail(Error::UpstreamTimeout);
                     return Next::Continue;
                 }
                 Next::Wait
             }
+        }
+    }
+
+    /// The upstream just sent something.
+    fn restart_idle(&mut self) {
+        if let Some(i) = &mut self.idle {
+            i.last = tokio::time::Instant::now();
         }
     }
 

@@ -308,6 +308,8 @@ impl Config {
             key_header: KeyHeader::Bearer,
             timeout: Duration::from_secs(raw.upstream.timeout_secs),
             connect_timeout: Duration::from_secs(raw.upstream.connect_timeout_secs),
+            idle_timeout: (raw.upstream.idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(raw.upstream.idle_timeout_secs)),
             ca_file: raw.upstream.ca_file.as_deref().map(resolve),
         };
         let m = raw.upstream.messages;
@@ -327,6 +329,11 @@ impl Config {
             connect_timeout: m
                 .connect_timeout_secs
                 .map_or(upstream.connect_timeout, Duration::from_secs),
+            idle_timeout: match m.idle_timeout_secs {
+                None => upstream.idle_timeout,
+                Some(0) => None,
+                Some(s) => Some(Duration::from_secs(s)),
+            },
             ca_file: m
                 .ca_file
                 .as_deref()

@@ -180,6 +180,8 @@ pub(crate) struct RawUpstream {
     pub(crate) auth: AuthMode,
     pub(crate) timeout_secs: u64,
     pub(crate) connect_timeout_secs: u64,
+    /// Longest silence between a streamed response's bytes; 0: none.
+    pub(crate) idle_timeout_secs: u64,
     pub(crate) ca_file: Option<String>,
     /// `[upstream.messages]`: where `/v1/messages` goes.
     pub(crate) messages: RawMessagesUpstream,
@@ -195,6 +197,7 @@ pub(crate) struct RawMessagesUpstream {
     pub(crate) auth: super::MessagesAuth,
     pub(crate) timeout_secs: Option<u64>,
     pub(crate) connect_timeout_secs: Option<u64>,
+    pub(crate) idle_timeout_secs: Option<u64>,
     pub(crate) ca_file: Option<String>,
 }
 
@@ -206,6 +209,7 @@ impl Default for RawMessagesUpstream {
             auth: super::MessagesAuth::XApiKey,
             timeout_secs: None,
             connect_timeout_secs: None,
+            idle_timeout_secs: None,
             ca_file: None,
         }
     }
@@ -222,6 +226,7 @@ impl Default for RawUpstream {
             auth: AuthMode::Inject,
             timeout_secs: 600,
             connect_timeout_secs: 10,
+            idle_timeout_secs: 300,
             ca_file: None,
             messages: RawMessagesUpstream::default(),
         }

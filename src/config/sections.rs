@@ -78,6 +78,9 @@ pub struct Upstream {
     pub key_header: KeyHeader,
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// Longest silence between a streamed response's bytes (keep-alive
+    /// comments count); past it the stream fails closed. `None`: no limit.
+    pub idle_timeout: Option<Duration>,
     pub ca_file: Option<PathBuf>,
 }
 

@@ -28,6 +28,8 @@ pub struct Upstream {
     key_header: KeyHeader,
     auth: AuthMode,
     pub timeout: Duration,
+    /// Longest silence between a streamed response's bytes.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// Headers that belong to one connection and are never forwarded.
@@ -144,6 +146,7 @@ impl Upstream {
             key_header: cfg.key_header,
             auth: cfg.auth,
             timeout: cfg.timeout,
+            idle_timeout: cfg.idle_timeout,
         })
     }
 

@@ -21,6 +21,17 @@ fn verify(files: &[std::path::PathBuf]) -> (i32, String, String) {
     )
 }
 
+/// A streamed chat request declaring `get_weather`.
+async fn ask(bin: &Bin) -> Answer {
+    send(
+        "POST",
+        &format!("{}/v1/chat/completions", bin.url),
+        &[("content-type", "application/json")],
+        chat_request(true, &["get_weather"]).to_string(),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_real_run_verifies_and_one_edited_byte_is_found() {
     let mock = Mock::start(vec![Reply::sse(one_call_stream(
@@ -30,13 +41,7 @@ async fn a_real_run_verifies_and_one_edited_byte_is_found() {
     .await;
     let bin = Bin::start(&mock.base_url(), &[("50-test.toml", ALLOW_ALL)], "").await;
     for _ in 0..4 {
-        let a = send(
-            "POST",
-            &format!("{}/v1/chat/completions", bin.url),
-            &[("content-type", "application/json")],
-            chat_request(true, &["get_weather"]).to_string(),
-        )
-        .await;
+        let a = ask(&bin).await;
         assert_eq!(a.status, 200, "{}", a.text());
     }
     let path = bin.path("audit.jsonl");
@@ -74,13 +79,7 @@ async fn failed_writes_are_counted() {
         "audit.path = \"/dev/full\"",
     )
     .await;
-    let a = send(
-        "POST",
-        &format!("{}/v1/chat/completions", bin.url),
-        &[("content-type", "application/json")],
-        chat_request(true, &["get_weather"]).to_string(),
-    )
-    .await;
+    let a = ask(&bin).await;
     assert!(
         !a.text().contains("call_1"),
         "no record, no release: {}",

@@ -57,6 +57,8 @@ mod differential;
 mod overload;
 // The audit trail's hash chain and `toolgate audit verify`.
 mod audit_chain;
+// Property and fuzz tests: arbitrary bytes, any split (`scripts/fuzz.sh` runs them longer).
+mod fuzz;
 // `rewrite = "resume"`: follow-ups spliced into the agent's response.
 /// `POST /v1/messages` (Anthropic) through a real toolgate.
 pub mod messages;

@@ -184,3 +184,57 @@ async fn over_max_connections_a_503_and_the_connection_closes() {
     .await;
     assert_eq!(ok.status, 200, "a slot is free again: {}", ok.text());
 }
+
+#[tokio::test]
+async fn a_stalled_upstream_ends_the_stream_closed_and_a_slow_one_does_not() {
+    let stalled = Reply::Paused {
+        before: [
+            chunk(0, serde_json::json!({"content": "thinking"}), None),
+            chunk(0, call_delta(0, "call_1", "get_weather", "{\"ci"), None),
+        ]
+        .concat()
+        .into(),
+        after: Default::default(),
+        go: Arc::new(tokio::sync::Notify::new()),
+    };
+    // Keep-alive comments and events 400 ms apart: never idle for a second.
+    let slow_body = [
+        ": keep-alive\n\n".to_string(),
+        chunk(0, serde_json::json!({"content": "a"}), None),
+        ": keep-alive\n\n".to_string(),
+        ": keep-alive\n\n".to_string(),
+        one_call_stream("get_weather", "{}"),
+    ]
+    .concat();
+    let slow = Reply::Sse {
+        body: slow_body.into(),
+        chunk: 200,
+        delay: Duration::from_millis(400),
+        reset: false,
+        gzip: false,
+    };
+    let mock = Mock::start(vec![stalled, slow]).await;
+    let gate = start_gate(
+        &mock.base_url(),
+        ALLOW_ALL,
+        "upstream.idle_timeout_secs = 1\n",
+    )
+    .await;
+    let started = Instant::now();
+    let a = post_chat(&gate, &chat_request(true, &["get_weather"])).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let text = a.text();
+    assert!(text.contains("thinking"), "{text}");
+    assert!(
+        !text.contains("call_1"),
+        "a held call is never released: {text}"
+    );
+    assert!(
+        text.contains("\"error\"") && text.trim_end().ends_with("data: [DONE]"),
+        "{text}"
+    );
+
+    let b = post_chat(&gate, &chat_request(true, &["get_weather"])).await;
+    assert!(b.text().contains("call_1"), "{}", b.text());
+}

@@ -1,0 +1,165 @@
+//! Property and fuzz tests on stable Rust (proptest): arbitrary bytes never
+//! panic the SSE decoder, any protocol's stream rewriter, the request
+//! parsers or the policy loader; output stays within a bound of the input
+//! under small caps; and a stream split at any byte boundary gives the same
+//! output. `TOOLGATE_FUZZ_CASES` sets the number of cases (64 by default;
+//! `scripts/fuzz.sh` runs many more against a release build).
+
+use proptest::prelude::*;
+use toolgate::call::Call;
+use toolgate::protocol::sse::SseDecoder;
+use toolgate::protocol::sync_driver::run_sync;
+use toolgate::protocol::{chat, messages, responses, Options, Protocol, Rewriter};
+
+use crate::support::*;
+
+fn cases() -> u32 {
+    std::env::var("TOOLGATE_FUZZ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+/// Small caps, so the memory bound is reached by the cases.
+fn opts() -> Options {
+    Options {
+        neutral_message: "N".into(),
+        max_event_bytes: 4096,
+        max_call_bytes: 2048,
+        max_held_bytes: 8192,
+        id_key: [0; 32],
+        resume: false,
+        neutral_result: "R".into(),
+        refusal: false,
+    }
+}
+
+fn rewriters() -> Vec<(&'static str, Box<dyn Rewriter>)> {
+    vec![
+        ("chat", Box::new(chat::stream::StreamRewriter::new(&opts()))),
+        (
+            "responses",
+            Box::new(responses::stream::StreamRewriter::new(&opts())),
+        ),
+        (
+            "messages",
+            Box::new(messages::stream::StreamRewriter::new(&opts())),
+        ),
+    ]
+}
+
+/// `input` cut at `cuts` (taken modulo its length).
+fn pieces<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+    points.sort();
+    let mut out = Vec::new();
+    let mut last = 0;
+    for p in points {
+        out.push(&input[last..p]);
+        last = p;
+    }
+    out.push(&input[last..]);
+    out
+}
+
+fn run(rw: &mut dyn Rewriter, chunks: &[&[u8]], deny: &str) -> Vec<u8> {
+    run_sync(rw, chunks, |c: &Call| c.name != deny).to_vec()
+}
+
+/// Pieces a provider stream is made of, valid and not, in every protocol's
+/// shape: a generated stream mixes them with raw noise.
+fn fragment() -> impl Strategy<Value = String> {
+    let name = prop_oneof![
+        Just("shell_exec".to_string()),
+        Just("get_weather".to_string()),
+        "[a-z_]{1,12}",
+    ];
+    let args = "[ -~]{0,40}".prop_map(|s| serde_json::to_string(&s).unwrap_or_default());
+    prop_oneof![
+        "[ -~]{0,30}".prop_map(|t| chunk(0, serde_json::json!({"content": t}), None)),
+        (name, args.clone()).prop_map(|(n, a)| chunk(0, call_delta(0, "call_1", &n, &a), None)),
+        args.prop_map(|a| chunk(0, serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None)),
+        Just(chunk(0, serde_json::json!({}), Some("tool_calls"))),
+        Just("data: [DONE]\n\n".to_string()),
+        Just(": keep-alive\n\n".to_string()),
+        Just("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"shell_exec\",\"input\":{}}}\n\n".to_string()),
+        Just("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".to_string()),
+        Just("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"\"}}\n\n".to_string()),
+        proptest::collection::vec(any::<u8>(), 0..24).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        Just("\r\n".to_string()),
+        Just("\r".to_string()),
+    ]
+}
+
+fn stream() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(fragment(), 0..24).prop_map(|f| f.concat().into_bytes())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_bytes_any_split_the_same_events(input in proptest::collection::vec(any::<u8>(), 0..2048), cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+        let decode = |chunks: &[&[u8]]| {
+            let mut d = SseDecoder::new(1 << 20);
+            let mut out = Vec::new();
+            for c in chunks {
+                d.push(c);
+                loop {
+                    match d.next_event() {
+                        Ok(Some(e)) => out.push(Ok((e.raw, e.data))),
+                        Ok(None) => break,
+                        Err(e) => { out.push(Err(e)); return out; }
+                    }
+                }
+            }
+            out.push(d.finish().map(|e| e.map(|e| (e.raw, e.data)).unwrap_or_default()));
+            out
+        };
+        prop_assert_eq!(decode(&[&input]), decode(&pieces(&input, &cuts)));
+    }
+
+    #[test]
+    fn no_rewriter_panics_or_grows_past_its_caps(input in stream(), cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+        for (name, mut rw) in rewriters() {
+            let out = run(rw.as_mut(), &pieces(&input, &cuts), "shell_exec");
+            // What goes out is what came in, rewritten: a bounded multiple of
+            // it (a neutral turn, an error event and an end at most besides).
+            prop_assert!(out.len() <= 3 * input.len() + 4096, "{}: {} bytes out of {}", name, out.len(), input.len());
+        }
+    }
+
+    #[test]
+    fn a_stream_split_anywhere_gives_the_same_output(input in stream(), cuts in proptest::collection::vec(any::<usize>(), 1..8)) {
+        for ((name, mut whole), (_, mut split)) in rewriters().into_iter().zip(rewriters()) {
+            let a = run(whole.as_mut(), &[&input], "shell_exec");
+            let b = run(split.as_mut(), &pieces(&input, &cuts), "shell_exec");
+            prop_assert!(a == b, "{} differs when split at {:?}", name, cuts);
+        }
+    }
+
+    #[test]
+    fn request_parsers_take_any_bytes(input in proptest::collection::vec(any::<u8>(), 0..512), noise in fragment()) {
+        let valid = chat_request(true, &["a"]).to_string();
+        let mut mutated = valid.clone().into_bytes();
+        let at = input.first().map_or(0, |&b| b as usize % (mutated.len() + 1));
+        mutated.splice(at..at, noise.bytes());
+        for p in [Protocol::Chat, Protocol::Responses, Protocol::Messages] {
+            for body in [&input[..], &mutated[..], valid.as_bytes()] {
+                let _ = p.parse(body);
+            }
+        }
+    }
+
+    #[test]
+    fn the_policy_loader_takes_any_text(text in "[ -~\n]{0,400}", splice in "[ -~\n]{0,40}", at in any::<usize>()) {
+        let _ = toolgate::policy::PolicySet::from_sources(&[("p.toml".into(), text)]);
+        let mut mutated = toolgate::policy::DEFAULT_POLICY.to_string();
+        let mut at = at % (mutated.len() + 1);
+        while !mutated.is_char_boundary(at) {
+            at -= 1;
+        }
+        mutated.insert_str(at, &splice);
+        let _ = toolgate::policy::PolicySet::from_sources(&[("p.toml".into(), mutated)]);
+    }
+}
