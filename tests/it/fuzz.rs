@@ -48,20 +48,6 @@ fn rewriters() -> Vec<(&'static str, Box<dyn Rewriter>)> {
     ]
 }
 
-/// `input` cut at `cuts` (taken modulo its length).
-fn pieces<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
-    let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-    points.sort();
-    let mut out = Vec::new();
-    let mut last = 0;
-    for p in points {
-        out.push(&input[last..p]);
-        last = p;
-    }
-    out.push(&input[last..]);
-    out
-}
-
 fn run(rw: &mut dyn Rewriter, chunks: &[&[u8]], deny: &str) -> Vec<u8> {
     run_sync(rw, chunks, |c: &Call| c.name != deny).to_vec()
 }
@@ -116,13 +102,13 @@ proptest! {
             out.push(d.finish().map(|e| e.map(|e| (e.raw, e.data)).unwrap_or_default()));
             out
         };
-        prop_assert_eq!(decode(&[&input]), decode(&pieces(&input, &cuts)));
+        prop_assert_eq!(decode(&[&input]), decode(&cut_at(&input, &cuts)));
     }
 
     #[test]
     fn no_rewriter_panics_or_grows_past_its_caps(input in stream(), cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
         for (name, mut rw) in rewriters() {
-            let out = run(rw.as_mut(), &pieces(&input, &cuts), "shell_exec");
+            let out = run(rw.as_mut(), &cut_at(&input, &cuts), "shell_exec");
             // What goes out is what came in, rewritten: a bounded multiple of
             // it (a neutral turn, an error event and an end at most besides).
             prop_assert!(out.len() <= 3 * input.len() + 4096, "{}: {} bytes out of {}", name, out.len(), input.len());
@@ -133,7 +119,7 @@ proptest! {
     fn a_stream_split_anywhere_gives_the_same_output(input in stream(), cuts in proptest::collection::vec(any::<usize>(), 1..8)) {
         for ((name, mut whole), (_, mut split)) in rewriters().into_iter().zip(rewriters()) {
             let a = run(whole.as_mut(), &[&input], "shell_exec");
-            let b = run(split.as_mut(), &pieces(&input, &cuts), "shell_exec");
+            let b = run(split.as_mut(), &cut_at(&input, &cuts), "shell_exec");
             prop_assert!(a == b, "{} differs when split at {:?}", name, cuts);
         }
     }

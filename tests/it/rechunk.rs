@@ -22,15 +22,7 @@ fn opts() -> Options {
 }
 
 fn rewrite(input: &[u8], cuts: &[usize], deny: Option<&str>) -> Vec<u8> {
-    let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
-    points.sort();
-    let mut chunks = Vec::new();
-    let mut last = 0;
-    for p in points {
-        chunks.push(&input[last..p]);
-        last = p;
-    }
-    chunks.push(&input[last..]);
+    let chunks = cut_at(input, cuts);
     let mut rw = StreamRewriter::new(&opts());
     let allow = |c: &Call| Some(c.name.as_str()) != deny;
     rw.run_sync(&chunks, allow).to_vec()

@@ -854,3 +854,17 @@ pub fn run_python(script: &str, args: Vec<String>) -> Option<Value> {
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout))),
     )
 }
+
+/// `input` cut at `cuts` (each taken modulo its length, in order).
+pub fn cut_at<'a>(input: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
+    points.sort();
+    let mut out = Vec::new();
+    let mut last = 0;
+    for p in points {
+        out.push(&input[last..p]);
+        last = p;
+    }
+    out.push(&input[last..]);
+    out
+}
