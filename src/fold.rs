@@ -71,8 +71,7 @@ pub fn fold(s: &str) -> Cow<'_, str> {
 /// `want` (in caseless form): the same after trimming and [`fold`]. Roles
 /// and types are matched this way, so `"Tool"` is read as a tool message.
 pub fn reads_as(v: Option<&serde_json::Value>, want: &str) -> bool {
-    v.and_then(serde_json::Value::as_str)
-        .is_some_and(|s| fold(s.trim()) == want)
+    read(v) == want
 }
 
 /// The caseless form of the JSON string at `v` (trimmed), `""` when it is

@@ -34,9 +34,10 @@ const KEEP: [&str; 9] = [
 ];
 const KEEP_PREFIX: [&str; 2] = ["x-ratelimit-", "anthropic-ratelimit-"];
 
-/// Whether the upstream header `name` may reach the agent.
-pub fn header_kept(name: &str) -> bool {
-    KEEP.contains(&name) || KEEP_PREFIX.iter().any(|p| name.starts_with(p))
+/// Whether the upstream header `name` may reach the agent (`also`: more
+/// names allowed here).
+fn header_kept(name: &str, also: &[&str]) -> bool {
+    KEEP.contains(&name) || also.contains(&name) || KEEP_PREFIX.iter().any(|p| name.starts_with(p))
 }
 
 /// The upstream keys to keep out of responses.
@@ -69,12 +70,13 @@ impl Scrub {
             .unwrap_or(0)
     }
 
-    /// Keeps only the allowed headers, and of those none holding a key.
-    pub fn headers(&self, h: &mut HeaderMap) {
+    /// Keeps only the allowed headers (and `also`), none holding a key.
+    pub fn headers(&self, h: &mut HeaderMap, also: &[&str]) {
         let gone: Vec<HeaderName> = h
             .iter()
             .filter(|(k, v)| {
-                !header_kept(k.as_str()) || self.keys.iter().any(|f| f.find(v.as_bytes()).is_some())
+                !header_kept(k.as_str(), also)
+                    || self.keys.iter().any(|f| f.find(v.as_bytes()).is_some())
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -92,7 +94,7 @@ impl Scrub {
                 mut limits,
                 body,
             } => {
-                self.headers(&mut limits);
+                self.headers(&mut limits, &[]);
                 Error::UpstreamStatus {
                     status,
                     limits,
@@ -221,7 +223,7 @@ mod tests {
         );
         h.insert("x-request-id", format!("req-{KEY}").parse().unwrap());
         h.insert("server", "provider/1.0".parse().unwrap());
-        scrub().headers(&mut h);
+        scrub().headers(&mut h, &[]);
         let mut names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         names.sort();
         assert_eq!(

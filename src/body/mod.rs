@@ -33,6 +33,7 @@ use crate::upstream::ResponseBody;
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 mod end;
+mod idle;
 mod plain;
 pub use plain::{Deadline, Pieces, Scrubbed};
 
@@ -86,7 +87,7 @@ pub struct GatedBody {
     dec: ContentDecoder,
     deadline: Pin<Box<tokio::time::Sleep>>,
     /// The upstream's idle timeout (`[upstream] idle_timeout_secs`).
-    idle: Option<Idle>,
+    idle: Option<idle::Idle>,
     out: BytesMut,
     phase: Phase,
     /// Audit records of provider-run calls being written beside the stream;
@@ -98,37 +99,6 @@ pub struct GatedBody {
     /// then its answer.
     sending: Option<Sending>,
     sent: Option<Result<Sent, Error>>,
-}
-
-/// The upstream's idle timeout. A frame only notes its time; the timer is
-/// moved on lazily when it fires early, so a busy stream costs no timer work.
-struct Idle {
-    every: std::time::Duration,
-    last: tokio::time::Instant,
-    timer: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl Idle {
-    fn new(every: std::time::Duration) -> Idle {
-        Idle {
-            every,
-            last: tokio::time::Instant::now(),
-            timer: Box::pin(tokio::time::sleep(every)),
-        }
-    }
-
-    /// True once `every` has passed since the last frame; else the timer
-    /// is (re)armed for when it would.
-    fn expired(&mut self, cx: &mut TaskContext<'_>) -> bool {
-        while self.timer.as_mut().poll(cx).is_ready() {
-            let due = self.last + self.every;
-            if tokio::time::Instant::now() >= due {
-                return true;
-            }
-            self.timer.as_mut().reset(due);
-        }
-        false
-    }
 }
 
 /// Starts gating the upstream response and returns the agent's response body.
@@ -143,9 +113,9 @@ pub fn gated_stream(
     options.resume = follow.as_ref().is_some_and(FollowUp::left);
     options.refusal = upstream.ctx.structured_output;
     let rw = protocol.rewriter(&options);
-    let idle = state.upstream_for(protocol).idle_timeout.map(Idle::new);
+    let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {
-        idle,
+        idle: quiet.map(idle::Idle::new),
         state,
         gates,
         ctx: upstream.ctx,
@@ -301,7 +271,6 @@ impl GatedBody {
         }
     }
 
-    /// Drives the follow-up under way; its answer is kept until upstream ends.
     /// What the rewriter wrote so far, as it goes to the agent: upstream
     /// keys masked, line separators in JSON strings escaped (the rewriters
     /// write whole events, so neither is ever cut in two here).
@@ -310,6 +279,7 @@ impl GatedBody {
         crate::protocol::sse::escape_separators(out)
     }
 
+    /// Drives the follow-up under way; its answer is kept until upstream ends.
     fn poll_follow(&mut self, cx: &mut TaskContext<'_>) {
         let Some(s) = &mut self.sending else {
             return;
@@ -330,7 +300,9 @@ impl GatedBody {
                 self.upstream = sent.body;
                 self.dec = sent.decoder;
                 self.deadline = Box::pin(tokio::time::sleep_until(sent.deadline));
-                self.restart_idle();
+                if let Some(i) = &mut self.idle {
+                    i.frame();
+                }
                 self.ctx = sent.ctx;
                 let more = self.follow.as_ref().is_some_and(FollowUp::left);
                 self.rw.continue_with(more);
@@ -352,7 +324,9 @@ impl GatedBody {
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => {
-                self.restart_idle();
+                if let Some(i) = &mut self.idle {
+                    i.frame();
+                }
                 let Ok(data) = f.into_data() else {
                     return Next::Continue;
                 };
@@ -389,13 +363,6 @@ impl GatedBody {
                 }
                 Next::Wait
             }
-        }
-    }
-
-    /// The upstream just sent something.
-    fn restart_idle(&mut self) {
-        if let Some(i) = &mut self.idle {
-            i.last = tokio::time::Instant::now();
         }
     }
 

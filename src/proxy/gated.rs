@@ -169,7 +169,7 @@ pub(crate) fn read_head(
     let announced = content_length(&head.headers);
     // Only the allowed headers go on (which leaves out hop-by-hop, length and
     // encoding headers: the body is written anew).
-    scrub.headers(&mut head.headers);
+    scrub.headers(&mut head.headers, &[]);
     let is_sse = content_type.starts_with("text/event-stream");
     if stream != is_sse || (!is_sse && !is_json(&content_type)) {
         return Err(Error::UpstreamUnreadable(

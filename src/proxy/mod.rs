@@ -187,15 +187,10 @@ async fn pass(
         .headers
         .get(header::CONTENT_ENCODING)
         .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    let kept = head.headers.remove(header::CONTENT_ENCODING);
-    let disposition = head.headers.remove(header::CONTENT_DISPOSITION);
-    state.scrub.headers(&mut head.headers);
-    if encoded {
-        head.headers
-            .extend(kept.map(|v| (header::CONTENT_ENCODING, v)));
-    }
-    head.headers
-        .extend(disposition.map(|v| (header::CONTENT_DISPOSITION, v)));
+    state.scrub.headers(
+        &mut head.headers,
+        &["content-encoding", "content-disposition"],
+    );
     let body = body::Deadline::new(body, deadline);
     if encoded {
         return Ok(Response::from_parts(head, body.boxed_unsync()));

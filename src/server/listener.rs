@@ -85,7 +85,7 @@ fn connection_cap(configured: usize) -> usize {
 
 /// The builder every connection is served with: HTTP/1 head and idle
 /// timeouts, HTTP/2 keep-alive pings.
-fn builder(header_read_timeout: Duration) -> Builder {
+fn conn_builder(header_read_timeout: Duration) -> Builder {
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())
@@ -125,9 +125,9 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let limits = &state.config.limits;
-    let builder = builder(limits.header_read_timeout);
+    let builder = conn_builder(limits.header_read_timeout);
     // A connection over the cap gets a second to ask, then its answer.
-    let busy = self::builder(limits.header_read_timeout.min(BUSY_HEAD_TIMEOUT));
+    let busy = conn_builder(limits.header_read_timeout.min(BUSY_HEAD_TIMEOUT));
     let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
     let mut backoff = Duration::ZERO;
     loop {
