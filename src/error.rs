@@ -24,6 +24,37 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// How an exchange with the upstream broke, below the HTTP status: the
+/// `kind` label of `toolgate_upstream_faults_total` (with the status kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The name did not resolve or the TCP connection was refused.
+    Refused,
+    /// No connection within `[upstream] connect_timeout_secs`.
+    ConnectTimeout,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
+    /// The connection was reset or closed before the exchange ended.
+    Reset,
+    /// The HTTP/2 connection was shut down under the exchange (GOAWAY).
+    Goaway,
+    /// The upstream spoke broken HTTP.
+    Protocol,
+}
+
+impl Fault {
+    pub fn label(self) -> &'static str {
+        match self {
+            Fault::Refused => "refused",
+            Fault::ConnectTimeout => "connect_timeout",
+            Fault::Tls => "tls",
+            Fault::Reset => "reset",
+            Fault::Goaway => "goaway",
+            Fault::Protocol => "protocol",
+        }
+    }
+}
+
 /// Which side of the proxy a failure belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
@@ -60,10 +91,15 @@ pub enum Error {
     /// A known endpoint that toolgate refuses on purpose (it would hand out
     /// ungated tool calls); the message says which and why.
     NotServed(&'static str),
-    /// The upstream could not be reached.
-    UpstreamConnect(String),
+    /// The upstream could not be reached, or the exchange broke before its
+    /// response head.
+    UpstreamConnect(Fault, String),
+    /// The upstream connection broke after the response head.
+    UpstreamLost(Fault),
     /// The upstream did not answer within `[upstream] timeout_secs`.
     UpstreamTimeout,
+    /// A stream sent nothing for `[upstream] idle_timeout_secs`.
+    UpstreamIdle,
     /// The upstream answered with an error status.
     UpstreamStatus {
         status: StatusCode,
@@ -104,8 +140,12 @@ impl fmt::Display for Error {
             Error::UnsupportedEndpoint => write!(f, "unsupported endpoint"),
             Error::MethodNotAllowed => write!(f, "method not allowed"),
             Error::NotServed(m) => write!(f, "not served: {m}"),
-            Error::UpstreamConnect(m) => write!(f, "upstream unreachable: {m}"),
+            Error::UpstreamConnect(k, m) => write!(f, "upstream unreachable ({}): {m}", k.label()),
+            Error::UpstreamLost(k) => {
+                write!(f, "upstream connection failed mid-body ({})", k.label())
+            }
             Error::UpstreamTimeout => write!(f, "upstream timed out"),
+            Error::UpstreamIdle => write!(f, "upstream sent nothing within the idle timeout"),
             Error::UpstreamStatus { status, .. } => write!(f, "upstream returned {status}"),
             Error::UpstreamUnreadable(why) => write!(f, "upstream response unreadable: {why}"),
             Error::UpstreamEvent(_) => write!(f, "upstream sent an error object"),
@@ -142,8 +182,10 @@ impl Error {
             | Error::UnsupportedEndpoint
             | Error::NotServed(_)
             | Error::MethodNotAllowed => Side::Client,
-            Error::UpstreamConnect(_)
+            Error::UpstreamConnect(..)
+            | Error::UpstreamLost(_)
             | Error::UpstreamTimeout
+            | Error::UpstreamIdle
             | Error::UpstreamStatus { .. }
             | Error::UpstreamUnreadable(_)
             | Error::UpstreamEvent(_) => Side::Upstream,
@@ -162,10 +204,11 @@ impl Error {
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Error::UnsupportedEndpoint | Error::NotServed(_) => StatusCode::NOT_FOUND,
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Error::UpstreamConnect(_) | Error::UpstreamUnreadable(_) | Error::UpstreamEvent(_) => {
-                StatusCode::BAD_GATEWAY
-            }
-            Error::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Error::UpstreamConnect(..)
+            | Error::UpstreamLost(_)
+            | Error::UpstreamUnreadable(_)
+            | Error::UpstreamEvent(_) => StatusCode::BAD_GATEWAY,
+            Error::UpstreamTimeout | Error::UpstreamIdle => StatusCode::GATEWAY_TIMEOUT,
             Error::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             Error::UpstreamStatus { status, .. } if status.is_client_error() => *status,
             Error::UpstreamStatus { .. } => StatusCode::BAD_GATEWAY,
@@ -173,6 +216,24 @@ impl Error {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
         }
+    }
+
+    /// The `kind` of `toolgate_upstream_faults_total` this error counts
+    /// under, for an upstream failure.
+    pub fn fault(&self) -> Option<&'static str> {
+        Some(match self {
+            Error::UpstreamConnect(k, _) | Error::UpstreamLost(k) => k.label(),
+            Error::UpstreamTimeout => "timeout",
+            Error::UpstreamIdle => "idle",
+            Error::UpstreamStatus { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS => {
+                "rate_limited"
+            }
+            Error::UpstreamStatus { status, .. } if status.is_server_error() => "status_5xx",
+            Error::UpstreamStatus { .. } => "status_4xx",
+            Error::UpstreamUnreadable(_) => "unreadable",
+            Error::UpstreamEvent(_) => "error_event",
+            _ => return None,
+        })
     }
 
     /// The OpenAI error `type` and the generic message the agent sees.
@@ -209,7 +270,7 @@ impl Error {
                 "invalid_request_error",
                 "The model provider rejected the request.".to_string(),
             ),
-            Error::UpstreamTimeout => (
+            Error::UpstreamTimeout | Error::UpstreamIdle => (
                 "server_error",
                 "The model provider did not respond in time.".to_string(),
             ),
@@ -217,7 +278,8 @@ impl Error {
                 "server_error",
                 "The server is busy. Retry later.".to_string(),
             ),
-            Error::UpstreamConnect(_)
+            Error::UpstreamConnect(..)
+            | Error::UpstreamLost(_)
             | Error::UpstreamStatus { .. }
             | Error::UpstreamUnreadable(_)
             | Error::UpstreamEvent(_) => (

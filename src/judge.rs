@@ -40,8 +40,8 @@ impl Failure {
     /// A failure of toolgate's own upstream client.
     fn upstream(e: &Error) -> Failure {
         let kind = match e {
-            Error::UpstreamConnect(_) => "connect",
-            Error::UpstreamTimeout => "timeout",
+            Error::UpstreamConnect(..) => "connect",
+            Error::UpstreamTimeout | Error::UpstreamIdle => "timeout",
             _ => "other",
         };
         Failure::new(kind, e.to_string())
@@ -224,9 +224,12 @@ mod tests {
 
     #[test]
     fn upstream_failures_have_a_kind_and_keep_their_message() {
-        let connect = Failure::upstream(&Error::UpstreamConnect("refused".into()));
+        let connect = Failure::upstream(&Error::UpstreamConnect(
+            crate::error::Fault::Refused,
+            "refused".into(),
+        ));
         assert_eq!(connect.kind, "connect");
-        assert_eq!(connect.to_string(), "upstream unreachable: refused");
+        assert_eq!(connect.to_string(), "upstream unreachable (refused): refused");
         assert_eq!(Failure::upstream(&Error::UpstreamTimeout).kind, "timeout");
         assert_eq!(
             Failure::upstream(&Error::Overloaded("streams")).kind,

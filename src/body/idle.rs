@@ -5,6 +5,8 @@ use std::task::Context as TaskContext;
 
 use std::future::Future;
 
+use crate::error::Error;
+
 /// The upstream's idle timeout. A frame only notes its time; the timer is
 /// moved on lazily when it fires early, so a busy stream costs no timer work.
 pub(super) struct Idle {
@@ -39,4 +41,21 @@ impl Idle {
         }
         false
     }
+}
+
+/// The timeout that has expired, if one has: the idle one (when set) or
+/// the total `deadline`.
+pub(super) fn expiry(
+    idle: &mut Option<Idle>,
+    deadline: &mut Pin<Box<tokio::time::Sleep>>,
+    cx: &mut TaskContext<'_>,
+) -> Option<Error> {
+    if idle.as_mut().is_some_and(|i| i.expired(cx)) {
+        return Some(Error::UpstreamIdle);
+    }
+    deadline
+        .as_mut()
+        .poll(cx)
+        .is_ready()
+        .then_some(Error::UpstreamTimeout)
 }

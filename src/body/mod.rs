@@ -22,8 +22,7 @@ use crate::context::Context;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gate::Gates;
-use crate::protocol::KEEPALIVE;
-use crate::protocol::{Protocol, Rewriter, Step};
+use crate::protocol::{Protocol, Rewriter, Step, KEEPALIVE};
 use crate::release;
 use crate::resume::{self, FollowUp, Sending, Sent};
 use crate::state::State;
@@ -215,6 +214,7 @@ impl GatedBody {
     fn fail(&mut self, err: Error) {
         tracing::warn!(request_id = %self.ctx.request_id, error = %err, "stream ended with an error event");
         self.state.metrics.stream_faults.inc();
+        self.state.metrics.upstream_fault(&err);
         let dropped = self
             .rw
             .fail(&err, self.state.passthrough_errors(), &mut self.out);
@@ -309,7 +309,8 @@ impl GatedBody {
                 self.phase = Phase::Reading;
                 Next::Continue
             }
-            Some(Err(_)) => {
+            Some(Err(e)) => {
+                self.state.metrics.upstream_fault(&e);
                 self.rw.give_up(&mut self.out);
                 if let Some(w) = self.rw.take_withheld() {
                     self.state.remember_withheld(w);
@@ -345,24 +346,21 @@ impl GatedBody {
                 }
                 self.process(None)
             }
-            Poll::Ready(Some(Err(_))) => {
-                self.fail(Error::UpstreamUnreadable(
-                    "upstream connection failed mid-stream",
-                ));
+            Poll::Ready(Some(Err(e))) => {
+                self.fail(Error::UpstreamLost(crate::upstream::fault::of(&e)));
                 Next::Continue
             }
             Poll::Ready(None) => {
                 self.upstream_ended();
                 Next::Continue
             }
-            Poll::Pending => {
-                let idle = self.idle.as_mut().is_some_and(|i| i.expired(cx));
-                if idle || self.deadline.as_mut().poll(cx).is_ready() {
-                    self.fail(Error::UpstreamTimeout);
-                    return Next::Continue;
+            Poll::Pending => match idle::expiry(&mut self.idle, &mut self.deadline, cx) {
+                Some(e) => {
+                    self.fail(e);
+                    Next::Continue
                 }
-                Next::Wait
-            }
+                None => Next::Wait,
+            },
         }
     }
 

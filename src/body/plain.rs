@@ -11,6 +11,7 @@ use http_body::{Body, Frame};
 use tokio::time::Instant;
 
 use super::BodyError;
+use crate::error::Error;
 
 /// A whole body sent as pieces (a rewritten body's new text and the slices
 /// of the original it kept), with its exact length announced.
@@ -141,7 +142,14 @@ where
             }
             let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Err(e))) => {
+                    let lost = match e.downcast_ref::<hyper::Error>() {
+                        Some(h) => Error::UpstreamLost(crate::upstream::fault::of(h)),
+                        None => Error::UpstreamTimeout,
+                    };
+                    this.state.metrics.upstream_fault(&lost);
+                    return Poll::Ready(Some(Err(e)));
+                }
                 Poll::Ready(Some(Ok(f))) => f,
                 Poll::Ready(None) => {
                     this.done = true;

@@ -64,6 +64,7 @@ pub struct Metrics {
     pub tls_handshake_failures: Counter,
     pub tls_reload_failures: Counter,
     overloads: Family<labels::Overload, Counter>,
+    upstream_faults: Family<Kind, Counter>,
     /// Audit records that could not be written (the trail counts them).
     pub audit_write_failures: Counter,
 }
@@ -93,6 +94,7 @@ impl Default for Metrics {
             tls_handshake_failures: Counter::default(),
             tls_reload_failures: Counter::default(),
             overloads: Family::default(),
+            upstream_faults: Family::default(),
             audit_write_failures: Counter::default(),
         };
         m.register();
@@ -147,6 +149,11 @@ impl Metrics {
             "toolgate_overloads",
             "Requests or connections refused with 503 because a limit was full, by limit",
             self.overloads.clone(),
+        );
+        r.register(
+            "toolgate_upstream_faults",
+            "Upstream exchanges that failed, by kind (refused, connect_timeout, tls, reset, goaway, protocol, timeout, idle, rate_limited, status_4xx, status_5xx, unreadable, error_event)",
+            self.upstream_faults.clone(),
         );
         r.register(
             "toolgate_upstream_latency_seconds",
@@ -207,6 +214,14 @@ impl Metrics {
         self.overloads
             .get_or_create(&labels::Overload { limit })
             .inc();
+    }
+
+    /// Counts an upstream failure under its kind ([`Error::fault`]); other
+    /// errors are not counted here.
+    pub fn upstream_fault(&self, e: &crate::error::Error) {
+        if let Some(kind) = e.fault() {
+            self.upstream_faults.get_or_create(&Kind { kind }).inc();
+        }
     }
 
     pub fn sensor_failed(&self, sensor: &'static str, kind: &'static str) {

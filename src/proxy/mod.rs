@@ -135,6 +135,7 @@ async fn respond(
         if let Error::Overloaded(limit) = e {
             state.metrics.overloaded(limit);
         }
+        state.metrics.upstream_fault(&e);
         if matches!(e, Error::Unauthorized) {
             let total = state.metrics.auth_failures.inc() + 1;
             state.auth_failures.record(total);

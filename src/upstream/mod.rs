@@ -1,6 +1,7 @@
 //! The upstream client: header hygiene, key injection and the total timeout,
 //! over pooled HTTP/1.1 and HTTP/2 connections ([`pool`]), plain or rustls.
 
+pub mod fault;
 mod pool;
 mod response;
 mod stream;

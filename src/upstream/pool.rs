@@ -21,7 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::response::ResponseBody;
 use super::stream::{Stream, Target};
-use super::UpstreamBody;
+use super::{fault, UpstreamBody};
 use crate::error::Error;
 
 /// How long an idle connection is kept.
@@ -47,8 +47,11 @@ struct Idle {
 
 enum Lease {
     H1 { held: Held, reused: bool },
-    H2(H2),
+    H2 { tx: H2, reused: bool },
 }
+
+/// A failed send, with the request when it was never written.
+type Unsent = (Option<Request<UpstreamBody>>, hyper::Error);
 
 pub struct Pool {
     target: Target,
@@ -91,34 +94,37 @@ impl Pool {
     ) -> Result<Response<ResponseBody>, Error> {
         let mut fresh = false;
         loop {
-            match self.lease(fresh).await? {
-                Lease::H2(tx) => return send_h2(tx, req).await,
-                Lease::H1 { held, reused } => match self.send_h1(held, req).await {
-                    Ok(r) => return Ok(r),
-                    Err((Some(back), e)) if reused => {
-                        tracing::debug!(error = %e, "a kept upstream connection had closed; opening a new one");
-                        req = back;
-                        fresh = true;
-                    }
-                    Err((_, e)) => return Err(Error::UpstreamConnect(e.to_string())),
-                },
+            let (sent, reused) = match self.lease(fresh).await? {
+                Lease::H2 { tx, reused } => (send_h2(tx, req).await, reused),
+                Lease::H1 { held, reused } => (self.send_h1(held, req).await, reused),
+            };
+            match sent {
+                Ok(r) => return Ok(r),
+                Err((Some(back), e)) if reused => {
+                    tracing::debug!(error = %e, "a kept upstream connection had closed; opening a new one");
+                    self.forget_h2();
+                    req = back;
+                    fresh = true;
+                }
+                Err((_, e)) => return Err(Error::UpstreamConnect(fault::of(&e), e.to_string())),
             }
         }
     }
 
-    /// An idle connection (unless `fresh`), the shared HTTP/2 one, or a new one.
+    /// An idle connection or the shared HTTP/2 one (unless `fresh`), or a
+    /// new one.
     async fn lease(&self, fresh: bool) -> Result<Lease, Error> {
         if !fresh {
             if let Some(held) = self.take_idle() {
                 return Ok(Lease::H1 { held, reused: true });
             }
-        }
-        if let Some(tx) = self.shared_h2() {
-            return Ok(Lease::H2(tx));
+            if let Some(tx) = self.shared_h2() {
+                return Ok(Lease::H2 { tx, reused: true });
+            }
         }
         let opened = self.target.open().await?;
         let io = TokioIo::new(opened.stream);
-        let failed = |e: hyper::Error| Error::UpstreamConnect(e.to_string());
+        let failed = |e: hyper::Error| Error::UpstreamConnect(fault::of(&e), e.to_string());
         if opened.h2 {
             let (tx, conn) = http2::Builder::new(TokioExecutor::new())
                 .handshake(io)
@@ -132,7 +138,7 @@ impl Pool {
             if let Ok(mut shared) = self.h2.lock() {
                 *shared = Some(tx.clone());
             }
-            return Ok(Lease::H2(tx));
+            return Ok(Lease::H2 { tx, reused: false });
         }
         let (tx, conn) = http1::Builder::new().handshake(io).await.map_err(failed)?;
         Ok(Lease::H1 {
@@ -152,6 +158,13 @@ impl Pool {
             }
         }
         None
+    }
+
+    /// Drops the shared HTTP/2 connection (it is going away).
+    fn forget_h2(&self) {
+        if let Ok(mut shared) = self.h2.lock() {
+            *shared = None;
+        }
     }
 
     fn shared_h2(&self) -> Option<H2> {
@@ -191,7 +204,7 @@ impl Pool {
         self: &Arc<Self>,
         held: Held,
         mut req: Request<UpstreamBody>,
-    ) -> Result<Response<ResponseBody>, (Option<Request<UpstreamBody>>, hyper::Error)> {
+    ) -> Result<Response<ResponseBody>, Unsent> {
         let Held { mut tx, conn } = held;
         let mut conn = Some(conn);
         let ready = poll_fn(|cx| {
@@ -223,15 +236,24 @@ impl Pool {
     }
 }
 
+/// Sends on the shared HTTP/2 connection. A request the connection did not
+/// take (it had received a GOAWAY or closed) comes back to be sent on a new
+/// one.
 async fn send_h2(
     mut tx: H2,
     mut req: Request<UpstreamBody>,
-) -> Result<Response<ResponseBody>, Error> {
-    let failed = |e: hyper::Error| Error::UpstreamConnect(e.to_string());
-    tx.ready().await.map_err(failed)?;
+) -> Result<Response<ResponseBody>, Unsent> {
+    if let Err(e) = tx.ready().await {
+        return Err((Some(req), e));
+    }
     *req.version_mut() = Version::HTTP_2;
-    let resp = tx.send_request(req).await.map_err(failed)?;
-    Ok(resp.map(ResponseBody::shared))
+    match tx.try_send_request(req).await {
+        Ok(resp) => Ok(resp.map(ResponseBody::shared)),
+        Err(mut e) => {
+            let back = e.take_message();
+            Err((back, e.into_error()))
+        }
+    }
 }
 
 /// HTTP/1.1 wants the path in the request line and the authority in `Host`.

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::error::Error;
+use crate::error::{Error, Fault};
 
 /// Where connections go: host, port and, for `https`, the TLS settings.
 pub struct Target {
@@ -65,12 +65,15 @@ impl Target {
     pub async fn open(&self) -> Result<Opened, Error> {
         match tokio::time::timeout(self.connect_timeout, self.open_now()).await {
             Ok(r) => r,
-            Err(_) => Err(Error::UpstreamConnect("connect timed out".into())),
+            Err(_) => Err(Error::UpstreamConnect(
+                Fault::ConnectTimeout,
+                "connect timed out".into(),
+            )),
         }
     }
 
     async fn open_now(&self) -> Result<Opened, Error> {
-        let unreachable = |e: io::Error| Error::UpstreamConnect(e.to_string());
+        let unreachable = |e: io::Error| Error::UpstreamConnect(Fault::Refused, e.to_string());
         let tcp = TcpStream::connect((self.host.as_str(), self.port))
             .await
             .map_err(unreachable)?;
@@ -84,7 +87,7 @@ impl Target {
         let tls = connector
             .connect(name.clone(), tcp)
             .await
-            .map_err(unreachable)?;
+            .map_err(|e| Error::UpstreamConnect(Fault::Tls, e.to_string()))?;
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         Ok(Opened {
             stream: Stream::Tls(Box::new(tls)),

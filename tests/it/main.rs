@@ -55,6 +55,8 @@ mod holes;
 mod differential;
 // Slow peers and full limits over real sockets.
 mod overload;
+// Upstream faults: refused, TLS, reset, idle, statuses, HTTP/2 GOAWAY.
+mod faults;
 // The audit trail's hash chain and `toolgate audit verify`.
 mod audit_chain;
 // Property and fuzz tests: arbitrary bytes, any split (`scripts/fuzz.sh` runs them longer).

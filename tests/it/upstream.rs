@@ -156,7 +156,7 @@ async fn a_request_written_to_a_kept_connection_is_never_sent_twice() {
     gate.stop().await;
 }
 
-fn server_tls(dir: &Path, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
+pub(crate) fn server_tls(dir: &Path, alpn: &[&[u8]]) -> Arc<rustls::ServerConfig> {
     let certs = CertificateDer::pem_file_iter(dir.join("server.pem"))
         .unwrap()
         .collect::<Result<Vec<_>, _>>()

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, Fault};
 use model::Script;
 
 /// The demo's own policy, beside the default one: web tools are read-only,
@@ -133,12 +133,12 @@ impl Demo {
             .client
             .request(req)
             .await
-            .map_err(|e| Error::UpstreamConnect(format!("demo agent: {e}")))?;
+            .map_err(|e| Error::UpstreamConnect(Fault::Refused, format!("demo agent: {e}")))?;
         let bytes = resp
             .into_body()
             .collect()
             .await
-            .map_err(|e| Error::UpstreamConnect(format!("demo agent: {e}")))?
+            .map_err(|e| Error::UpstreamConnect(Fault::Refused, format!("demo agent: {e}")))?
             .to_bytes();
         Ok(read_stream(&bytes))
     }
