@@ -1,7 +1,9 @@
-//! The budget of body bytes in flight: every request body, and every whole
-//! (non-streamed) response body, is charged while toolgate holds it. A body
-//! that would take the total over `[limits] max_body_bytes_in_flight` is
-//! refused with a 503, so a burst of large bodies cannot exhaust memory.
+//! The budget of body bytes in flight: every request body, every whole
+//! (non-streamed) response body, and what each stream holds back (its held
+//! calls) is charged while toolgate holds it. A body that would take the
+//! total over `[limits] max_body_bytes_in_flight` is refused with a 503, and
+//! a stream that would ends with an error event (its held calls dropped),
+//! so a burst of large bodies or slow streams cannot exhaust memory.
 
 use std::sync::Arc;
 
@@ -81,6 +83,18 @@ impl Charge {
         self.units = want;
         Ok(())
     }
+
+    /// Holds the budget for `bytes` held now: grown as they grow, and all
+    /// of it given back once nothing is held (a stream's held calls,
+    /// released or dropped together).
+    pub fn hold(&mut self, bytes: usize) -> Result<(), Error> {
+        if bytes == 0 {
+            self.permit = None;
+            self.units = 0;
+            return Ok(());
+        }
+        self.grow_to(bytes)
+    }
 }
 
 #[cfg(test)]
@@ -99,5 +113,19 @@ mod tests {
         assert_eq!(b.available_bytes(), 0);
         drop(a);
         assert_eq!(b.available_bytes(), 6 * UNIT);
+    }
+
+    #[test]
+    fn a_hold_grows_and_is_given_back_when_nothing_is_held() {
+        let b = Budget::new(10 * UNIT);
+        let mut h = b.charge();
+        h.hold(3 * UNIT).unwrap();
+        h.hold(UNIT).unwrap();
+        assert_eq!(b.available_bytes(), 7 * UNIT, "kept while anything is held");
+        assert!(matches!(h.hold(11 * UNIT), Err(Error::Overloaded(_))));
+        h.hold(0).unwrap();
+        assert_eq!(b.available_bytes(), 10 * UNIT);
+        h.hold(10 * UNIT).unwrap();
+        assert_eq!(b.available_bytes(), 0);
     }
 }

@@ -229,7 +229,10 @@ mod tests {
             "refused".into(),
         ));
         assert_eq!(connect.kind, "connect");
-        assert_eq!(connect.to_string(), "upstream unreachable (refused): refused");
+        assert_eq!(
+            connect.to_string(),
+            "upstream unreachable (refused): refused"
+        );
         assert_eq!(Failure::upstream(&Error::UpstreamTimeout).kind, "timeout");
         assert_eq!(
             Failure::upstream(&Error::Overloaded("streams")).kind,

@@ -17,6 +17,7 @@ use std::task::{Context as TaskContext, Poll};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 
+use crate::budget::Charge;
 use crate::call::Release;
 use crate::context::Context;
 use crate::encoding::ContentDecoder;
@@ -32,6 +33,7 @@ use crate::upstream::ResponseBody;
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 mod end;
+mod hosted;
 mod idle;
 mod plain;
 pub use plain::{Deadline, Pieces, Scrubbed};
@@ -88,6 +90,8 @@ pub struct GatedBody {
     /// The upstream's idle timeout (`[upstream] idle_timeout_secs`).
     idle: Option<idle::Idle>,
     out: BytesMut,
+    /// The shared budget's charge for what the rewriter holds back.
+    held: Charge,
     phase: Phase,
     /// Audit records of provider-run calls being written beside the stream;
     /// the stream ends only once they are.
@@ -115,6 +119,7 @@ pub fn gated_stream(
     let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {
         idle: quiet.map(idle::Idle::new),
+        held: state.budget.charge(),
         state,
         gates,
         ctx: upstream.ctx,
@@ -150,6 +155,8 @@ impl GatedBody {
             Some(true) => self.rw.end(&mut self.out),
             _ => self.rw.process(&mut self.out),
         };
+        let held = self.rw.held_bytes();
+        let step = step.and_then(|s| self.held.hold(held).map(|()| s));
         self.audit_hosted();
         // A format that decides to continue at its message's end (not in
         // `resolve`) has the follow-up ready now.
@@ -215,6 +222,9 @@ impl GatedBody {
         tracing::warn!(request_id = %self.ctx.request_id, error = %err, "stream ended with an error event");
         self.state.metrics.stream_faults.inc();
         self.state.metrics.upstream_fault(&err);
+        if let Error::Overloaded(limit) = err {
+            self.state.metrics.overloaded(limit);
+        }
         let dropped = self
             .rw
             .fail(&err, self.state.passthrough_errors(), &mut self.out);
@@ -225,35 +235,6 @@ impl GatedBody {
         self.phase = Phase::Failing(Box::pin(async move {
             release::dropped(&state, &gates, &ctx, &dropped, "stream_fault").await;
         }));
-    }
-
-    /// Audits provider-run calls the rewriter has seen (they already ran;
-    /// the record is written beside the stream, not before it, and before
-    /// the stream's end).
-    fn audit_hosted(&mut self) {
-        let hosted = self.rw.take_hosted();
-        if hosted.is_empty() {
-            return;
-        }
-        let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
-        let before = self.hosted.take();
-        self.hosted = Some(Box::pin(async move {
-            if let Some(b) = before {
-                b.await;
-            }
-            release::hosted(&state, &gates, &ctx, &hosted).await;
-        }));
-    }
-
-    /// Drives the provider-run audit records; true once none is left.
-    fn poll_hosted(&mut self, cx: &mut TaskContext<'_>) -> bool {
-        if let Some(h) = &mut self.hosted {
-            if h.as_mut().poll(cx).is_pending() {
-                return false;
-            }
-            self.hosted = None;
-        }
-        true
     }
 
     /// Starts the follow-up when the calls just decided were all withheld

@@ -351,6 +351,9 @@ pub trait Rewriter: Send {
     }
     /// The tokens the upstream stream(s) reported (asked once, at the end).
     fn take_usage(&mut self) -> usage::Usage;
+    /// Bytes held back from the agent now (held calls and what is kept
+    /// behind them), charged to the shared budget while held.
+    fn held_bytes(&self) -> usize;
 }
 
 /// An error when `ambiguous` (see [`json::Obj::ambiguous`]).

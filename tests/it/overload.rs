@@ -1,7 +1,8 @@
 //! Bounded under load and against slow peers, over real sockets: a partial
 //! head, an idle keep-alive connection and an unfinished body are cut off;
 //! over `max_streams` or `max_connections` a clear 503 with `Retry-After`
-//! in the path's error shape, never a hang.
+//! in the path's error shape, never a hang; slow streams holding big
+//! arguments stay within the shared budget of bytes held.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -237,4 +238,90 @@ async fn a_stalled_upstream_ends_the_stream_closed_and_a_slow_one_does_not() {
 
     let b = post_chat(&gate, &chat_request(true, &["get_weather"])).await;
     assert!(b.text().contains("call_1"), "{}", b.text());
+}
+
+/// Reads `body` for up to `wait`: what arrived, and whether it ended.
+async fn read_for(body: &mut hyper::body::Incoming, wait: Duration) -> (Vec<u8>, bool) {
+    use http_body_util::BodyExt;
+    let mut got = Vec::new();
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(until, body.frame()).await {
+            Err(_) => return (got, false),
+            Ok(None) => return (got, true),
+            Ok(Some(f)) => {
+                if let Ok(d) = f.unwrap().into_data() {
+                    got.extend_from_slice(&d);
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_streams_holding_big_arguments_stay_within_the_shared_budget() {
+    const MIB: usize = 1 << 20;
+    let go = Arc::new(tokio::sync::Notify::new());
+    // A 1 MiB argument, held until its choice finishes, which waits for `go`.
+    let args = format!("{{\"blob\":\"{}\"}}", "x".repeat(MIB));
+    let paused = Reply::Paused {
+        before: chunk(0, call_delta(0, "call_a", "t", &args), None).into(),
+        after: [
+            chunk(0, serde_json::json!({}), Some("tool_calls")),
+            "data: [DONE]\n\n".into(),
+        ]
+        .concat()
+        .into(),
+        go: go.clone(),
+    };
+    let mock = Mock::start(vec![paused]).await;
+    let budget = 3 * MIB + MIB / 2;
+    let extra = format!(
+        "[limits]\nmax_body_bytes_in_flight = {budget}\nmax_tool_args_bytes = {}\nmax_held_args_bytes = {}\n",
+        2 * MIB,
+        2 * MIB
+    );
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, &extra).await;
+    let state = gate.running.as_ref().unwrap().state.clone();
+    let mut streams = Vec::new();
+    for _ in 0..6 {
+        streams.push(
+            open_stream(&gate, &chat_request(true, &["t"]), false)
+                .await
+                .1,
+        );
+    }
+    // Three calls fit the budget and are held; the others end at once with
+    // an error event, their calls dropped.
+    let mut holding = Vec::new();
+    for mut s in streams {
+        let (got, ended) = read_for(&mut s, Duration::from_secs(1)).await;
+        if ended {
+            let acc = crate::accumulate::Acc::from_sse(&got);
+            assert!(acc.error && acc.all_calls().is_empty());
+        } else {
+            assert!(got.is_empty(), "nothing goes out before the verdict");
+            holding.push(s);
+        }
+    }
+    assert_eq!(holding.len(), 3);
+    let free = state.budget.available_bytes();
+    assert!(free < budget - 3 * MIB, "{free}");
+    // Their calls are released once they finish; the budget comes back.
+    go.notify_waiters();
+    for mut s in holding {
+        let (got, ended) = read_for(&mut s, Duration::from_secs(10)).await;
+        assert!(ended);
+        let acc = crate::accumulate::Acc::from_sse(&got);
+        assert!(!acc.error, "{}", String::from_utf8_lossy(&got));
+        assert_eq!(acc.all_calls().len(), 1);
+    }
+    assert_eq!(state.budget.available_bytes(), budget);
+    let metrics = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        metrics.contains(r#"toolgate_overloads_total{limit="body_bytes"} 3"#),
+        "{metrics}"
+    );
 }

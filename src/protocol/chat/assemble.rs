@@ -95,6 +95,11 @@ impl Assembler {
         calls
     }
 
+    /// Bytes of every call (and the deltas kept with them) held now.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
     /// Removes every held call (used when a stream fails).
     pub fn take_all(&mut self) -> Vec<ChatCall> {
         let keys = self.held_choices();

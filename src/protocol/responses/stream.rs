@@ -276,6 +276,10 @@ impl Rewriter for StreamRewriter {
         std::mem::take(&mut self.usage)
     }
 
+    fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
     fn push(&mut self, bytes: &[u8]) {
         if !self.ended {
             self.decoder.push(bytes);
