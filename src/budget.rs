@@ -18,6 +18,7 @@ const UNIT: usize = 1024;
 #[derive(Clone)]
 pub struct Budget {
     sem: Arc<Semaphore>,
+    units: usize,
 }
 
 impl Budget {
@@ -25,6 +26,7 @@ impl Budget {
         let units = (max_bytes / UNIT).clamp(1, Semaphore::MAX_PERMITS);
         Budget {
             sem: Arc::new(Semaphore::new(units)),
+            units,
         }
     }
 
@@ -35,6 +37,11 @@ impl Budget {
             units: 0,
             permit: None,
         }
+    }
+
+    /// The whole budget, in bytes (a multiple of the unit).
+    pub fn capacity_bytes(&self) -> usize {
+        self.units * UNIT
     }
 
     /// Units free now (for tests and metrics).

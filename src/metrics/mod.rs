@@ -11,6 +11,7 @@ use std::time::Duration;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -67,6 +68,13 @@ pub struct Metrics {
     upstream_faults: Family<Kind, Counter>,
     /// Audit records that could not be written (the trail counts them).
     pub audit_write_failures: Counter,
+    /// Client connections open now.
+    pub open_connections: Gauge,
+    /// Upstream exchanges, tokio tasks and budget bytes in use, read at
+    /// each scrape ([`Metrics::render_live`]).
+    open_streams: Gauge,
+    tasks: Gauge,
+    held_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -96,6 +104,10 @@ impl Default for Metrics {
             overloads: Family::default(),
             upstream_faults: Family::default(),
             audit_write_failures: Counter::default(),
+            open_connections: Gauge::default(),
+            open_streams: Gauge::default(),
+            tasks: Gauge::default(),
+            held_bytes: Gauge::default(),
         };
         m.register();
         m
@@ -165,6 +177,30 @@ impl Metrics {
             "Time from the last upstream tool-call chunk to the release of the gated calls",
             self.release_latency.clone(),
         );
+        for (name, help, g) in [
+            (
+                "toolgate_open_connections",
+                "Client connections open now",
+                &self.open_connections,
+            ),
+            (
+                "toolgate_open_streams",
+                "Upstream exchanges in flight now (limits.max_streams)",
+                &self.open_streams,
+            ),
+            (
+                "toolgate_runtime_tasks",
+                "Tasks alive in the async runtime now",
+                &self.tasks,
+            ),
+            (
+                "toolgate_body_bytes_held",
+                "Bytes of the body budget in use now (limits.max_body_bytes_in_flight)",
+                &self.held_bytes,
+            ),
+        ] {
+            r.register(name, help, g.clone());
+        }
         for (name, help, c) in [
             ("toolgate_fenced_tool_results", "Tool results fenced before going upstream", &self.fenced_tool_results),
             ("toolgate_stream_faults", "Streams ended with an error event (upstream error, truncation, malformed data)", &self.stream_faults),
@@ -276,6 +312,16 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition.
+    /// Renders with the gauges read now: upstream exchanges in flight,
+    /// tasks alive and budget bytes in use.
+    pub fn render_live(&self, streams: usize, tasks: usize, held_bytes: usize) -> String {
+        let as_gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.open_streams.set(as_gauge(streams));
+        self.tasks.set(as_gauge(tasks));
+        self.held_bytes.set(as_gauge(held_bytes));
+        self.render()
+    }
+
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8192);
         // Writing into a String cannot fail.

@@ -35,11 +35,23 @@ fn respond(req: &Request<Incoming>, state: &State, ready: &AtomicBool) -> Respon
             "text/plain",
             Bytes::from_static(b"not ready\n"),
         ),
-        "/metrics" => (
-            StatusCode::OK,
-            crate::metrics::CONTENT_TYPE,
-            Bytes::from(state.metrics.render()),
-        ),
+        "/metrics" => {
+            let limits = &state.config.limits;
+            let streams = limits
+                .max_streams
+                .saturating_sub(state.streams.available_permits());
+            let tasks = tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks();
+            let held =
+                (state.budget.capacity_bytes()).saturating_sub(state.budget.available_bytes());
+            let text = state.metrics.render_live(streams, tasks, held);
+            (
+                StatusCode::OK,
+                crate::metrics::CONTENT_TYPE,
+                Bytes::from(text),
+            )
+        }
         _ => (
             StatusCode::NOT_FOUND,
             "text/plain",

@@ -49,6 +49,8 @@ async fn serve_conn<I>(
     I: Read + Write + Unpin + Send + 'static,
 {
     let full = permit.is_none();
+    let open = state.metrics.open_connections.clone();
+    open.inc();
     let svc = service_fn(move |req| {
         let st = state.clone();
         async move {
@@ -62,6 +64,7 @@ async fn serve_conn<I>(
     if let Err(e) = watcher.watch(conn).await {
         tracing::debug!(error = %e, "connection ended with an error");
     }
+    open.dec();
     drop(permit);
 }
 

@@ -101,6 +101,18 @@ async fn over_max_streams_a_503_in_the_paths_shape_and_the_held_ones_finish() {
     let (_, first) = open_stream(&gate, &body, false).await;
     let (_, second) = open_stream(&gate, &body, false).await;
 
+    let live = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    for gauge in ["toolgate_open_streams 2", "toolgate_open_connections 2"] {
+        assert!(live.contains(gauge), "{gauge}: {live}");
+    }
+    let tasks = live
+        .lines()
+        .find_map(|l| l.strip_prefix("toolgate_runtime_tasks "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(tasks.is_some_and(|n| n >= 2), "{live}");
+
     let third = post_chat(&gate, &body).await;
     assert_eq!(third.status, 503, "{}", third.text());
     assert_eq!(third.headers["retry-after"], "1");
@@ -307,6 +319,13 @@ async fn slow_streams_holding_big_arguments_stay_within_the_shared_budget() {
     assert_eq!(holding.len(), 3);
     let free = state.budget.available_bytes();
     assert!(free < budget - 3 * MIB, "{free}");
+    let live = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        live.contains(&format!("toolgate_body_bytes_held {}", budget - free)),
+        "{live}"
+    );
     // Their calls are released once they finish; the budget comes back.
     go.notify_waiters();
     for mut s in holding {
