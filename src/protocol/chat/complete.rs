@@ -266,74 +266,105 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
         .zip(verdicts)
         .any(|(s, &a)| matches!(s, Slot::Legacy) && a);
     let none_left = kept_tools.is_empty() && !legacy_kept;
-    let mut new_msg = String::new();
-    let mut wrote_content = false;
-    new_msg.push('{');
+    out.text("{");
+    for (i, (k, v)) in ch.obj.entries.iter().enumerate() {
+        if i > 0 {
+            out.text(",");
+        }
+        write_key(out, k);
+        match k.as_ref() {
+            "message" => write_message(out, msg, &kept_tools, legacy_kept, neutral, refusal),
+            "finish_reason" if none_left => out.text("\"stop\""),
+            "native_finish_reason" if none_left && !is_null(v) => out.text("\"stop\""),
+            _ => out.raw(v),
+        }
+    }
+    out.text("}");
+}
+
+/// Writes a message with only its kept calls; one left with none says the
+/// neutral text (after its own content, or as its refusal). What stays as
+/// it came is written raw, so a large content is sliced, not copied.
+fn write_message(
+    out: &mut impl Sink,
+    msg: &Obj,
+    kept_tools: &[&RawValue],
+    legacy_kept: bool,
+    neutral: &str,
+    refusal: bool,
+) {
+    let none_left = kept_tools.is_empty() && !legacy_kept;
     let mut first = true;
-    let mut field = |out: &mut String, k: &str, v: &str| {
+    let mut wrote_content = false;
+    out.text("{");
+    for (k, v) in &msg.entries {
+        let dropped = match k.as_ref() {
+            "tool_calls" => !is_null(v) && kept_tools.is_empty(),
+            "function_call" => !is_null(v) && !legacy_kept,
+            "refusal" => none_left && refusal,
+            _ => false,
+        };
+        if dropped {
+            continue;
+        }
         if !first {
-            out.push(',');
+            out.text(",");
         }
         first = false;
         write_key(out, k);
-        out.push_str(v);
-    };
-    for (k, v) in &msg.entries {
         match k.as_ref() {
-            "tool_calls" if !is_null(v) => {
-                if kept_tools.is_empty() {
-                    continue;
-                }
-                let mut arr = String::from("[");
-                for (j, e) in kept_tools.iter().enumerate() {
-                    if j > 0 {
-                        arr.push(',');
-                    }
-                    match Obj::of(e) {
-                        Some(o) if o.get("index").is_some() => {
-                            write_obj(&mut arr, &o, |k, _| (k == "index").then(|| j.to_string()))
-                        }
-                        _ => arr.push_str(e.get()),
-                    }
-                }
-                arr.push(']');
-                field(&mut new_msg, k, &arr);
-            }
-            "function_call" if !is_null(v) && !legacy_kept => {}
-            "refusal" if none_left && refusal => {}
+            "tool_calls" if !is_null(v) => write_tools(out, kept_tools),
             "content" if none_left && !refusal => {
-                let text = match json::string(v) {
-                    Some(t) if !t.is_empty() => format!("{t}\n\n{neutral}"),
-                    _ => neutral.to_string(),
-                };
-                let mut s = String::new();
-                write_string(&mut s, &text);
-                field(&mut new_msg, k, &s);
+                append_neutral(out, v, neutral);
                 wrote_content = true;
             }
-            _ => field(&mut new_msg, k, v.get()),
+            _ => out.raw(v),
         }
     }
     if none_left && (refusal || !wrote_content) {
-        let mut s = String::new();
-        write_string(&mut s, neutral);
-        field(
-            &mut new_msg,
-            if refusal { "refusal" } else { "content" },
-            &s,
-        );
+        if !first {
+            out.text(",");
+        }
+        write_key(out, if refusal { "refusal" } else { "content" });
+        write_string(out, neutral);
     }
-    new_msg.push('}');
-    let mut new_msg = Some(new_msg);
-    write_obj(out, &ch.obj, |k, v| match k {
-        "message" => new_msg.take(),
-        "finish_reason" if none_left => Some("\"stop\"".into()),
-        "native_finish_reason" if none_left && !is_null(v) => Some("\"stop\"".into()),
-        _ => None,
-    });
+    out.text("}");
 }
 
-/// Writes `obj` with the values `replace` returns in place of the raw ones.
+/// The kept tool-call entries, a present `index` renumbered.
+fn write_tools(out: &mut impl Sink, kept: &[&RawValue]) {
+    out.text("[");
+    for (j, e) in kept.iter().enumerate() {
+        if j > 0 {
+            out.text(",");
+        }
+        match Obj::of(e) {
+            Some(o) if o.get("index").is_some() => {
+                write_obj(out, &o, |k, _| (k == "index").then(|| j.to_string()))
+            }
+            _ => out.raw(e),
+        }
+    }
+    out.text("]");
+}
+
+/// `content` followed by a blank line and the neutral text; the neutral
+/// text alone when there was none. A non-empty string is written raw up to
+/// its closing quote and the rest appended, so it is never decoded or
+/// copied.
+fn append_neutral(out: &mut impl Sink, content: &RawValue, neutral: &str) {
+    let raw = content.get();
+    match raw.strip_suffix('"') {
+        Some(open) if raw.starts_with('"') && raw.len() > 2 => {
+            out.slice(open);
+            let mut rest = String::new();
+            write_string(&mut rest, &format!("\n\n{neutral}"));
+            out.text(&rest[1..]);
+        }
+        _ => write_string(out, neutral),
+    }
+}
+
 fn choice_index(ch: &Obj, pos: usize) -> Result<u32, Error> {
     match ch.present("index") {
         None => u32::try_from(pos).ok(),

@@ -80,6 +80,29 @@ fn nothing_left_gives_the_neutral_message() {
 }
 
 #[test]
+fn the_neutral_text_follows_the_content_escapes_and_all() {
+    // Raw JSON content, as a provider may escape it.
+    for (content, want) in [
+        (
+            r#""said \"hi\" \u00e9\n""#,
+            "said \"hi\" \u{e9}\n\n\nN \"q\"",
+        ),
+        (r#""""#, "N \"q\""),
+        ("null", "N \"q\""),
+        (r#"[{"type":"text","text":"parts"}]"#, "N \"q\""),
+    ] {
+        let t = format!(
+            r#"{{"choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":{content},"tool_calls":[{{"id":"a","function":{{"name":"x","arguments":"{{}}"}}}}]}}}}]}}"#
+        );
+        let c = Completion::parse(&t, 1024).unwrap();
+        let mut out = String::new();
+        assert!(c.rewrite(&[Release::Withhold], "N \"q\"", &mut out));
+        let b: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(b["choices"][0]["message"]["content"], want, "{out}");
+    }
+}
+
+#[test]
 fn structured_output_gets_the_neutral_text_as_a_refusal() {
     let t = json!({"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}).to_string();
     let mut c = Completion::parse(&t, 1024).unwrap();

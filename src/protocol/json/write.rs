@@ -8,15 +8,20 @@ use super::Obj;
 /// Where rewritten JSON goes: new text, and values kept as they came.
 pub trait Sink {
     fn text(&mut self, s: &str);
-    fn raw(&mut self, v: &RawValue);
+    /// Text that is part of the body being rewritten (a value, or a part of
+    /// one), kept as it came.
+    fn slice(&mut self, s: &str);
+    fn raw(&mut self, v: &RawValue) {
+        self.slice(v.get());
+    }
 }
 
 impl Sink for String {
     fn text(&mut self, s: &str) {
         self.push_str(s);
     }
-    fn raw(&mut self, v: &RawValue) {
-        self.push_str(v.get());
+    fn slice(&mut self, s: &str) {
+        self.push_str(s);
     }
 }
 
@@ -66,8 +71,7 @@ impl Sink for Spliced<'_> {
     fn text(&mut self, s: &str) {
         self.text.push_str(s);
     }
-    fn raw(&mut self, v: &RawValue) {
-        let s = v.get();
+    fn slice(&mut self, s: &str) {
         let start = (s.as_ptr() as usize).wrapping_sub(self.base.as_ptr() as usize);
         let inside = start <= self.base.len() && s.len() <= self.base.len() - start;
         if s.len() < self.min_slice || !inside || self.base.len() != self.body.len() {
