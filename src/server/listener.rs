@@ -1,14 +1,17 @@
 //! The data port: HTTP/1.1 and h2c, or TLS with ALPN `h2`/`http/1.1`, on one
 //! listener, with graceful drain.
 //!
-//! Bounded against slow and many peers: a request head (and an idle
-//! keep-alive connection) gets `[limits] header_read_timeout_secs`; at most
+//! Bounded against slow and many peers: a request head (the first one of a
+//! new connection that sends nothing included, and an idle keep-alive
+//! connection) gets `[limits] header_read_timeout_secs`; at most
 //! `max_connections` connections are served (lowered to what the open-file
 //! limit allows, raised at start to its hard limit), and one over it is
-//! answered 503 with `Retry-After` and closed (given a second for its head); a failing accept (out of file
-//! descriptors) backs off, up to a second, and is logged once per episode.
+//! answered 503 with `Retry-After` and closed (given a second for its
+//! head); a failing accept (out of file descriptors) backs off, up to a
+//! second, and is logged at most every ten seconds.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,7 +37,17 @@ const BUSY_HEAD_TIMEOUT: Duration = Duration::from_secs(1);
 /// audit file, policy files, the admin port, the judge).
 const RESERVED_FDS: u64 = 128;
 
-type Builder = Arc<auto::Builder<TokioExecutor>>;
+/// Failed accepts are logged at most this often.
+const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// How connections are served, and how long one may take to send its
+/// first request head (hyper's own timeout covers the heads after it, but
+/// not the wait for the first bytes, where HTTP/1 and h2 are told apart).
+#[derive(Clone)]
+struct Builder {
+    conn: Arc<auto::Builder<TokioExecutor>>,
+    first_head: Duration,
+}
 
 /// Serves one connection until it ends or the drain cuts it. Without a
 /// permit (over `max_connections`) every request is answered 503 and the
@@ -51,7 +64,10 @@ async fn serve_conn<I>(
     let full = permit.is_none();
     let open = state.metrics.open_connections.clone();
     open.inc();
+    let asked = Arc::new(AtomicBool::new(false));
+    let heard = asked.clone();
     let svc = service_fn(move |req| {
+        heard.store(true, Ordering::Relaxed);
         let st = state.clone();
         async move {
             Ok::<_, Infallible>(match full {
@@ -60,8 +76,19 @@ async fn serve_conn<I>(
             })
         }
     });
-    let conn = builder.serve_connection(io, svc).into_owned();
-    if let Err(e) = watcher.watch(conn).await {
+    let conn = builder.conn.serve_connection(io, svc).into_owned();
+    let mut conn = std::pin::pin!(watcher.watch(conn));
+    let ended = tokio::select! {
+        r = conn.as_mut() => Some(r),
+        () = tokio::time::sleep(builder.first_head) => None,
+    };
+    let ended = match ended {
+        Some(r) => Some(r),
+        None if asked.load(Ordering::Relaxed) => Some(conn.await),
+        // No request head in time: the connection is dropped (closed).
+        None => None,
+    };
+    if let Some(Err(e)) = ended {
         tracing::debug!(error = %e, "connection ended with an error");
     }
     open.dec();
@@ -97,7 +124,10 @@ fn conn_builder(header_read_timeout: Duration) -> Builder {
         .timer(TokioTimer::new())
         .keep_alive_interval(header_read_timeout)
         .keep_alive_timeout(Duration::from_secs(20));
-    Arc::new(b)
+    Builder {
+        conn: Arc::new(b),
+        first_head: header_read_timeout,
+    }
 }
 
 /// Completes the TLS handshake (bounded), then serves the connection.
@@ -133,6 +163,7 @@ pub async fn serve(
     let busy = conn_builder(limits.header_read_timeout.min(BUSY_HEAD_TIMEOUT));
     let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
     let mut backoff = Duration::ZERO;
+    let (mut warned, mut failed) = (None::<tokio::time::Instant>, 0u64);
     loop {
         tokio::select! {
             r = listener.accept() => match r {
@@ -155,9 +186,12 @@ pub async fn serve(
                 }
                 Err(e) => {
                     // Out of descriptors, most likely: wait for some to close
-                    // instead of spinning, and say so once per episode.
-                    if backoff.is_zero() {
-                        tracing::warn!(error = %e, "accept failed; backing off");
+                    // instead of spinning, and say so at most every
+                    // ACCEPT_WARN_EVERY (with how many failed meanwhile).
+                    failed += 1;
+                    if warned.is_none_or(|t| t.elapsed() >= ACCEPT_WARN_EVERY) {
+                        tracing::warn!(error = %e, failed, "accept failed; backing off");
+                        (warned, failed) = (Some(tokio::time::Instant::now()), 0);
                     }
                     backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
                     tokio::time::sleep(backoff).await;

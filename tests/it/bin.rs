@@ -43,6 +43,27 @@ impl Bin {
         extra: &str,
         args: &[&str],
     ) -> Bin {
+        Bin::launch(upstream, files, extra, args, None).await
+    }
+
+    /// As [`Bin::start`], under an open-file limit of `nofile` (soft and
+    /// hard, set by `sh`'s `ulimit -n` before the program starts).
+    pub async fn start_limited(
+        upstream: &str,
+        files: &[(&str, &str)],
+        extra: &str,
+        nofile: u64,
+    ) -> Bin {
+        Bin::launch(upstream, files, extra, &[], Some(nofile)).await
+    }
+
+    async fn launch(
+        upstream: &str,
+        files: &[(&str, &str)],
+        extra: &str,
+        args: &[&str],
+        nofile: Option<u64>,
+    ) -> Bin {
         let dir = TempDir::new();
         std::fs::create_dir_all(dir.0.join("policies")).unwrap();
         for (name, text) in files {
@@ -98,7 +119,20 @@ impl Bin {
         cfg.push_str(&rest);
         std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
         let stderr = std::fs::File::create(dir.0.join("stderr.log")).unwrap();
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let program = env!("CARGO_BIN_EXE_toolgate");
+        let mut command = match nofile {
+            None => tokio::process::Command::new(program),
+            Some(n) => {
+                let mut c = tokio::process::Command::new("sh");
+                c.args([
+                    "-c",
+                    &format!("ulimit -n {n} && exec \"$0\" \"$@\""),
+                    program,
+                ]);
+                c
+            }
+        };
+        let child = command
             .args(args)
             .args(["serve", "--config"])
             .arg(dir.0.join("toolgate.toml"))

@@ -344,3 +344,51 @@ async fn slow_streams_holding_big_arguments_stay_within_the_shared_budget() {
         "{metrics}"
     );
 }
+
+/// Under `ulimit -n 1024`, 1,100 idle connections: new requests still get
+/// an answer (a 503 while the slots are full, then a 200 once the idle ones
+/// are cut), and failed accepts back off instead of logging every few ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_low_file_limit_idle_connections_do_not_starve_new_requests() {
+    // This process needs room for its own 1,100 connections.
+    rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let mock = Mock::start(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
+    let policy = [("00-default.toml", toolgate::policy::DEFAULT_POLICY)];
+    let extra = "limits.header_read_timeout_secs = 2";
+    let bin = crate::bin::Bin::start_limited(&mock.base_url(), &policy, extra, 1024).await;
+    let addr = bin.url.trim_start_matches("http://").to_string();
+    let mut idle = Vec::new();
+    for _ in 0..1100 {
+        let c = tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(&addr)).await;
+        if let Ok(Ok(c)) = c {
+            idle.push(c);
+        }
+    }
+    assert!(idle.len() > 1024, "{} connected", idle.len());
+    let models = format!("{}/v1/models", bin.url);
+    let auth = [("authorization", "Bearer agent-token")];
+    let (mut statuses, started) = (Vec::new(), Instant::now());
+    while started.elapsed() < Duration::from_secs(20) {
+        let a = tokio::time::timeout(Duration::from_secs(5), send("GET", &models, &auth, "")).await;
+        let status = a.map(|a| a.status.as_u16()).unwrap_or(0);
+        statuses.push(status);
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        statuses.last(),
+        Some(&200),
+        "{statuses:?}\n{}",
+        bin.stderr()
+    );
+    assert!(
+        statuses.iter().all(|s| [200, 503].contains(s)),
+        "an answer every time: {statuses:?}"
+    );
+    let log = bin.stderr();
+    let failed = log.matches("accept failed").count();
+    assert!(failed < 20, "{failed} accept failures logged:\n{log}");
+    drop(idle);
+}

@@ -1,16 +1,16 @@
 #!/usr/bin/env python3
 """Soak and memory runs against a release build of toolgate (stdlib only).
 
-    scripts/soak.py                       # 1,000 streams for 10 minutes
-    scripts/soak.py --streams 200 --minutes 1
-    scripts/soak.py --whole-mb 60 --minutes 0   # only the whole-body peak
+    bench/soak.py                       # 1,000 streams for 10 minutes
+    bench/soak.py --streams 200 --minutes 1
+    bench/soak.py --whole-mb 60 --minutes 0   # only the whole-body peak
 
 A slow upstream (in this process) sends one event every --interval seconds,
 --events text events then an allowed tool call, per stream; --streams
 clients each open a stream, read it to its end and open the next, until
 --minutes have passed. toolgate's resident memory, open file descriptors,
 runtime tasks and connections are sampled every few seconds and reported
-at start (warm, before the load), peak, and end (--settle seconds after the
+idle (before any stream), at start (warm, before the load), peak, and end (--settle seconds after the
 load stopped). With --whole-mb N, one N MB non-streamed answer (a call
 denied in it, so the body is rewritten) is measured first: the growth of
 peak RSS over the body's size.
@@ -175,6 +175,7 @@ async def sample(pid, admin_port):
     m = await metrics(admin_port)
     return {
         "rss_kib": proc_status(pid, "VmRSS"),
+        "anon_kib": proc_status(pid, "RssAnon"),
         "fds": len(os.listdir(f"/proc/{pid}/fd")),
         "tasks": gauge(m, "toolgate_runtime_tasks"),
         "connections": gauge(m, "toolgate_open_connections"),
@@ -248,6 +249,7 @@ async def main():
                 code = 1
         if a.minutes <= 0:
             return code
+        print(f"idle: {await sample(proc.pid, admin)}", flush=True)
         # Warm: one stream per client (the upstream connections they leave
         # are kept, as they are at the end), then the start sample.
         stats = Stats()
