@@ -88,7 +88,7 @@ where
             return Poll::Ready(f.map(|r| r.map_err(Into::into)));
         }
         match this.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Some(Err("upstream response body timed out".into()))),
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Error::UpstreamTimeout)))),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -143,11 +143,13 @@ where
             let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Err(e))) => {
-                    let lost = match e.downcast_ref::<hyper::Error>() {
-                        Some(h) => Error::UpstreamLost(crate::upstream::fault::of(h)),
-                        None => Error::UpstreamTimeout,
-                    };
-                    this.state.metrics.upstream_fault(&lost);
+                    // The upstream connection's own error, or `Deadline`'s.
+                    if let Some(h) = e.downcast_ref::<hyper::Error>() {
+                        let lost = Error::UpstreamLost(crate::upstream::fault::of(h));
+                        this.state.metrics.upstream_fault(&lost);
+                    } else if let Some(own) = e.downcast_ref::<Error>() {
+                        this.state.metrics.upstream_fault(own);
+                    }
                     return Poll::Ready(Some(Err(e)));
                 }
                 Poll::Ready(Some(Ok(f))) => f,

@@ -94,15 +94,17 @@ impl Pool {
     ) -> Result<Response<ResponseBody>, Error> {
         let mut fresh = false;
         loop {
-            let (sent, reused) = match self.lease(fresh).await? {
-                Lease::H2 { tx, reused } => (send_h2(tx, req).await, reused),
-                Lease::H1 { held, reused } => (self.send_h1(held, req).await, reused),
+            let (sent, reused, h2) = match self.lease(fresh).await? {
+                Lease::H2 { tx, reused } => (send_h2(tx, req).await, reused, true),
+                Lease::H1 { held, reused } => (self.send_h1(held, req).await, reused, false),
             };
             match sent {
                 Ok(r) => return Ok(r),
                 Err((Some(back), e)) if reused => {
                     tracing::debug!(error = %e, "a kept upstream connection had closed; opening a new one");
-                    self.forget_h2();
+                    if h2 {
+                        self.forget_h2();
+                    }
                     req = back;
                     fresh = true;
                 }
