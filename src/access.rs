@@ -42,6 +42,8 @@ pub struct Access {
     /// The request's place among `[limits] max_streams`, held until its
     /// response ends.
     pub stream_slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The request's trace span (`[telemetry]`), ended with the line.
+    pub trace: Option<crate::telemetry::RequestTrace>,
     started: Instant,
 }
 
@@ -55,6 +57,7 @@ impl Access {
             principal: None,
             tally: Arc::default(),
             stream_slot: None,
+            trace: None,
             started: Instant::now(),
         }
     }
@@ -63,6 +66,9 @@ impl Access {
 impl Drop for Access {
     fn drop(&mut self) {
         let t = &self.tally;
+        if let Some(trace) = &self.trace {
+            trace.end(self.status, t);
+        }
         tracing::info!(
             target: "toolgate::access",
             method = %self.method,

@@ -46,6 +46,8 @@ pub struct Context {
     pub structured_output: bool,
     /// The request's verdict counts, for its access line.
     pub tally: std::sync::Arc<crate::access::Tally>,
+    /// The request's trace span, parent of its decisions' spans (`[telemetry]`).
+    pub trace: Option<crate::telemetry::RequestTrace>,
 }
 
 /// The text of a message's `content` (a string or an array of text parts).

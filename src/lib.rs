@@ -43,6 +43,7 @@ pub mod scrub;
 pub mod server;
 pub mod stamp;
 pub mod state;
+pub mod telemetry;
 pub mod tls;
 pub mod upstream;
 pub mod whole;

@@ -135,6 +135,9 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
                 .gate_took(step.gate, Duration::from_micros(step.micros));
         }
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
+        if let Some(t) = &ctx.trace {
+            t.decision(ctx, call, d, counted.as_str(), monitor);
+        }
         allowed.push(if allow {
             Release::Allow
         } else if audited && rewrite(state, gates, d) == RewriteMode::Resume {
@@ -189,6 +192,7 @@ pub async fn dropped(
     let version = &gates.policy().version;
     for call in calls {
         let d = Decision {
+            at: std::time::SystemTime::now(),
             verdict: Verdict::Reject,
             gate: "stream",
             outcome: crate::gate::Outcome::reject(reason),
@@ -197,6 +201,9 @@ pub async fn dropped(
         };
         if let Err(e) = state.audit.record(&record(ctx, call, &d, version)).await {
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
+        }
+        if let Some(t) = &ctx.trace {
+            t.decision(ctx, call, &d, "reject", false);
         }
         count(state, gates, ctx, call, Verdict::Reject, "stream", None);
     }
@@ -208,6 +215,7 @@ pub async fn hosted(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
     let version = &gates.policy().version;
     for call in calls {
         let d = Decision {
+            at: std::time::SystemTime::now(),
             verdict: Verdict::Allow,
             gate: "provider",
             outcome: crate::gate::Outcome::allow("run by the provider; gated on the request"),
@@ -218,6 +226,9 @@ pub async fn hosted(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         rec.verdict = "provider_run";
         if let Err(e) = state.audit.record(&rec).await {
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
+        }
+        if let Some(t) = &ctx.trace {
+            t.decision(ctx, call, &d, "provider_run", false);
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct State {
     pub auth_failures: crate::auth::Failures,
     /// The key of the ids given to messages that replace withheld calls.
     pub id_key: [u8; 32],
+    /// OpenTelemetry traces (`[telemetry]`); `None` when off.
+    pub telemetry: Option<crate::telemetry::Telemetry>,
     /// Calls withheld from stored responses, by response id (`[responses]`).
     withheld: moka::sync::Cache<String, Arc<Vec<(String, String)>>>,
     /// Stored responses the agent knows by one id that a follow-up
@@ -123,7 +125,12 @@ impl State {
         let id_key =
             crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
         let metrics = parts.metrics.clone();
+        let telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
+        if let Some(t) = &telemetry {
+            tracing::info!(endpoint = %t.endpoint, "traces go to an OTLP collector");
+        }
         Ok(State {
+            telemetry,
             id_key,
             fence_secret,
             redactor,

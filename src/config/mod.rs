@@ -5,11 +5,8 @@
 //! `file:line: message` diagnostics. With no file, [`Config::embedded`] is the
 //! same as an empty file: every key has a default.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use toml::Spanned;
 
 use crate::error::{Diagnostic, Error};
 
@@ -39,12 +36,20 @@ pub struct Config {
     pub clients: Vec<Client>,
     /// `[facts.bridge]`: trace findings → a fact file.
     pub bridge: Option<crate::facts::bridge::Bridge>,
+    /// `[telemetry]`: OpenTelemetry traces.
+    pub telemetry: Telemetry,
 }
 
 mod sections;
 pub use sections::*;
 
 mod raw;
+mod telemetry;
+mod urls;
+
+pub use telemetry::Telemetry;
+use urls::parse_addr;
+pub(crate) use urls::parse_base_url;
 
 pub(crate) use raw::OneOrMany;
 use raw::RawConfig;
@@ -222,6 +227,7 @@ impl Config {
                 );
             }
         }
+        let telemetry = telemetry::check(&raw.telemetry, &mut bad);
         let mut clients = Vec::new();
         let mut deferred = Vec::new();
         for c in &raw.client {
@@ -355,6 +361,7 @@ impl Config {
                 }),
             },
             clients,
+            telemetry: telemetry.resolved(resolve),
             bridge: raw
                 .facts
                 .bridge
@@ -446,52 +453,6 @@ impl Config {
             },
         })
     }
-}
-
-fn parse_addr(
-    v: &Spanned<String>,
-    key: &str,
-    bad: &mut impl FnMut(std::ops::Range<usize>, String),
-) -> SocketAddr {
-    match v.get_ref().parse::<SocketAddr>() {
-        Ok(a) => a,
-        Err(_) => {
-            bad(
-                v.span(),
-                format!("{key}: `{}` is not an IP:port address", v.get_ref()),
-            );
-            SocketAddr::from(([127, 0, 0, 1], 0))
-        }
-    }
-}
-
-/// Splits `https://host/api/v1` into the origin and the path prefix `/api/v1`.
-fn parse_base_url(s: &str) -> Result<(http::uri::Uri, String), String> {
-    let uri: http::uri::Uri = s
-        .parse()
-        .map_err(|e| format!("upstream.base_url `{s}`: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") | Some("https") => {}
-        _ => {
-            return Err(format!(
-                "upstream.base_url `{s}` must start with http:// or https://"
-            ))
-        }
-    }
-    let authority = uri
-        .authority()
-        .ok_or_else(|| format!("upstream.base_url `{s}` has no host"))?;
-    if uri.query().is_some() {
-        return Err(format!("upstream.base_url `{s}` must not have a query"));
-    }
-    let origin = http::uri::Uri::builder()
-        .scheme(uri.scheme_str().unwrap_or("https"))
-        .authority(authority.as_str())
-        .path_and_query("/")
-        .build()
-        .map_err(|e| format!("upstream.base_url `{s}`: {e}"))?;
-    let prefix = uri.path().trim_end_matches('/').to_string();
-    Ok((origin, prefix))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub(crate) struct RawConfig {
     pub(crate) client: Vec<Spanned<RawClient>>,
     pub(crate) facts: RawFactsConfig,
     pub(crate) log: RawLog,
+    pub(crate) telemetry: super::telemetry::RawTelemetry,
 }
 
 /// `[log]`: how log lines are written on stderr.

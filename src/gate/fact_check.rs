@@ -91,6 +91,10 @@ impl Sensor for FactChecker {
         "output"
     }
 
+    fn model(&self) -> &str {
+        self.judge.model()
+    }
+
     fn sense<'a>(
         &'a self,
         call: &'a Call,

@@ -82,6 +82,8 @@ pub struct StepRecord {
 /// The final decision for one call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// When deciding began (the decision's span starts here).
+    pub at: std::time::SystemTime,
     pub verdict: Verdict,
     pub gate: &'static str,
     pub outcome: Outcome,
@@ -135,6 +137,7 @@ impl Gates {
             .into_iter()
             .chain(self.extra.iter().map(|g| g.as_ref()))
             .collect();
+        let at = std::time::SystemTime::now();
         let mut steps = Vec::with_capacity(gates.len());
         let mut decided: Option<(&'static str, Outcome)> = None;
         let mut signals = None;
@@ -161,6 +164,7 @@ impl Gates {
         }
         let (gate, outcome) = decided.unwrap_or(("none", Outcome::reject("no_gates")));
         Decision {
+            at,
             verdict: outcome.verdict,
             gate,
             outcome,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::schema::SchemaCache;
-use super::sensor::Sensor;
+use super::sensor::{Sensor, SensorRun};
 use super::signals::{self, Needs, Signals};
 use super::{BoxFuture, Gate, Outcome};
 use crate::call::Call;
@@ -367,11 +367,25 @@ impl PolicyGate {
                 tracing::debug!(sensor = name, "sensor not configured; skipped");
                 continue;
             };
-            let started = std::time::Instant::now();
+            let (at, started) = (std::time::SystemTime::now(), std::time::Instant::now());
             let sensed = sensor.sense(call, ctx, sig).await;
-            self.metrics.sensor_took(sensor.name(), started.elapsed());
+            let took = started.elapsed();
+            self.metrics.sensor_took(sensor.name(), took);
+            let mut asked = false;
+            let mut run = SensorRun {
+                sensor: sensor.name(),
+                model: sensor.model().to_string(),
+                at,
+                micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                cached: false,
+                failure: sensed.as_ref().err().map(|e| e.kind),
+            };
             match sensed {
                 Ok(found) => {
+                    asked = !found.is_empty();
+                    run.cached = found
+                        .iter()
+                        .any(|a| a.name.ends_with(".cache_hit") && a.value == json!(true));
                     for a in found {
                         let offer = sig.offer(&a.name, a.value, a.confidence, self.threshold);
                         tracing::debug!(sensor = name, signal = %a.name, ?offer, "assisted signal");
@@ -384,6 +398,10 @@ impl PolicyGate {
                     sig.set(&format!("{name}.error"), json!(e.message));
                     failed.push(name);
                 }
+            }
+            // A sensor that had nothing to ask (no external text) made no call.
+            if run.failure.is_some() || asked {
+                sig.ran(run);
             }
         }
         for (name, fail, rule) in &required {

@@ -20,6 +20,10 @@ pub struct Assisted {
 pub trait Sensor: Send + Sync {
     /// The name rules use in `require` (`sentinel`, `output`).
     fn name(&self) -> &'static str;
+    /// The model it asks, for its trace span (empty when it asks none).
+    fn model(&self) -> &str {
+        ""
+    }
     /// Proposes signals for one call; an error is a sensor failure (the rule's `fail` decides).
     fn sense<'a>(
         &'a self,
@@ -27,6 +31,19 @@ pub trait Sensor: Send + Sync {
         ctx: &'a Context,
         signals: &'a Signals,
     ) -> BoxFuture<'a, Result<Vec<Assisted>, Failure>>;
+}
+
+/// One sensor call made for a decision, for its trace span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SensorRun {
+    pub sensor: &'static str,
+    pub model: String,
+    pub at: std::time::SystemTime,
+    pub micros: u64,
+    /// Answered from the judge's cache.
+    pub cached: bool,
+    /// The failure's kind (`timeout`, `status`, …) when it failed.
+    pub failure: Option<&'static str>,
 }
 
 /// Where a judge's answer puts its decision and reason, and the signal prefix.

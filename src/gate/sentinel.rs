@@ -114,6 +114,10 @@ impl Sensor for Sentinel {
         "sentinel"
     }
 
+    fn model(&self) -> &str {
+        self.judge.model()
+    }
+
     fn sense<'a>(
         &'a self,
         call: &'a Call,

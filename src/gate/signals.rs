@@ -50,9 +50,19 @@ const NOT_AUDITED: [&str; 4] = ["args", "schema.errors", "output.text", "output.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Signals {
     map: BTreeMap<String, Signal>,
+    /// The sensor calls made for this decision (timings, not signals).
+    runs: Vec<super::sensor::SensorRun>,
 }
 
 impl Signals {
+    pub fn ran(&mut self, run: super::sensor::SensorRun) {
+        self.runs.push(run);
+    }
+
+    pub fn runs(&self) -> &[super::sensor::SensorRun] {
+        &self.runs
+    }
+
     pub fn set(&mut self, name: &str, value: Value) {
         self.map.insert(
             name.to_string(),

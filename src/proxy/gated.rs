@@ -10,7 +10,6 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{full, is_json, reply, upstream_status, ProxyBody, Routed};
-use crate::access::Tally;
 use crate::body;
 use crate::context::{self, Context};
 use crate::encoding::ContentDecoder;
@@ -24,14 +23,14 @@ use crate::resume::{self, FollowUp, Sent};
 use crate::state::State;
 use crate::whole;
 
+/// Gates one request; `asker` holds the request's own part of the gates'
+/// context (id, principal, verdict tally, trace span).
 pub async fn handle(
     state: &Arc<State>,
     req: Request<Incoming>,
     routed: &Routed,
     protocol: Protocol,
-    principal: String,
-    request_id: String,
-    tally: Arc<Tally>,
+    asker: Context,
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let limit = state.config.limits.max_request_bytes;
@@ -44,6 +43,9 @@ pub async fn handle(
     // The parsed tree is charged too, before it is built.
     charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
     let mut req = protocol.parse(&bytes)?;
+    if let Some(t) = &asker.trace {
+        t.chat(req.body.get("model").and_then(Value::as_str));
+    }
     let size = bytes.len();
     // From here on only the parsed request exists: what goes upstream is
     // written from it, so the provider reads exactly what toolgate read (a
@@ -51,13 +53,10 @@ pub async fn handle(
     // the original bytes are not held beside the tree.
     drop(bytes);
     let mut ctx = Context {
-        request_id,
-        principal,
         protocol: protocol.label(),
         declared: std::mem::take(&mut req.declared),
         structured_output: structured_output(&req.body),
-        tally,
-        ..Context::default()
+        ..asker
     };
     let gates = state.gates();
     let texts = protocol.texts(&req.body, gates.policy().reads("provenance"));

@@ -27,6 +27,7 @@ use crate::access::{Access, Logged};
 use crate::auth;
 use crate::body;
 use crate::budget::Charge;
+use crate::context::Context;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gather;
@@ -59,7 +60,12 @@ fn reply(b: Bytes) -> ProxyBody {
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
     let id = request_id(&state, req.headers());
     let span = tracing::info_span!("request", request_id = %id);
+    let trace = state
+        .telemetry
+        .as_ref()
+        .map(|t| t.request(req.method(), req.headers(), &id));
     let mut access = Access::new(req.method().clone(), id);
+    access.trace = trace;
     let resp = respond(state, req, &mut access).instrument(span).await;
     let (mut head, body) = resp.into_parts();
     if let Ok(v) = HeaderValue::from_str(&access.request_id) {
@@ -95,7 +101,7 @@ fn request_id(state: &State, h: &HeaderMap) -> String {
 /// Phases: authenticate (principal) → route → gated or pass-through.
 async fn respond(
     state: Arc<State>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     access: &mut Access,
 ) -> Response<ProxyBody> {
     let path_route = route(req.method(), req.uri().path());
@@ -117,12 +123,26 @@ async fn respond(
         access.stream_slot = Some(slot.map_err(|_| Error::Overloaded("streams"))?);
         Ok(ok)
     });
+    if let Some(t) = &access.trace {
+        let protocol = routed.as_ref().ok().map(|(_, r)| r.route.protocol());
+        t.route(req.method(), label, protocol);
+        // What goes upstream continues toolgate's span, not the agent's.
+        if protocol.is_some() {
+            t.inject(req.headers_mut());
+        }
+    }
     let result = match routed {
         Ok((principal, r)) => match r.route {
             Route::Gated(protocol) => {
                 access.principal = Some(principal.clone());
-                let (id, tally) = (access.request_id.clone(), access.tally.clone());
-                gated::handle(&state, req, &r, protocol, principal, id, tally).await
+                let asker = Context {
+                    request_id: access.request_id.clone(),
+                    principal,
+                    tally: access.tally.clone(),
+                    trace: access.trace.clone(),
+                    ..Context::default()
+                };
+                gated::handle(&state, req, &r, protocol, asker).await
             }
             Route::Pass(protocol) => {
                 access.principal = Some(principal);

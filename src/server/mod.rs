@@ -94,5 +94,13 @@ impl Running {
         if let Err(e) = self.state.audit.flush().await {
             tracing::error!(error = %e, "audit flush failed at shutdown");
         }
+        // The last spans are sent (a blocking wait, off the request workers).
+        let state = self.state.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(t) = &state.telemetry {
+                t.shutdown();
+            }
+        })
+        .await;
     }
 }

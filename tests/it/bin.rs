@@ -43,7 +43,17 @@ impl Bin {
         extra: &str,
         args: &[&str],
     ) -> Bin {
-        Bin::launch(upstream, files, extra, args, None).await
+        Bin::launch(upstream, files, extra, args, None, &[]).await
+    }
+
+    /// As [`Bin::start`], with these environment variables set.
+    pub async fn start_env(
+        upstream: &str,
+        files: &[(&str, &str)],
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Bin {
+        Bin::launch(upstream, files, extra, &[], None, env).await
     }
 
     /// As [`Bin::start`], under an open-file limit of `nofile` (soft and
@@ -54,7 +64,7 @@ impl Bin {
         extra: &str,
         nofile: u64,
     ) -> Bin {
-        Bin::launch(upstream, files, extra, &[], Some(nofile)).await
+        Bin::launch(upstream, files, extra, &[], Some(nofile), &[]).await
     }
 
     async fn launch(
@@ -63,6 +73,7 @@ impl Bin {
         extra: &str,
         args: &[&str],
         nofile: Option<u64>,
+        env: &[(&str, &str)],
     ) -> Bin {
         let dir = TempDir::new();
         std::fs::create_dir_all(dir.0.join("policies")).unwrap();
@@ -138,6 +149,7 @@ impl Bin {
             .arg(dir.0.join("toolgate.toml"))
             .env(KEY_ENV, UPSTREAM_KEY)
             .env("TOOLGATE_LOG", "info")
+            .envs(env.iter().copied())
             .stderr(stderr)
             .stdout(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -157,6 +169,22 @@ impl Bin {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("toolgate did not become ready:\n{}\n{cfg}", bin.stderr());
+    }
+
+    /// Stops the binary as an orchestrator does (SIGTERM) and waits for it
+    /// to exit; true when it exited with success.
+    pub async fn terminate(&mut self) -> bool {
+        let pid = self.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("toolgate did not exit after SIGTERM")
+            .unwrap();
+        status.success()
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {

@@ -77,3 +77,5 @@ mod structured;
 mod logs;
 // /metrics: labels, histograms, errors and tokens.
 mod metrics;
+// OpenTelemetry: a mock OTLP collector decodes the spans toolgate exports.
+mod telemetry;

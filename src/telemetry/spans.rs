@@ -1,0 +1,199 @@
+//! The spans of one request: the request span (GenAI conventions), a child
+//! per gate decision, a child of that per sensor call. Decision and sensor
+//! spans are written after the fact from the timings the decision carries,
+//! so the gates themselves know nothing of tracing.
+
+use std::time::{Duration, SystemTime};
+
+use http::{HeaderMap, Method};
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::{Array, KeyValue, StringValue, Value};
+use opentelemetry_http::{HeaderExtractor, HeaderInjector};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracer;
+
+use super::Telemetry;
+use crate::access::Tally;
+use crate::call::Call;
+use crate::context::Context;
+use crate::gate::Decision;
+use crate::policy::Verdict;
+use crate::protocol::Protocol;
+
+/// Longest model or tool name put in a span (both are agent or model text).
+const MAX_NAME: usize = 128;
+
+/// At most [`MAX_NAME`] characters, control characters dropped.
+fn clip(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_NAME)
+        .collect()
+}
+
+/// One request's span, and the tracer its children come from.
+#[derive(Debug, Clone)]
+pub struct RequestTrace {
+    cx: opentelemetry::Context,
+    tracer: SdkTracer,
+}
+
+impl Telemetry {
+    /// Starts a request's span, the child of the agent's `traceparent` when
+    /// it sent one.
+    pub fn request(&self, method: &Method, headers: &HeaderMap, request_id: &str) -> RequestTrace {
+        let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
+        let span = self
+            .tracer
+            .span_builder(method.to_string())
+            .with_kind(SpanKind::Client)
+            .with_attributes([
+                KeyValue::new("http.request.method", method.to_string()),
+                KeyValue::new("toolgate.request_id", request_id.to_string()),
+            ])
+            .start_with_context(&self.tracer, &parent);
+        RequestTrace {
+            cx: parent.with_span(span),
+            tracer: self.tracer.clone(),
+        }
+    }
+}
+
+impl RequestTrace {
+    /// The route the request took; a gated or passed-through route names
+    /// the provider family.
+    pub fn route(&self, method: &Method, route: &'static str, protocol: Option<Protocol>) {
+        let span = self.cx.span();
+        span.update_name(format!("{method} {route}"));
+        span.set_attribute(KeyValue::new("toolgate.route", route));
+        if let Some(p) = protocol {
+            let system = match p {
+                Protocol::Messages => "anthropic",
+                Protocol::Chat | Protocol::Responses => "openai",
+            };
+            span.set_attribute(KeyValue::new("gen_ai.system", system));
+            span.set_attribute(KeyValue::new("gen_ai.provider.name", system));
+        }
+    }
+
+    /// A gated request: a chat with a model (`gen_ai.operation.name` is
+    /// `chat` for all three wire formats).
+    pub fn chat(&self, model: Option<&str>) {
+        let span = self.cx.span();
+        span.set_attribute(KeyValue::new("gen_ai.operation.name", "chat"));
+        match model.map(clip).filter(|m| !m.is_empty()) {
+            Some(m) => {
+                span.update_name(format!("chat {m}"));
+                span.set_attribute(KeyValue::new("gen_ai.request.model", m));
+            }
+            None => span.update_name("chat"),
+        }
+    }
+
+    /// Puts this span's context in `headers` (`traceparent`, `tracestate`)
+    /// in place of the agent's, so the provider's spans are its children.
+    pub fn inject(&self, headers: &mut HeaderMap) {
+        headers.remove("traceparent");
+        headers.remove("tracestate");
+        TraceContextPropagator::new().inject_context(&self.cx, &mut HeaderInjector(headers));
+    }
+
+    /// A span for one decision (`verdict` as audited), with its sensors' spans under it.
+    pub fn decision(&self, ctx: &Context, call: &Call, d: &Decision, verdict: &str, monitor: bool) {
+        let took: u64 = d.steps.iter().map(|s| s.micros).sum();
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.tool.name", clip(&call.name)),
+            KeyValue::new("gen_ai.tool.call.id", clip(&call.id)),
+            KeyValue::new("toolgate.verdict", verdict.to_string()),
+            KeyValue::new("toolgate.gate", d.gate),
+            KeyValue::new("toolgate.reason", d.outcome.reason.to_string()),
+            KeyValue::new("toolgate.phase", clip(&ctx.phase)),
+            KeyValue::new("toolgate.choice", i64::from(call.choice)),
+            KeyValue::new(
+                "toolgate.gates",
+                Value::Array(Array::String(
+                    d.steps.iter().map(|s| StringValue::from(s.gate)).collect(),
+                )),
+            ),
+            KeyValue::new(
+                "toolgate.gates.us",
+                Value::Array(Array::I64(
+                    d.steps
+                        .iter()
+                        .map(|s| i64::try_from(s.micros).unwrap_or(i64::MAX))
+                        .collect(),
+                )),
+            ),
+        ];
+        if let Some(rule) = &d.outcome.rule {
+            attrs.push(KeyValue::new("toolgate.rule", clip(rule)));
+        }
+        if ctx.resume > 0 {
+            attrs.push(KeyValue::new("toolgate.resume", i64::from(ctx.resume)));
+        }
+        if monitor {
+            attrs.push(KeyValue::new("toolgate.mode", "monitor"));
+        }
+        let span = self
+            .tracer
+            .span_builder(format!("gate {}", clip(&call.name)))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(d.at)
+            .with_attributes(attrs)
+            .start_with_context(&self.tracer, &self.cx);
+        let decided = self.cx.with_span(span);
+        for run in d.signals.iter().flat_map(|s| s.runs()) {
+            let mut attrs = vec![
+                KeyValue::new("gen_ai.operation.name", "chat"),
+                KeyValue::new("toolgate.sensor", run.sensor),
+                KeyValue::new("toolgate.sensor.cache_hit", run.cached),
+            ];
+            if !run.model.is_empty() {
+                attrs.push(KeyValue::new("gen_ai.request.model", clip(&run.model)));
+            }
+            if let Some(kind) = run.failure {
+                attrs.push(KeyValue::new("error.type", kind));
+            }
+            let mut s = self
+                .tracer
+                .span_builder(format!("chat {}", clip(&run.model)).trim_end().to_string())
+                .with_kind(SpanKind::Client)
+                .with_start_time(run.at)
+                .with_attributes(attrs)
+                .start_with_context(&self.tracer, &decided);
+            if run.failure.is_some() {
+                opentelemetry::trace::Span::set_status(&mut s, Status::error("sensor failed"));
+            }
+            opentelemetry::trace::Span::end_with_timestamp(
+                &mut s,
+                run.at + Duration::from_micros(run.micros),
+            );
+        }
+        decided
+            .span()
+            .end_with_timestamp(d.at + Duration::from_micros(took));
+    }
+
+    /// Ends the request's span with its status and its calls' verdicts.
+    pub fn end(&self, status: u16, tally: &Tally) {
+        let span = self.cx.span();
+        span.set_attributes([
+            KeyValue::new("http.response.status_code", i64::from(status)),
+            KeyValue::new(
+                "toolgate.calls.allowed",
+                i64::from(tally.get(Verdict::Allow)),
+            ),
+            KeyValue::new(
+                "toolgate.calls.rejected",
+                i64::from(tally.get(Verdict::Reject)),
+            ),
+            KeyValue::new("toolgate.calls.denied", i64::from(tally.get(Verdict::Deny))),
+        ]);
+        if status >= 500 || status == 0 {
+            span.set_attribute(KeyValue::new("error.type", status.to_string()));
+            span.set_status(Status::error(""));
+        }
+        span.end_with_timestamp(SystemTime::now());
+    }
+}
