@@ -82,7 +82,8 @@ pub struct StepRecord {
 /// The final decision for one call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// When deciding began (the decision's span starts here).
+    /// When deciding began, for the decision's trace span (the epoch when
+    /// the request is not traced).
     pub at: std::time::SystemTime,
     pub verdict: Verdict,
     pub gate: &'static str,
@@ -137,7 +138,12 @@ impl Gates {
             .into_iter()
             .chain(self.extra.iter().map(|g| g.as_ref()))
             .collect();
-        let at = std::time::SystemTime::now();
+        // Read only for a trace span: untraced, no clock is read.
+        let at = if ctx.trace.is_some() {
+            std::time::SystemTime::now()
+        } else {
+            std::time::UNIX_EPOCH
+        };
         let mut steps = Vec::with_capacity(gates.len());
         let mut decided: Option<(&'static str, Outcome)> = None;
         let mut signals = None;

@@ -140,6 +140,10 @@ pub async fn watch(
             _ = state.reload_requested.notified() => true,
             _ = shutdown.changed() => return,
         };
+        // Idle upstream connections that expired or were closed by the
+        // server go now, with their buffers, before freed memory is returned.
+        state.upstream.sweep();
+        state.messages_upstream.sweep();
         crate::gather::return_freed_memory();
         if pruned.elapsed() >= PRUNE_EVERY {
             for l in &state.gates().policy().limits {

@@ -151,6 +151,11 @@ impl Upstream {
         })
     }
 
+    /// Closes the idle connections that expired or that the server closed.
+    pub fn sweep(&self) -> usize {
+        self.pool.sweep()
+    }
+
     /// The upstream key's raw value, for redaction (never logged).
     pub fn key_header(&self) -> Option<&HeaderValue> {
         self.key.as_ref()

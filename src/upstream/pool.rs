@@ -180,6 +180,17 @@ impl Pool {
         }
     }
 
+    /// Closes idle connections past [`IDLE_TIMEOUT`] or closed by the
+    /// server: without traffic nothing else would (their sockets and
+    /// buffers stayed until the next request). Returns how many are left.
+    pub fn sweep(&self) -> usize {
+        let Ok(mut idle) = self.idle.lock() else {
+            return 0;
+        };
+        idle.retain_mut(|i| i.since.elapsed() < IDLE_TIMEOUT && alive(&mut i.held));
+        idle.len()
+    }
+
     /// Takes back a connection whose response has been read to its end.
     pub fn put_back(&self, mut held: Held) {
         if !alive(&mut held) {

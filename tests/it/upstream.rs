@@ -133,6 +133,31 @@ async fn a_connection_the_upstream_closed_is_not_used_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_lets_go_of_kept_connections_the_upstream_closed() {
+    // The first connection is kept open by the upstream (it answers every
+    // request on it); the second is closed 50 ms after its answer.
+    let (url, conns, _) =
+        raw_upstream(|c, _| Then::AnswerThenClose(if c == 0 { u64::MAX } else { 50 })).await;
+    let gate = start_gate(&url, ALLOW_ALL, "").await;
+    let state = &gate.running.as_ref().unwrap().state;
+    let a = post_chat(&gate, &chat_request(false, &[])).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(state.upstream.sweep(), 1, "an open idle connection is kept");
+    // Two at once: the kept one and a new one, both back in the pool.
+    let req = chat_request(false, &[]);
+    let (a, b) = tokio::join!(post_chat(&gate, &req), post_chat(&gate, &req));
+    assert_eq!((a.status.as_u16(), b.status.as_u16()), (200, 200));
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        state.upstream.sweep(),
+        1,
+        "the connection the upstream closed is gone, the open one stays"
+    );
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_written_to_a_kept_connection_is_never_sent_twice() {
     // The second request on the first connection is read, then the
     // connection closes without an answer.
