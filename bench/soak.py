@@ -10,10 +10,15 @@ A slow upstream (in this process) sends one event every --interval seconds,
 clients each open a stream, read it to its end and open the next, until
 --minutes have passed. toolgate's resident memory, open file descriptors,
 runtime tasks and connections are sampled every few seconds and reported
-idle (before any stream), at start (warm, before the load), peak, and end (--settle seconds after the
-load stopped). With --whole-mb N, one N MB non-streamed answer (a call
+idle (before any stream), after one burst (one stream per client), at start
+(after --warm-minutes of the same load, before the measured load), peak, and
+end (--settle seconds after the load stopped). With --whole-mb N, one N MB non-streamed answer (a call
 denied in it, so the body is rewritten) is measured first: the growth of
 peak RSS over the body's size.
+
+toolgate runs with the allocator settings of the container image
+(MIMALLOC_PAGE_FULL_RETAIN=0, MIMALLOC_GENERIC_COLLECT=100) unless the
+environment sets them.
 
 Exits 1 when the end is more than 10% above the start (RSS, fds, tasks) or
 any stream failed.
@@ -118,6 +123,10 @@ async def read_chunked(reader) -> bytes:
         out += await reader.readexactly(size + 2)
 
 
+# As deploy/docker/Dockerfile sets them.
+ALLOCATOR = {"MIMALLOC_PAGE_FULL_RETAIN": "0", "MIMALLOC_GENERIC_COLLECT": "100"}
+
+
 class Stats:
     def __init__(self):
         self.done = self.failed = 0
@@ -206,6 +215,8 @@ async def main():
     p.add_argument("--interval", type=float, default=0.1)
     p.add_argument("--events", type=int, default=50)
     p.add_argument("--settle", type=float, default=15)
+    p.add_argument("--warm-minutes", type=float, default=2,
+                   help="the same load before the start sample, so start and end are both steady states")
     p.add_argument("--whole-mb", type=int, default=0)
     p.add_argument("--bin", default=os.path.join(ROOT, "target/release/toolgate"))
     a = p.parse_args()
@@ -234,6 +245,10 @@ async def main():
         with open(cfg, "a") as f:
             f.write(f'\n[policy]\ndir = "{policies}"\n')
     env = dict(os.environ, SOAK_KEY="sk-soak", RUST_LOG="warn")
+    # The allocator settings the container image ships with (unless set here).
+    for k, v in ALLOCATOR.items():
+        env.setdefault(k, v)
+    print("allocator: " + " ".join(f"{k}={env[k]}" for k in ALLOCATOR), flush=True)
     proc = subprocess.Popen([a.bin, "serve", "--config", cfg], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "log"), "w"))
     code = 0
@@ -251,10 +266,19 @@ async def main():
             return code
         print(f"idle: {await sample(proc.pid, admin)}", flush=True)
         # Warm: one stream per client (the upstream connections they leave
-        # are kept, as they are at the end), then the start sample.
+        # are kept, as they are at the end), sampled as a burst; then the
+        # same load for --warm-minutes, so the start sample is the steady
+        # state the end is compared with.
         stats = Stats()
         await asyncio.gather(*(client(port, 0, stats, once=True) for _ in range(a.streams)))
         await asyncio.sleep(a.settle)
+        print(f"after one burst: {await sample(proc.pid, admin)}", flush=True)
+        if a.warm_minutes > 0:
+            until = time.monotonic() + a.warm_minutes * 60
+            await asyncio.gather(*(client(port, until, stats) for _ in range(a.streams)))
+            await asyncio.sleep(a.settle)
+        if stats.failed:
+            code = 1
         start = await sample(proc.pid, admin)
         print(f"start: {start}", flush=True)
         stats = Stats()
