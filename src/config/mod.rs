@@ -227,7 +227,7 @@ impl Config {
                 );
             }
         }
-        let telemetry = telemetry::check(&raw.telemetry, &mut bad);
+        telemetry::check(&raw.telemetry, &mut bad);
         let mut clients = Vec::new();
         let mut deferred = Vec::new();
         for c in &raw.client {
@@ -361,7 +361,7 @@ impl Config {
                 }),
             },
             clients,
-            telemetry: telemetry.resolved(resolve),
+            telemetry: telemetry::build(&raw.telemetry, resolve),
             bridge: raw
                 .facts
                 .bridge

@@ -33,31 +33,21 @@ pub struct Telemetry {
     pub ca_file: Option<PathBuf>,
 }
 
-/// What [`check`] found, before relative paths are resolved.
-pub(super) struct Checked<'a> {
-    raw: &'a RawTelemetry,
-}
-
-impl Checked<'_> {
-    pub(super) fn resolved(self, resolve: impl Fn(&str) -> PathBuf) -> Telemetry {
-        let r = self.raw;
-        Telemetry {
-            otlp_endpoint: r.otlp_endpoint.as_ref().map(|e| e.get_ref().clone()),
-            service_name: r.service_name.as_ref().map(|s| s.get_ref().clone()),
-            export_interval: r
-                .export_interval_ms
-                .as_ref()
-                .map(|ms| Duration::from_millis(*ms.get_ref())),
-            ca_file: r.ca_file.as_deref().map(resolve),
-        }
+/// The checked table, with relative paths resolved by `resolve`.
+pub(super) fn build(r: &RawTelemetry, resolve: impl Fn(&str) -> PathBuf) -> Telemetry {
+    Telemetry {
+        otlp_endpoint: r.otlp_endpoint.as_ref().map(|e| e.get_ref().clone()),
+        service_name: r.service_name.as_ref().map(|s| s.get_ref().clone()),
+        export_interval: r
+            .export_interval_ms
+            .as_ref()
+            .map(|ms| Duration::from_millis(*ms.get_ref())),
+        ca_file: r.ca_file.as_deref().map(resolve),
     }
 }
 
 /// Checks `[telemetry]`; problems go to `bad` with their place in the file.
-pub(super) fn check<'a>(
-    raw: &'a RawTelemetry,
-    bad: &mut impl FnMut(std::ops::Range<usize>, String),
-) -> Checked<'a> {
+pub(super) fn check(raw: &RawTelemetry, bad: &mut impl FnMut(std::ops::Range<usize>, String)) {
     if let Some(e) = &raw.otlp_endpoint {
         if let Err(m) = super::parse_base_url(e.get_ref()) {
             bad(
@@ -79,7 +69,6 @@ pub(super) fn check<'a>(
             );
         }
     }
-    Checked { raw }
 }
 
 /// The traces URL for a collector base URL, as the OTLP exporter

@@ -371,21 +371,28 @@ impl PolicyGate {
             let sensed = sensor.sense(call, ctx, sig).await;
             let took = started.elapsed();
             self.metrics.sensor_took(sensor.name(), took);
-            let mut asked = false;
-            let mut run = SensorRun {
-                sensor: sensor.name(),
-                model: sensor.model().to_string(),
-                at,
-                micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
-                cached: false,
-                failure: sensed.as_ref().err().map(|e| e.kind),
+            // A sensor that had nothing to ask (no external text) made no call.
+            let (asked, cached) = match &sensed {
+                Ok(found) => (
+                    !found.is_empty(),
+                    found
+                        .iter()
+                        .any(|a| a.name.ends_with(".cache_hit") && a.value == json!(true)),
+                ),
+                Err(_) => (true, false),
             };
+            if asked {
+                sig.ran(SensorRun {
+                    sensor: sensor.name(),
+                    model: sensor.model().to_string(),
+                    at,
+                    micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+                    cached,
+                    failure: sensed.as_ref().err().map(|e| e.kind),
+                });
+            }
             match sensed {
                 Ok(found) => {
-                    asked = !found.is_empty();
-                    run.cached = found
-                        .iter()
-                        .any(|a| a.name.ends_with(".cache_hit") && a.value == json!(true));
                     for a in found {
                         let offer = sig.offer(&a.name, a.value, a.confidence, self.threshold);
                         tracing::debug!(sensor = name, signal = %a.name, ?offer, "assisted signal");
@@ -398,10 +405,6 @@ impl PolicyGate {
                     sig.set(&format!("{name}.error"), json!(e.message));
                     failed.push(name);
                 }
-            }
-            // A sensor that had nothing to ask (no external text) made no call.
-            if run.failure.is_some() || asked {
-                sig.ran(run);
             }
         }
         for (name, fail, rule) in &required {

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::detect;
@@ -16,10 +15,22 @@ use crate::call::Call;
 use crate::context::Context;
 use crate::policy::{PolicySet, ToolClass};
 
+mod audit;
+pub use audit::AuditView;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     Deterministic,
     Assisted,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Deterministic => "deterministic",
+            Method::Assisted => "assisted",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -43,9 +54,6 @@ pub enum Offer {
 /// read `sentinel.decision` without `has()`: `(variable, key)` defaults to
 /// `key = "none"` and `confidence = 0.0`.
 const ASSISTED_DEFAULTS: [(&str, &str); 2] = [("sentinel", "decision"), ("output", "verdict")];
-
-/// Signals that carry argument text (or bulk registry data): never audited.
-const NOT_AUDITED: [&str; 4] = ["args", "schema.errors", "output.text", "output.facts"];
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Signals {
@@ -172,7 +180,7 @@ impl Signals {
             .map
             .iter()
             .map(|(k, s)| {
-                let mut o = json!({"value": s.value, "method": method(s.method)});
+                let mut o = json!({"value": s.value, "method": s.method.as_str()});
                 if let Some(c) = s.confidence {
                     o["confidence"] = json!(c);
                 }
@@ -187,64 +195,6 @@ impl Signals {
     /// detector and claim lists become counts.
     pub fn to_audit_json(&self) -> Value {
         serde_json::to_value(self.audit_view()).unwrap_or(Value::Null)
-    }
-
-    /// The audit form, serialised directly (no intermediate JSON tree).
-    pub fn audit_view(&self) -> AuditView<'_> {
-        AuditView(self)
-    }
-}
-
-/// The audit form of [`Signals`]; see [`Signals::to_audit_json`].
-pub struct AuditView<'a>(&'a Signals);
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum AuditValue<'a> {
-    Count(usize),
-    Value(&'a Value),
-}
-
-#[derive(Serialize)]
-struct AuditEntry<'a> {
-    value: AuditValue<'a>,
-    method: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    confidence: Option<f64>,
-}
-
-impl Serialize for AuditView<'_> {
-    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = ser.serialize_map(None)?;
-        for (k, s) in self
-            .0
-            .map
-            .iter()
-            .filter(|(k, _)| !NOT_AUDITED.contains(&k.as_str()))
-        {
-            let counted = k.starts_with("detect.") || k == "output.claims";
-            let value = match (&s.value, counted) {
-                (Value::Array(a), true) => AuditValue::Count(a.len()),
-                (v, _) => AuditValue::Value(v),
-            };
-            m.serialize_entry(
-                k,
-                &AuditEntry {
-                    value,
-                    method: method(s.method),
-                    confidence: s.confidence,
-                },
-            )?;
-        }
-        m.end()
-    }
-}
-
-fn method(m: Method) -> &'static str {
-    match m {
-        Method::Deterministic => "deterministic",
-        Method::Assisted => "assisted",
     }
 }
 
