@@ -16,7 +16,7 @@ use crate::policy::Verdict;
 /// How many of a request's calls got each verdict (follow-ups included).
 #[derive(Debug, Default)]
 pub struct Tally {
-    by_verdict: [AtomicU32; 3],
+    by_verdict: [AtomicU32; 4],
 }
 
 impl Tally {
@@ -78,6 +78,7 @@ impl Drop for Access {
             request_id = %self.request_id,
             principal = %self.principal.as_deref().unwrap_or("-"),
             allowed = t.get(Verdict::Allow),
+            asked = t.get(Verdict::Ask),
             rejected = t.get(Verdict::Reject),
             denied = t.get(Verdict::Deny),
             "access"

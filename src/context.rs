@@ -48,6 +48,34 @@ pub struct Context {
     pub tally: std::sync::Arc<crate::access::Tally>,
     /// The request's trace span, parent of its decisions' spans (`[telemetry]`).
     pub trace: Option<crate::telemetry::RequestTrace>,
+    /// Set when the agent has gone away: calls waiting for a person end.
+    pub left: std::sync::Arc<Left>,
+}
+
+/// That the agent went away, for whoever is waiting on its behalf.
+#[derive(Debug, Default)]
+pub struct Left {
+    gone: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Left {
+    /// The agent is gone: every waiter is woken.
+    pub fn leave(&self) {
+        self.gone.store(true, std::sync::atomic::Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves once the agent is gone (at once if it already is).
+    pub async fn wait(&self) {
+        let woken = self.notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if self.gone.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        woken.await;
+    }
 }
 
 /// The text of a message's `content` (a string or an array of text parts).

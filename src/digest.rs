@@ -28,9 +28,25 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 /// The current UTC time as RFC 3339 with milliseconds.
 pub fn now_rfc3339() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    rfc3339_of(SystemTime::now())
+}
+
+/// 32 bytes from the OS's random source (else a hash of the time, the
+/// process and an address: unique, if not secret).
+pub fn random_key() -> [u8; 32] {
+    let mut buf = [0u8; 32];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf));
+    if random.is_err() {
+        let seed = format!("{:?}-{}-{:p}", SystemTime::now(), std::process::id(), &buf);
+        buf = sha256(seed.as_bytes());
+    }
+    buf
+}
+
+/// `t` as RFC 3339 with milliseconds (UTC).
+pub fn rfc3339_of(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     rfc3339(d.as_secs() as i64, d.subsec_millis())
 }
 

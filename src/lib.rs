@@ -7,7 +7,8 @@
 //! agent ─► server ─► proxy (route → protocol, size cap, parse, context, fence) ─► upstream
 //! provider ─► proxy (status, content type) ─► body adapter ─► protocol rewriter
 //!          (SSE decode → text passes at once; calls assembled into canonical Calls, held)
-//!          ─► release (gates decide on Call + Context, audit records) ─► protocol encoder ─► agent
+//!          ─► release (gates decide on Call + Context, audit records; `ask` waits for a person)
+//!          ─► protocol encoder ─► agent
 //! side sinks: audit · metrics · tracing
 //! ```
 //!
@@ -16,6 +17,7 @@
 //! See `docs/ARCHITECTURE.md` for the code map.
 
 pub mod access;
+pub mod approval;
 pub mod audit;
 pub mod auth;
 pub mod body;

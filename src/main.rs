@@ -175,6 +175,10 @@ fn run(cli: Cli) -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => wrong(&e),
         },
+        Command::Approvals(a) => match block_on(false, toolgate::cli::approvals::run(a)) {
+            Ok(text) => write_out(&text),
+            Err(e) => wrong(&e),
+        },
         Command::Completions { shell } => {
             let mut script = Vec::new();
             clap_complete::generate(*shell, &mut Cli::command(), "toolgate", &mut script);

@@ -99,14 +99,16 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
 }
 
 /// Gates `calls` concurrently and audits each; one [`Release`] per call, in
-/// order. In monitor mode every audited call is released, its verdict only
-/// recorded.
+/// order. A call decided `ask` waits for a person (`approval`), all of them
+/// at once; the batch is released when each is answered. In monitor mode
+/// every audited call is released, its verdict only recorded.
 pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Vec<Release> {
     let decisions = gates.decide_all(calls, ctx).await;
     let version = &gates.policy().version;
     let monitor = state.monitor();
     let mut allowed = Vec::with_capacity(calls.len());
-    for (call, d) in calls.iter().zip(&decisions) {
+    let mut asked = Vec::new();
+    for (i, (call, d)) in calls.iter().zip(&decisions).enumerate() {
         let mut rec = record(ctx, call, d, version);
         if monitor {
             rec.mode = Some("monitor");
@@ -138,6 +140,10 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         if let Some(t) = &ctx.trace {
             t.decision(ctx, call, d, counted.as_str(), monitor);
         }
+        if audited && !monitor && d.verdict == Verdict::Ask {
+            asked.push((i, state.approvals.ask(ctx, call, d.outcome.rule.as_deref())));
+        }
+        // An `ask` is withheld unless its answer says otherwise.
         allowed.push(if allow {
             Release::Allow
         } else if audited && rewrite(state, gates, d) == RewriteMode::Resume {
@@ -147,6 +153,20 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         } else {
             Release::Withhold
         });
+    }
+    if !asked.is_empty() {
+        let left = &ctx.left;
+        let answers = futures_util::future::join_all(
+            asked
+                .into_iter()
+                .map(|(i, t)| async move { (i, t.wait(left).await) }),
+        )
+        .await;
+        for (i, approved) in answers {
+            if approved {
+                allowed[i] = Release::Allow;
+            }
+        }
     }
     allowed
 }

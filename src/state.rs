@@ -44,6 +44,8 @@ pub struct State {
     pub auth_failures: crate::auth::Failures,
     /// The key of the ids given to messages that replace withheld calls.
     pub id_key: [u8; 32],
+    /// Calls waiting for a person (`ask`), and session approvals.
+    pub approvals: Arc<crate::approval::Approvals>,
     /// OpenTelemetry traces (`[telemetry]`); `None` when off.
     pub telemetry: Option<crate::telemetry::Telemetry>,
     /// Calls withheld from stored responses, by response id (`[responses]`).
@@ -125,11 +127,18 @@ impl State {
         let id_key =
             crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
         let metrics = parts.metrics.clone();
+        let approvals = Arc::new(crate::approval::Approvals::new(
+            &config.approval,
+            audit.clone(),
+            metrics.clone(),
+            redactor.clone(),
+        )?);
         let telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
         if let Some(t) = &telemetry {
             tracing::info!(endpoint = %t.endpoint, "traces go to an OTLP collector");
         }
         Ok(State {
+            approvals,
             telemetry,
             id_key,
             fence_secret,
@@ -271,12 +280,5 @@ fn fence_secret(key_env: &str) -> Vec<u8> {
         env = key_env,
         "no fence key set; using a random one, so fence ids change across restarts"
     );
-    let mut buf = vec![0u8; 32];
-    let random = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf));
-    if random.is_err() {
-        let seed = format!("{:?}-{}-{:p}", SystemTime::now(), std::process::id(), &buf);
-        buf = crate::digest::sha256_hex(seed.as_bytes()).into_bytes();
-    }
-    buf
+    crate::digest::random_key().to_vec()
 }

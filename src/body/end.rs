@@ -7,7 +7,9 @@ use super::{Chore, GatedBody, Phase};
 impl Drop for GatedBody {
     fn drop(&mut self) {
         // The agent went away while calls were being decided or dropped
-        // calls audited: that work still finishes, so the trail is whole.
+        // calls audited: that work still finishes, so the trail is whole;
+        // calls waiting for a person end now (nobody is left to receive them).
+        self.ctx.left.leave();
         let left: Option<Chore> = match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Gating { decide, .. } => Some(Box::pin(async move {
                 decide.await;

@@ -60,6 +60,7 @@ enum Phase {
         decide: Decide,
         tick: Option<Pin<Box<tokio::time::Sleep>>>,
         since: Option<std::time::Instant>,
+        started: tokio::time::Instant,
         then: Box<Phase>,
     },
     /// Upstream ended and its calls were all withheld for `resume`: the
@@ -212,6 +213,7 @@ impl GatedBody {
             decide,
             tick: None,
             since: self.rw.last_call_delta(),
+            started: tokio::time::Instant::now(),
             then: Box::new(then),
         };
     }
@@ -358,7 +360,13 @@ impl GatedBody {
     /// Polls the gate; a slow gate lets the text before it go out, then
     /// sends keep-alives.
     fn gate(&mut self, cx: &mut TaskContext<'_>) -> Next {
-        let every = self.state.config.stream.keepalive;
+        // A call waiting for a person hears `[approval] keepalive` at least.
+        let every = self
+            .state
+            .config
+            .stream
+            .keepalive
+            .min(self.state.config.approval.keepalive);
         let Phase::Gating {
             decide,
             tick,
@@ -385,9 +393,18 @@ impl GatedBody {
             }
         };
         let since = *since;
-        let Phase::Gating { then, .. } = std::mem::replace(&mut self.phase, Phase::Done) else {
+        let Phase::Gating { then, started, .. } = std::mem::replace(&mut self.phase, Phase::Done)
+        else {
             return Next::Continue;
         };
+        // Time spent deciding (a person answering) is not upstream's: its
+        // idle timer starts again, its deadline moves on by as much.
+        let gated = started.elapsed();
+        if let Some(i) = &mut self.idle {
+            i.frame();
+        }
+        let d = self.deadline.deadline() + gated;
+        self.deadline.as_mut().reset(d);
         self.phase = *then;
         self.rw.resolve(&verdicts, &mut self.out);
         // Remembered before anything of this answer goes out, so a request

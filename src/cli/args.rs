@@ -76,10 +76,63 @@ pub enum Command {
         #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9090")]
         addr: String,
     },
+    /// Calls waiting for approval on a running toolgate (its admin port).
+    Approvals(ApprovalsArgs),
     /// A shell completion script on stdout.
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// The admin port.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:9090",
+        global = true
+    )]
+    pub addr: String,
+    /// The environment variable holding the approval token (`[approval] token_env`).
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "TOOLGATE_APPROVAL_TOKEN",
+        global = true
+    )]
+    pub token_env: String,
+    #[command(subcommand)]
+    pub action: ApprovalsAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsAction {
+    /// The calls waiting, oldest first.
+    List {
+        /// Print the API's JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve one call.
+    Approve {
+        /// The approval id (from `list`).
+        id: String,
+        /// Who approves (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+        /// Also approve the same tool with the same arguments for the rest of the session.
+        #[arg(long)]
+        session: bool,
+    },
+    /// Deny one call (the agent sees a neutral failure).
+    Deny {
+        /// The approval id (from `list`).
+        id: String,
+        /// Who denies (default: $USER).
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
 }
 

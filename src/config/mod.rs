@@ -38,15 +38,19 @@ pub struct Config {
     pub bridge: Option<crate::facts::bridge::Bridge>,
     /// `[telemetry]`: OpenTelemetry traces.
     pub telemetry: Telemetry,
+    /// `[approval]`: calls that wait for a person (`ask`).
+    pub approval: Approval,
 }
 
 mod sections;
 pub use sections::*;
 
+mod approval;
 mod raw;
 mod telemetry;
 mod urls;
 
+pub use approval::{Approval, MAX_TIMEOUT_SECS};
 pub use telemetry::Telemetry;
 use urls::parse_addr;
 pub(crate) use urls::parse_base_url;
@@ -228,6 +232,7 @@ impl Config {
             }
         }
         telemetry::check(&raw.telemetry, &mut bad);
+        approval::check(&raw.approval, &mut bad);
         let mut clients = Vec::new();
         let mut deferred = Vec::new();
         for c in &raw.client {
@@ -362,6 +367,7 @@ impl Config {
             },
             clients,
             telemetry: telemetry::build(&raw.telemetry, resolve),
+            approval: approval::build(&raw.approval, resolve),
             bridge: raw
                 .facts
                 .bridge

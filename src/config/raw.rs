@@ -23,6 +23,7 @@ pub(crate) struct RawConfig {
     pub(crate) facts: RawFactsConfig,
     pub(crate) log: RawLog,
     pub(crate) telemetry: super::telemetry::RawTelemetry,
+    pub(crate) approval: super::approval::RawApproval,
 }
 
 /// `[log]`: how log lines are written on stderr.

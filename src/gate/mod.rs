@@ -3,7 +3,7 @@
 //! A [`Gate`] is async so that gates can wait on an LLM judge. [`Gates`] runs
 //! the gates of one call in order — [`Integrity`] (a well-formed call), then
 //! [`PolicyGate`] (signals, rules, sensors), then any added gates — stopping at
-//! the first non-`allow`; the calls of a choice run concurrently. The reason a
+//! the first `reject` or `deny`; the calls of a choice run concurrently. The reason a
 //! gate gives is audited and never shown to the agent.
 
 pub mod detect;
@@ -160,7 +160,8 @@ impl Gates {
             }
             // Ties go to the later gate: an `allow` is credited to the last gate that allowed.
             let worse = decided.as_ref().is_none_or(|(_, d)| o.verdict >= d.verdict);
-            let stop = o.verdict != Verdict::Allow;
+            // An `ask` goes on: a later gate that rejects spares a person the question.
+            let stop = o.verdict > Verdict::Ask;
             if worse {
                 decided = Some((g.name(), o));
             }

@@ -269,7 +269,9 @@ impl PolicyGate {
                 };
             }
         }
-        if out.verdict == Verdict::Allow {
+        // Sensors may still raise an `ask` (a person is not asked about a
+        // call they would reject).
+        if out.verdict <= Verdict::Ask {
             let scope = Scope {
                 rules: &rules,
                 only,

@@ -66,3 +66,10 @@ pub struct Tokens {
 pub struct Kind {
     pub kind: &'static str,
 }
+
+/// How a wait for a person ended, and who answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Approval {
+    pub decision: &'static str,
+    pub channel: &'static str,
+}

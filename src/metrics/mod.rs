@@ -70,6 +70,9 @@ pub struct Metrics {
     pub audit_write_failures: Counter,
     /// Client connections open now.
     pub open_connections: Gauge,
+    /// Calls waiting for a person now (`ask`).
+    pub approvals_pending: Gauge,
+    approvals: Family<labels::Approval, Counter>,
     /// Upstream exchanges, tokio tasks and budget bytes in use, read at
     /// each scrape ([`Metrics::render_live`]).
     open_streams: Gauge,
@@ -105,6 +108,8 @@ impl Default for Metrics {
             upstream_faults: Family::default(),
             audit_write_failures: Counter::default(),
             open_connections: Gauge::default(),
+            approvals_pending: Gauge::default(),
+            approvals: Family::default(),
             open_streams: Gauge::default(),
             tasks: Gauge::default(),
             held_bytes: Gauge::default(),
@@ -177,7 +182,17 @@ impl Metrics {
             "Time from the last upstream tool-call chunk to the release of the gated calls",
             self.release_latency.clone(),
         );
+        r.register(
+            "toolgate_approvals",
+            "Calls that waited for a person, by how the wait ended (approve, deny, timeout, left, shutdown, full) and the channel that answered (api, ui, cli, webhook, session, none)",
+            self.approvals.clone(),
+        );
         for (name, help, g) in [
+            (
+                "toolgate_approvals_pending",
+                "Calls waiting for a person now (the ask verdict)",
+                &self.approvals_pending,
+            ),
             (
                 "toolgate_open_connections",
                 "Client connections open now",
@@ -225,6 +240,13 @@ impl Metrics {
             .unwrap_or("refused");
         self.requests
             .get_or_create(&RouteStatus { route, status })
+            .inc();
+    }
+
+    /// Counts how one wait for a person ended.
+    pub fn approval_decided(&self, decision: &'static str, channel: &'static str) {
+        self.approvals
+            .get_or_create(&labels::Approval { decision, channel })
             .inc();
     }
 

@@ -25,12 +25,16 @@ use limits::Limit;
 /// The embedded default policy (also shipped as `policies/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 
-/// What happens to a tool call. Ordered by severity: `Allow < Reject < Deny`.
+/// What happens to a tool call. Ordered by severity: `Allow < Ask < Reject < Deny`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// The call is released to the agent.
     Allow,
+    /// Held until a person approves it (`[approval]`); denied, timed out or
+    /// abandoned, it is a neutral failure. `pause` is the same verdict.
+    #[serde(alias = "pause")]
+    Ask,
     /// A neutral failure: the call is removed.
     Reject,
     /// An authorization failure: as though the call never happened.
@@ -41,6 +45,7 @@ impl Verdict {
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Allow => "allow",
+            Verdict::Ask => "ask",
             Verdict::Reject => "reject",
             Verdict::Deny => "deny",
         }
@@ -371,7 +376,8 @@ mod tests {
         assert!(p.rules[0].applies_to("exec"));
         assert!(!p.rules[0].applies_to("read"));
         assert!(p.rules[1].applies_to("anything"));
-        assert!(Verdict::Deny > Verdict::Reject && Verdict::Reject > Verdict::Allow);
+        assert!(Verdict::Deny > Verdict::Reject && Verdict::Reject > Verdict::Ask);
+        assert!(Verdict::Ask > Verdict::Allow);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The admin port: `/healthz`, `/readyz`, `/metrics`, and `POST /reload`
-//! (load the policy files now, as SIGHUP does).
+//! The admin port: `/healthz`, `/readyz`, `/metrics`, `POST /reload`
+//! (load the policy files now, as SIGHUP does) and the approvals API
+//! (`/approvals…`, in `approvals.rs`).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -77,9 +78,15 @@ pub async fn serve(
             r = listener.accept() => {
                 let Ok((stream, _)) = r else { continue };
                 let (st, rd) = (state.clone(), ready.clone());
-                let svc = service_fn(move |req| {
-                    let resp = respond(&req, &st, &rd);
-                    async move { Ok::<_, Infallible>(resp) }
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let (st, rd) = (st.clone(), rd.clone());
+                    async move {
+                        let resp = match super::approvals::owns(req.uri().path()) {
+                            true => super::approvals::handle(req, &st).await,
+                            false => respond(&req, &st, &rd),
+                        };
+                        Ok::<_, Infallible>(resp)
+                    }
                 });
                 tokio::spawn(async move {
                     let _ = hyper::server::conn::http1::Builder::new()

@@ -1,6 +1,7 @@
 //! Listeners: the data port (HTTP/1.1 and h2c, or TLS), the admin port, and shutdown.
 
 mod admin;
+mod approvals;
 mod fs_events;
 mod listener;
 pub mod reload;
@@ -89,6 +90,9 @@ impl Running {
     /// then flushes the audit trail.
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
+        // Calls waiting for a person end now (a neutral failure), so the
+        // drain does not wait out their time-outs.
+        self.state.approvals.close();
         let _ = self.data.await;
         let _ = self.admin.await;
         if let Err(e) = self.state.audit.flush().await {

@@ -54,13 +54,13 @@ pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
     }
 }
 
-/// Names of the deny and reject rules of `old` that `new` no longer has.
+/// Names of the deny, reject and ask rules of `old` that `new` no longer has.
 fn dropped_blocking_rules(old: &PolicySet, new: &PolicySet) -> Vec<String> {
     use crate::policy::Verdict;
     let blocking = |p: &PolicySet| -> Vec<String> {
         p.rules
             .iter()
-            .filter(|r| matches!(r.verdict, Verdict::Deny | Verdict::Reject))
+            .filter(|r| r.verdict > Verdict::Allow)
             .map(|r| r.name.clone())
             .collect()
     };

@@ -184,6 +184,7 @@ impl RequestTrace {
                 "toolgate.calls.allowed",
                 i64::from(tally.get(Verdict::Allow)),
             ),
+            KeyValue::new("toolgate.calls.asked", i64::from(tally.get(Verdict::Ask))),
             KeyValue::new(
                 "toolgate.calls.rejected",
                 i64::from(tally.get(Verdict::Reject)),

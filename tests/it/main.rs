@@ -31,6 +31,8 @@ mod cli;
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.
 mod quirks;
+// Human approval: the ask verdict, its API, the SDK waiting, binding.
+mod approval;
 // A slow gate: text first, keep-alives, concurrent judging.
 mod slow_gate;
 // The policy engine over HTTP: phase gate, declarations, limits, hidden tools, reload.

@@ -1,0 +1,159 @@
+// The approvals page: lists waiting calls from GET /approvals every two
+// seconds and answers them with POST /approvals/{id}. Everything shown is
+// set as text (never as HTML): arguments are model output.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const shown = new Map();
+
+function say(text, bad) {
+  const s = $("status");
+  s.textContent = text;
+  s.className = bad ? "bad" : "";
+}
+
+function token() {
+  return $("token").value.trim();
+}
+
+function pretty(args) {
+  try {
+    return JSON.stringify(JSON.parse(args), null, 2);
+  } catch (_) {
+    return args;
+  }
+}
+
+function field(dl, name, value) {
+  if (value === null || value === undefined || value === "") return;
+  const dt = document.createElement("dt");
+  dt.textContent = name;
+  const dd = document.createElement("dd");
+  dd.textContent = String(value);
+  dl.append(dt, dd);
+}
+
+function button(cls, text, q, decision, scope) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = cls;
+  b.textContent = text;
+  b.addEventListener("click", () => answer(q, decision, scope));
+  return b;
+}
+
+function item(q) {
+  const li = document.createElement("li");
+  li.className = "pending";
+  li.dataset.id = q.id;
+  const h = document.createElement("h2");
+  h.textContent = q.tool;
+  const dl = document.createElement("dl");
+  field(dl, "rule", q.rule);
+  field(dl, "principal", q.principal);
+  field(dl, "agent", q.agent);
+  field(dl, "session", q.session);
+  field(dl, "phase", q.phase);
+  field(dl, "user asked", q.request);
+  field(dl, "asked at", q.created);
+  field(dl, "expires", q.expires);
+  const pre = document.createElement("pre");
+  pre.className = "arguments";
+  pre.textContent = pretty(q.arguments) + (q.arguments_clipped ? "\n…(clipped)" : "");
+  const actions = document.createElement("div");
+  actions.className = "actions";
+  actions.append(
+    button("approve", "Approve", q, "approve", "call"),
+    button("approve approve-session", "Approve for this session", q, "approve", "session"),
+    button("deny", "Deny", q, "deny", "call"),
+  );
+  li.append(h, dl, pre, actions);
+  return li;
+}
+
+async function answer(q, decision, scope) {
+  const by = $("by").value.trim();
+  if (!by) {
+    say("Enter your name first: every answer is audited with who gave it.", true);
+    $("by").focus();
+    return;
+  }
+  const li = shown.get(q.id);
+  if (li) li.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  try {
+    const r = await fetch("/approvals/" + encodeURIComponent(q.id), {
+      method: "POST",
+      headers: { "Authorization": "Bearer " + token(), "Content-Type": "application/json" },
+      body: JSON.stringify({ decision, by, scope, digest: q.digest, channel: "ui" }),
+    });
+    const body = await r.json().catch(() => ({}));
+    if (r.ok) {
+      say((decision === "approve" ? "Approved " : "Denied ") + q.tool + ".", false);
+    } else {
+      say("Not answered: " + (body.error || r.status), true);
+    }
+  } catch (e) {
+    say("Not answered: " + e, true);
+  }
+  refresh();
+}
+
+async function refresh() {
+  if (!token()) return;
+  let list;
+  try {
+    const r = await fetch("/approvals", { headers: { "Authorization": "Bearer " + token() } });
+    if (r.status === 401) {
+      say("The token was refused.", true);
+      return;
+    }
+    if (!r.ok) {
+      say("toolgate answered " + r.status, true);
+      return;
+    }
+    list = (await r.json()).pending || [];
+  } catch (e) {
+    say("toolgate cannot be reached: " + e, true);
+    return;
+  }
+  const ids = new Set(list.map((q) => q.id));
+  for (const [id, li] of shown) {
+    if (!ids.has(id)) {
+      li.remove();
+      shown.delete(id);
+    }
+  }
+  for (const q of list) {
+    if (!shown.has(q.id)) {
+      const li = item(q);
+      shown.set(q.id, li);
+      $("pending").append(li);
+    }
+  }
+  $("empty").hidden = list.length > 0;
+  if ($("status").className !== "bad" || list.length) {
+    say(list.length + " waiting · updated " + new Date().toLocaleTimeString(), false);
+  }
+}
+
+function start() {
+  // A token in the address's fragment (never sent to a server) is taken
+  // and removed from the address bar.
+  const m = /(?:^|&)token=([^&]*)/.exec(location.hash.slice(1));
+  if (m) {
+    sessionStorage.setItem("toolgate-approval-token", decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname);
+  }
+  $("token").value = sessionStorage.getItem("toolgate-approval-token") || "";
+  $("by").value = localStorage.getItem("toolgate-approval-by") || "";
+  $("token").addEventListener("change", () => {
+    sessionStorage.setItem("toolgate-approval-token", token());
+    refresh();
+  });
+  $("by").addEventListener("change", () => localStorage.setItem("toolgate-approval-by", $("by").value.trim()));
+  $("who").addEventListener("submit", (e) => e.preventDefault());
+  refresh();
+  setInterval(refresh, 2000);
+}
+
+start();

@@ -1,0 +1,208 @@
+//! The approval webhook: each question is POSTed as JSON, signed
+//! `x-toolgate-signature: t=<unix>,sha256=<hex HMAC-SHA256 of "t.body">`,
+//! and retried with backoff while the question is open. The receiver may
+//! answer at once (`{"decision": "approve" | "deny", "by": …, "scope": …}`
+//! in its response) or later through the API.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method};
+use http_body_util::{BodyExt, Full, Limited};
+use serde::Deserialize;
+
+use super::question::Question;
+use super::{Answer, Approvals, Channel};
+use crate::config::{self, AuthMode, KeyHeader};
+use crate::error::Error;
+use crate::upstream::Upstream;
+
+/// Attempts per question (the first and its retries).
+const ATTEMPTS: u32 = 8;
+const FIRST_DELAY: Duration = Duration::from_millis(500);
+const MAX_DELAY: Duration = Duration::from_secs(30);
+/// How long one delivery may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of the receiver's answer is read.
+const MAX_ANSWER: usize = 16 * 1024;
+
+/// The webhook's client and signing key.
+pub(super) struct Hook {
+    upstream: Arc<Upstream>,
+    secret: Arc<[u8]>,
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    decision: Option<String>,
+    by: Option<String>,
+    scope: Option<String>,
+}
+
+impl Hook {
+    pub(super) fn new(
+        url: &str,
+        ca_file: Option<&std::path::Path>,
+        secret: Vec<u8>,
+    ) -> Result<Hook, Error> {
+        let (origin, prefix) = config::parse_base_url(url).map_err(|m| {
+            Error::config(
+                "<approval>",
+                1,
+                m.replace("upstream.base_url", "approval.webhook"),
+            )
+        })?;
+        let cfg = config::Upstream {
+            origin,
+            path_prefix: if prefix.is_empty() {
+                "/".into()
+            } else {
+                prefix
+            },
+            api_key_env: Vec::new(),
+            auth: AuthMode::Passthrough,
+            key_header: KeyHeader::Bearer,
+            timeout: TIMEOUT,
+            connect_timeout: TIMEOUT,
+            idle_timeout: None,
+            ca_file: ca_file.map(std::path::Path::to_path_buf),
+        };
+        Ok(Hook {
+            upstream: Arc::new(Upstream::new(&cfg)?),
+            secret: Arc::from(secret),
+        })
+    }
+
+    /// Delivers `q` in the background until it is delivered, answered
+    /// elsewhere, expired, or the attempts run out.
+    pub(super) fn send(&self, approvals: Arc<Approvals>, q: Arc<Question>) {
+        let (up, secret) = (self.upstream.clone(), self.secret.clone());
+        tokio::spawn(async move { deliver(&up, &secret, &approvals, &q).await });
+    }
+}
+
+/// `t=<unix>,sha256=<hex>` for `body` sent at `t`.
+pub fn signature(secret: &[u8], t: u64, body: &[u8]) -> String {
+    let mac = crate::fence::marker::hmac_sha256(secret, &[t.to_string().as_bytes(), b".", body]);
+    format!("t={t},sha256={}", crate::digest::hex(&mac))
+}
+
+async fn deliver(up: &Upstream, secret: &[u8], approvals: &Approvals, q: &Question) {
+    let Ok(body) = serde_json::to_vec(q) else {
+        return;
+    };
+    let body = Bytes::from(body);
+    let mut delay = FIRST_DELAY;
+    for attempt in 1..=ATTEMPTS {
+        if !approvals.is_open(&q.id) {
+            return;
+        }
+        match post(up, secret, body.clone()).await {
+            Ok((status, answer)) if status.is_success() => {
+                if let Some(a) = reply(&answer) {
+                    let taken = approvals.answer(&q.id, a, None);
+                    tracing::info!(approval = %q.id, ok = taken.is_ok(), "the approval webhook answered");
+                }
+                return;
+            }
+            Ok((status, _)) => {
+                tracing::warn!(approval = %q.id, attempt, %status, "the approval webhook refused the question");
+                let again = status.is_server_error()
+                    || status == http::StatusCode::TOO_MANY_REQUESTS
+                    || status == http::StatusCode::REQUEST_TIMEOUT;
+                if !again {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(approval = %q.id, attempt, error = %e, "the approval webhook could not be reached");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_DELAY);
+    }
+    tracing::warn!(approval = %q.id, "the approval webhook gave up; the call waits for the API or its time-out");
+}
+
+async fn post(
+    up: &Upstream,
+    secret: &[u8],
+    body: Bytes,
+) -> Result<(http::StatusCode, Bytes), Error> {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let sig = signature(secret, t, &body);
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let payload = Full::new(body).map_err(|never| match never {}).boxed();
+    let mut req = up.request(Method::POST, "", None, &headers, payload)?;
+    // After `request`, which drops `x-toolgate-*` headers an agent sent.
+    if let Ok(v) = HeaderValue::from_str(&sig) {
+        req.headers_mut().insert("x-toolgate-signature", v);
+    }
+    let resp = up.send(req).await?;
+    let (head, body) = resp.into_parts();
+    let read = Limited::new(body, MAX_ANSWER).collect();
+    let bytes = match tokio::time::timeout(TIMEOUT, read).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        _ => Bytes::new(),
+    };
+    Ok((head.status, bytes))
+}
+
+/// The receiver's immediate answer, if its body has one.
+fn reply(body: &[u8]) -> Option<Answer> {
+    let r: Reply = serde_json::from_slice(body).ok()?;
+    let approve = match r.decision.as_deref()? {
+        "approve" => true,
+        "deny" => false,
+        _ => return None,
+    };
+    Some(Answer {
+        approve,
+        by: r
+            .by
+            .filter(|b| !b.trim().is_empty())
+            .map(|b| b.chars().take(256).collect())
+            .unwrap_or_else(|| "webhook".into()),
+        channel: Channel::Webhook,
+        session: r.scope.as_deref() == Some("session"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_an_hmac_of_time_dot_body() {
+        let s = signature(b"k", 1_700_000_000, b"{}");
+        let mac = crate::fence::marker::hmac_sha256(b"k", &[b"1700000000.{}"]);
+        assert_eq!(
+            s,
+            format!("t=1700000000,sha256={}", crate::digest::hex(&mac))
+        );
+    }
+
+    #[test]
+    fn a_reply_answers_only_with_a_known_decision() {
+        let a = reply(br#"{"decision":"approve","by":"ops","scope":"session"}"#);
+        assert_eq!(
+            a.map(|a| (a.approve, a.by, a.session)),
+            Some((true, "ops".into(), true))
+        );
+        assert_eq!(
+            reply(br#"{"decision":"deny"}"#).map(|a| (a.approve, a.by)),
+            Some((false, "webhook".into()))
+        );
+        assert!(reply(br#"{"decision":"maybe"}"#).is_none());
+        assert!(reply(b"accepted").is_none());
+        assert!(reply(br#"{"received":true}"#).is_none());
+    }
+}
