@@ -33,6 +33,10 @@ mod sdk;
 mod quirks;
 // Human approval: the ask verdict, its API, the SDK waiting, binding.
 mod approval;
+// The approval webhook and the approvals CLI.
+mod approval_hook;
+// The approvals page in a headless browser.
+mod approval_ui;
 // A slow gate: text first, keep-alives, concurrent judging.
 mod slow_gate;
 // The policy engine over HTTP: phase gate, declarations, limits, hidden tools, reload.
