@@ -67,8 +67,8 @@ def whole_answer(mb: int) -> bytes:
 
 
 class Upstream:
-    def __init__(self, events, interval, whole_mb):
-        self.events, self.interval = events, interval
+    def __init__(self, events, interval, whole_mb, tool="lookup"):
+        self.events, self.interval, self.tool = events, interval, tool
         self.whole = whole_answer(whole_mb) if whole_mb else b""
 
     async def serve(self, reader, writer):
@@ -100,7 +100,7 @@ class Upstream:
             await writer.drain()
             await asyncio.sleep(self.interval)
         call = {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}]}
+                                "function": {"name": self.tool, "arguments": "{\"q\":\"x\"}"}}]}
         writer.write(chunk(event(call)) + chunk(event({}, "tool_calls"))
                      + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()

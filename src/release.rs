@@ -155,6 +155,8 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         });
     }
     if !asked.is_empty() {
+        // What the gates found is audited: it is not kept while people answer.
+        drop(decisions);
         let left = &ctx.left;
         let answers = futures_util::future::join_all(
             asked

@@ -32,6 +32,7 @@ use crate::upstream::ResponseBody;
 /// The error a response body may end with: the agent sees a cut-off response.
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
+mod ahead;
 mod end;
 mod hosted;
 mod idle;
@@ -61,8 +62,13 @@ enum Phase {
         tick: Option<Pin<Box<tokio::time::Sleep>>>,
         since: Option<std::time::Instant>,
         started: tokio::time::Instant,
+        /// Upstream bytes read while deciding (`ahead.rs`).
+        ahead: usize,
         then: Box<Phase>,
     },
+    /// Upstream failed while calls were decided: the fault, handled once
+    /// the gate is done.
+    Broken(Error),
     /// Upstream ended and its calls were all withheld for `resume`: the
     /// follow-up's answer is awaited, then read as the continuation.
     Resuming,
@@ -214,6 +220,7 @@ impl GatedBody {
             tick: None,
             since: self.rw.last_call_delta(),
             started: tokio::time::Instant::now(),
+            ahead: 0,
             then: Box::new(then),
         };
     }
@@ -367,13 +374,7 @@ impl GatedBody {
             .stream
             .keepalive
             .min(self.state.config.approval.keepalive);
-        let Phase::Gating {
-            decide,
-            tick,
-            since,
-            ..
-        } = &mut self.phase
-        else {
+        let Phase::Gating { decide, since, .. } = &mut self.phase else {
             return Next::Continue;
         };
         let verdicts = match decide.as_mut().poll(cx) {
@@ -382,6 +383,10 @@ impl GatedBody {
                 if !self.out.is_empty() {
                     return Next::Flush;
                 }
+                self.read_ahead(cx);
+                let Phase::Gating { tick, .. } = &mut self.phase else {
+                    return Next::Continue;
+                };
                 let t = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
                 if t.as_mut().poll(cx).is_ready() {
                     t.as_mut().reset(tokio::time::Instant::now() + every);
@@ -397,14 +402,7 @@ impl GatedBody {
         else {
             return Next::Continue;
         };
-        // Time spent deciding (a person answering) is not upstream's: its
-        // idle timer starts again, its deadline moves on by as much.
-        let gated = started.elapsed();
-        if let Some(i) = &mut self.idle {
-            i.frame();
-        }
-        let d = self.deadline.deadline() + gated;
-        self.deadline.as_mut().reset(d);
+        self.gated_for(started.elapsed());
         self.phase = *then;
         self.rw.resolve(&verdicts, &mut self.out);
         // Remembered before anything of this answer goes out, so a request
@@ -447,6 +445,12 @@ impl Body for GatedBody {
                     this.process(Some(ending))
                 }
                 Phase::Gating { .. } => this.gate(cx),
+                Phase::Broken(_) => {
+                    if let Phase::Broken(e) = std::mem::replace(&mut this.phase, Phase::Done) {
+                        this.fail(e);
+                    }
+                    Next::Continue
+                }
                 Phase::Resuming => {
                     this.poll_follow(cx);
                     this.resume()

@@ -155,7 +155,7 @@ pub struct SseDecoder {
 impl SseDecoder {
     pub fn new(max_event: usize) -> SseDecoder {
         SseDecoder {
-            buf: BytesMut::with_capacity(8 * 1024),
+            buf: BytesMut::new(),
             pos: 0,
             bom_checked: false,
             event: None,

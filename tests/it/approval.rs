@@ -12,7 +12,7 @@ use crate::support::*;
 
 pub const TOKEN_ENV: &str = "TOOLGATE_IT_APPROVAL_TOKEN";
 pub const TOKEN: &str = "approval-token-for-tests-0123456789";
-const ARGS: &str = r#"{"amount": 5, "to": "acme"}"#;
+pub const ARGS: &str = r#"{"amount": 5, "to": "acme"}"#;
 
 /// Policy: `pay` and `refund` wait for a person.
 pub const ASK: &str =
@@ -93,13 +93,13 @@ pub async fn decide(gate: &Gate, id: &str, body: Value) -> Answer {
     .await
 }
 
-fn request(stream: bool) -> Value {
+pub fn request(stream: bool) -> Value {
     let mut r = chat_request(stream, &["pay", "refund", "lookup"]);
     r["messages"] = json!([{"role": "user", "content": "pay the invoice"}]);
     r
 }
 
-async fn post(gate: &Gate, body: &Value) -> Answer {
+pub async fn post(gate: &Gate, body: &Value) -> Answer {
     send(
         "POST",
         &format!("{}/v1/chat/completions", gate.url),
@@ -112,7 +112,7 @@ async fn post(gate: &Gate, body: &Value) -> Answer {
     .await
 }
 
-fn approval_records(audit: &[Value]) -> Vec<Value> {
+pub fn approval_records(audit: &[Value]) -> Vec<Value> {
     audit
         .iter()
         .filter(|r| r["gate"] == "approval")
@@ -305,7 +305,7 @@ async fn next_frame(body: &mut hyper::body::Incoming) -> Vec<u8> {
     try_frame(body).await.expect("the stream ended early")
 }
 
-async fn try_frame(body: &mut hyper::body::Incoming) -> Option<Vec<u8>> {
+pub async fn try_frame(body: &mut hyper::body::Incoming) -> Option<Vec<u8>> {
     use http_body_util::BodyExt;
     loop {
         let f = tokio::time::timeout(Duration::from_secs(10), body.frame())
@@ -471,7 +471,7 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
     );
 }
 
-async fn post_to(url: &str, body: &Value) -> Answer {
+pub async fn post_to(url: &str, body: &Value) -> Answer {
     send(
         "POST",
         &format!("{url}/v1/chat/completions"),
@@ -482,85 +482,4 @@ async fn post_to(url: &str, body: &Value) -> Answer {
         body.to_string(),
     )
     .await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leaving_shutting_down_and_overflow_end_in_neutral_failures() {
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
-    let extra = format!("{}max_pending = 1\n", approval_config(30.0));
-    let gate = start_gate(&mock.base_url(), ASK, &extra).await;
-    // The agent leaves: its question is withdrawn and audited as `left`.
-    let (_, body) = open_stream(&gate, &request(true), false).await;
-    let q = pending(&gate, 1).await;
-    drop(body);
-    for _ in 0..200 {
-        if list(&gate).await.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        list(&gate).await.is_empty(),
-        "the question outlived its agent"
-    );
-    assert_eq!(
-        decide(
-            &gate,
-            q[0]["id"].as_str().unwrap(),
-            json!({"decision": "approve", "by": "ana"})
-        )
-        .await
-        .status,
-        409
-    );
-    // One waits; a second over max_pending fails closed at once.
-    let waiting = tokio::spawn({
-        let (url, body) = (gate.url.clone(), request(false));
-        async move { post_to(&url, &body).await }
-    });
-    pending(&gate, 1).await;
-    let over = post(&gate, &request(false)).await;
-    assert!(
-        Acc::from_json(&over.body).all_calls().is_empty(),
-        "{}",
-        over.text()
-    );
-    // Shutdown ends the waiting call with a neutral turn.
-    let stopping = tokio::spawn(gate.stop());
-    let a = waiting.await.unwrap();
-    assert_eq!(a.status, 200);
-    assert!(
-        Acc::from_json(&a.body).all_calls().is_empty(),
-        "{}",
-        a.text()
-    );
-    let dir = stopping.await.unwrap();
-    let audit: Vec<Value> = std::fs::read_to_string(dir.0.join("audit.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let mut ends: Vec<String> = approval_records(&audit)
-        .iter()
-        .map(|r| r["approval"]["decision"].as_str().unwrap().to_string())
-        .collect();
-    ends.sort_unstable();
-    assert_eq!(ends, ["full", "left", "shutdown"], "{audit:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn monitor_mode_audits_the_ask_and_releases_at_once() {
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
-    let extra = format!("{}[policy]\nmode = \"monitor\"\n", approval_config(30.0));
-    let gate = start_gate(&mock.base_url(), ASK, &extra).await;
-    let a = post(&gate, &request(false)).await;
-    assert_eq!(Acc::from_json(&a.body).all_calls().len(), 1, "{}", a.text());
-    let audit = gate.audit_flushed().await;
-    assert!(
-        audit
-            .iter()
-            .any(|r| r["verdict"] == "ask" && r["mode"] == "monitor"),
-        "{audit:?}"
-    );
-    assert!(approval_records(&audit).is_empty());
 }

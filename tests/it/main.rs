@@ -35,6 +35,8 @@ mod quirks;
 mod approval;
 // The approval webhook and the approvals CLI.
 mod approval_hook;
+// Waits that end without an answer; the upstream connection given back.
+mod approval_ends;
 // The approvals page in a headless browser.
 mod approval_ui;
 // A slow gate: text first, keep-alives, concurrent judging.

@@ -1,0 +1,78 @@
+//! Reading upstream while held calls are decided: what upstream still sends
+//! (usually the finish, `[DONE]`, a usage chunk) is taken into the rewriter
+//! so the upstream response can end and its connection go back to the pool,
+//! instead of being held for as long as a person takes to answer. At most
+//! [`AHEAD_MAX`] bytes are taken per gate; upstream waits for the rest. And
+//! the time a gate took is not counted against upstream's timeouts.
+
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use http_body::Body;
+
+use super::{GatedBody, Phase};
+use crate::error::Error;
+
+/// Upstream bytes read ahead while one gate decides.
+pub(super) const AHEAD_MAX: usize = 64 * 1024;
+
+impl GatedBody {
+    /// Time spent deciding (a person answering) is not upstream's: its idle
+    /// timer starts again, its total deadline moves on by as much.
+    pub(super) fn gated_for(&mut self, took: std::time::Duration) {
+        if let Some(i) = &mut self.idle {
+            i.frame();
+        }
+        let d = self.deadline.deadline() + took;
+        self.deadline.as_mut().reset(d);
+    }
+
+    /// Reads what upstream has while the gate decides (see the module doc).
+    /// Its end makes the phase after the gate the drain; a fault is kept
+    /// for after the gate.
+    pub(super) fn read_ahead(&mut self, cx: &mut TaskContext<'_>) {
+        let Phase::Gating { then, ahead, .. } = &mut self.phase else {
+            return;
+        };
+        while matches!(**then, Phase::Reading) && *ahead < AHEAD_MAX {
+            let frame = match Pin::new(&mut self.upstream).poll_frame(cx) {
+                Poll::Pending => return,
+                Poll::Ready(None) => None,
+                Poll::Ready(Some(Ok(f))) => Some(f),
+                Poll::Ready(Some(Err(e))) => {
+                    let lost = Error::UpstreamLost(crate::upstream::fault::of(&e));
+                    **then = Phase::Broken(lost);
+                    return;
+                }
+            };
+            if let Some(f) = frame {
+                if let Some(i) = &mut self.idle {
+                    i.frame();
+                }
+                if let Ok(data) = f.into_data() {
+                    match self.dec.decode(&data) {
+                        Ok(bytes) => {
+                            *ahead += bytes.len();
+                            self.rw.push(&bytes);
+                        }
+                        Err(e) => {
+                            **then = Phase::Broken(e);
+                            return;
+                        }
+                    }
+                }
+                if !self.upstream.is_end_stream() {
+                    continue;
+                }
+            }
+            // Upstream ended: what the decoder kept goes in, then the drain.
+            **then = match self.dec.finish() {
+                Ok(rest) => {
+                    self.rw.push(&rest);
+                    Phase::Draining { ending: false }
+                }
+                Err(e) => Phase::Broken(e),
+            };
+        }
+    }
+}
