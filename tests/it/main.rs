@@ -37,6 +37,8 @@ mod approval;
 mod approval_hook;
 // Waits that end without an answer; the upstream connection given back.
 mod approval_ends;
+// ask on Messages (the anthropic SDK) and Responses (the openai SDK).
+mod approval_protocols;
 // The approvals page in a headless browser.
 mod approval_ui;
 // A slow gate: text first, keep-alives, concurrent judging.
