@@ -3,6 +3,7 @@
 
     bench/approvals.py                  # 1,000 streamed calls held for a person
     bench/approvals.py --pending 200 --hold 10
+    bench/approvals.py --h2 100         # the agents multiplex over h2c, 100 streams a connection
 
 Every client opens a stream whose one tool call the policy answers with
 `ask`; once --pending calls wait, toolgate's resident memory is sampled, and
@@ -11,6 +12,10 @@ every --keepalive seconds are all it should do). Then every call is approved
 through the API and each client must get its call. Reports RSS idle, with
 all calls waiting, and after; CPU per second while waiting; how long
 approving all of them took.
+
+With --h2 PER_CONN the clients are `examples/slowload` (build it with
+`cargo build --release --examples`): the same streams multiplexed over h2c,
+so the figure is the waits' cost without one HTTP/1.1 connection each.
 
 Exits 1 when RSS with all calls waiting is 50 MiB or more, or a client did
 not get its call.
@@ -44,6 +49,15 @@ async def admin(port, method, path, body=b""):
     return int(head.split()[1]), payload
 
 
+async def h2_clients(load, stats, n):
+    """Waits for slowload and counts its whole streams as done."""
+    out, _ = await load.communicate()
+    line = out.decode().strip()
+    print(f"slowload: {line}", flush=True)
+    whole = int(line.split(":")[1].split()[0]) if ":" in line else 0
+    stats.done, stats.failed = whole, n - whole
+
+
 def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -55,12 +69,15 @@ async def main():
     p.add_argument("--pending", type=int, default=1000)
     p.add_argument("--hold", type=float, default=20, help="seconds the calls wait while CPU is read")
     p.add_argument("--keepalive", type=float, default=5)
+    p.add_argument("--h2", type=int, default=0, metavar="PER_CONN",
+                   help="streams per h2c connection, through examples/slowload")
     p.add_argument("--bin", default=os.path.join(soak.ROOT, "target/release/toolgate"))
     a = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
-    up = soak.Upstream(0, 0, 0, tool="pay")
+    # slowload declares `get_weather`; the Python clients declare `pay`.
+    up = soak.Upstream(0, 0, 0, tool="get_weather" if a.h2 else "pay")
     server = await asyncio.start_server(up.serve, "127.0.0.1", 0, backlog=4096)
     up_port = server.sockets[0].getsockname()[1]
     port, admin_port = soak.free_port(), soak.free_port()
@@ -70,7 +87,7 @@ async def main():
     with open(os.path.join(policies, "00-default.toml"), "w") as f:
         f.write(open(os.path.join(soak.ROOT, "policies/default.toml")).read())
     with open(os.path.join(policies, "50-ask.toml"), "w") as f:
-        f.write('[[rule]]\nname = "ask-pay"\ntools = ["pay", "lookup"]\nverdict = "ask"\n')
+        f.write('[[rule]]\nname = "ask-pay"\ntools = ["pay", "get_weather"]\nverdict = "ask"\n')
     cfg = os.path.join(tmp, "toolgate.toml")
     with open(cfg, "w") as f:
         f.write(f'[listen]\naddr = "127.0.0.1:{port}"\nadmin = "127.0.0.1:{admin_port}"\n\n'
@@ -96,7 +113,15 @@ async def main():
         idle = await soak.sample(proc.pid, admin_port)
         print(f"idle: {idle}", flush=True)
         stats = soak.Stats()
-        clients = asyncio.gather(*(soak.client(port, 0, stats, once=True) for _ in range(a.pending)))
+        if a.h2:
+            load = await asyncio.create_subprocess_exec(
+                os.path.join(soak.ROOT, "target/release/examples/slowload"),
+                f"http://127.0.0.1:{port}/v1/chat/completions", str(a.pending), str(a.h2),
+                stdout=asyncio.subprocess.PIPE)
+            clients = asyncio.ensure_future(h2_clients(load, stats, a.pending))
+        else:
+            clients = asyncio.gather(*(soak.client(port, 0, stats, once=True)
+                                       for _ in range(a.pending)))
         t0 = time.monotonic()
         while True:
             waiting = soak.gauge(await soak.metrics(admin_port), "toolgate_approvals_pending")
