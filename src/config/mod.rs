@@ -235,6 +235,20 @@ impl Config {
         approval::check(&raw.approval, &mut bad);
         let mut clients = Vec::new();
         let mut deferred = Vec::new();
+        if let Some(w) = &raw.approval.webhook {
+            let env = &raw.approval.secret_env;
+            if std::env::var(env).map_or(true, |v| v.is_empty()) {
+                match defer {
+                    true => deferred.push(format!(
+                        "environment variable {env} (the approval webhook's signing key)"
+                    )),
+                    false => bad(
+                        w.span(),
+                        format!("approval.webhook: environment variable {env} (its signing key) is not set"),
+                    ),
+                }
+            }
+        }
         for c in &raw.client {
             let at = c.span();
             let c = c.get_ref();

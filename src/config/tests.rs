@@ -88,3 +88,53 @@ fn rewrite_resume_settings_are_read_and_bounded() {
         assert!(d[0].message.contains(what), "{src}: {}", d[0].message);
     }
 }
+
+#[test]
+fn approval_is_checked_with_lines_and_has_defaults() {
+    let c = Config::embedded().unwrap();
+    assert_eq!(c.approval.timeout, Duration::from_secs(120));
+    assert_eq!(c.approval.keepalive, Duration::from_secs(5));
+    assert_eq!(c.approval.max_pending, 1000);
+    assert_eq!(c.approval.token_env, "TOOLGATE_APPROVAL_TOKEN");
+    // The short names read as the same keys.
+    let c = Config::from_toml(
+        "[approval]\ntimeout = 30\nkeepalive = 0.5\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(
+        (c.approval.timeout, c.approval.keepalive),
+        (Duration::from_secs(30), Duration::from_millis(500))
+    );
+    let src = "[approval]\ntimeout_secs = 600\nkeepalive_secs = 0\nmax_pending = 0\nwebhook = \"ftp://x\"\n";
+    let Error::Config(d) = Config::from_toml(src, "t.toml", Path::new(".")).unwrap_err() else {
+        panic!("not a config error")
+    };
+    let lines: Vec<(usize, bool)> = d
+        .iter()
+        .map(|d| (d.line, d.message.starts_with("approval.")))
+        .collect();
+    assert_eq!(
+        lines,
+        [(2, true), (3, true), (4, true), (5, true), (5, true)],
+        "{d:?}"
+    );
+    // A webhook needs its signing key: an error where it runs, deferred for `check`.
+    let src = "[approval]\nwebhook = \"https://hooks.example\"\nsecret_env = \"TOOLGATE_UNIT_NO_SUCH_SECRET\"\n";
+    let Error::Config(d) = Config::from_toml(src, "t.toml", Path::new(".")).unwrap_err() else {
+        panic!("not a config error")
+    };
+    assert!(
+        d[0].message.contains("TOOLGATE_UNIT_NO_SUCH_SECRET"),
+        "{d:?}"
+    );
+    let c = Config::parse(src, "t.toml", Path::new("."), true).unwrap();
+    assert!(
+        c.deferred
+            .iter()
+            .any(|d| d.contains("TOOLGATE_UNIT_NO_SUCH_SECRET")),
+        "{:?}",
+        c.deferred
+    );
+}

@@ -438,3 +438,45 @@ async fn remembered_first_passes_answer_by_every_input_they_read() {
         }
     }
 }
+
+#[tokio::test]
+async fn ask_sits_between_allow_and_reject_and_sensors_may_raise_it_only() {
+    // A sensor's low-confidence doubt raises an allow to ask.
+    let doubt = "[[rule]]\nname = \"judge\"\ntools = \"pay\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\n[[rule]]\nname = \"unsure-asks\"\nwhen = \"sentinel.decision == 'unsure'\"\nverdict = \"ask\"\n[[rule]]\nname = \"reject-rejects\"\nwhen = \"sentinel.decision == 'reject'\"\nverdict = \"reject\"\n";
+    let g = gates_with(doubt, vec![says("sentinel.decision", json!("unsure"), 0.9)]);
+    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
+    assert_eq!(
+        (d.verdict, d.outcome.rule.as_deref()),
+        (Verdict::Ask, Some("unsure-asks"))
+    );
+    // An ask rule still lets the sensors run, and a reject they find wins:
+    // nobody is asked about a call that would be rejected.
+    let asking =
+        format!("{doubt}[[rule]]\nname = \"always-ask\"\ntools = \"pay\"\nverdict = \"pause\"\n");
+    let g = gates_with(
+        &asking,
+        vec![says("sentinel.decision", json!("reject"), 0.9)],
+    );
+    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
+    assert_eq!(
+        (d.verdict, d.outcome.reason.as_ref()),
+        (Verdict::Reject, "assisted")
+    );
+    // A sensor's approval does not lower an ask.
+    let g = gates_with(
+        &asking,
+        vec![says("sentinel.decision", json!("approve"), 1.0)],
+    );
+    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
+    assert_eq!(
+        (d.verdict, d.outcome.rule.as_deref()),
+        (Verdict::Ask, Some("always-ask"))
+    );
+    // A deny beats an ask.
+    let denied =
+        format!("{asking}[[rule]]\nname = \"no-pay\"\ntools = \"pay\"\nverdict = \"deny\"\n");
+    let d = gates_with(&denied, Vec::new())
+        .decide(&call("pay", "{}"), &ctx("execution"))
+        .await;
+    assert_eq!(d.verdict, Verdict::Deny);
+}

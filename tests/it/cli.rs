@@ -333,6 +333,7 @@ fn check_accepts_every_shipped_policy_combination_and_reports_bad_cel_and_schema
     for files in [
         &["default.toml", "examples/agentos-comm.toml"][..],
         &["default.toml", "examples/assistant-skills.toml"],
+        &["default.toml", "examples/approval.toml"],
         &["examples/strict.toml"],
     ] {
         let dir = TempDir::new();
@@ -364,6 +365,46 @@ fn check_accepts_every_shipped_policy_combination_and_reports_bad_cel_and_schema
     ] {
         assert!(err.contains(needle), "missing {needle:?} in\n{err}");
     }
+}
+
+#[test]
+fn the_approval_example_asks_in_execution_and_denies_elsewhere() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("p")).unwrap();
+    for f in ["default.toml", "examples/approval.toml"] {
+        let name = std::path::Path::new(f).file_name().unwrap();
+        std::fs::copy(root.join(f), dir.0.join("p").join(name)).unwrap();
+    }
+    std::fs::write(dir.0.join("t.toml"), "[policy]\ndir = \"p\"\n").unwrap();
+    let cfg = dir.0.join("t.toml");
+    let verdict = |tool: &str, phase: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args([
+                "explain",
+                "--json",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--tool",
+                tool,
+                "--phase",
+                phase,
+            ])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["verdict"].as_str().unwrap().to_string(),
+            v["rule"]["name"].as_str().map(str::to_string),
+        )
+    };
+    assert_eq!(
+        verdict("transfer_funds", "execution"),
+        ("ask".into(), Some("ask-irreversible-or-money".into()))
+    );
+    assert_eq!(verdict("delete_repo", "execution").0, "ask");
+    assert_eq!(verdict("transfer_funds", "planning").0, "deny");
+    assert_eq!(verdict("get_weather", "execution").0, "allow");
 }
 
 /// A port that was free a moment ago (the binary binds it itself).
