@@ -115,6 +115,14 @@ impl Default for Metrics {
             held_bytes: Gauge::default(),
         };
         m.register();
+        // Endings no one answers are shown at zero before the first one,
+        // so a dashboard or an alert has a series to read.
+        for decision in ["timeout", "left", "shutdown", "full"] {
+            drop(m.approvals.get_or_create(&labels::Approval {
+                decision,
+                channel: "none",
+            }));
+        }
         m
     }
 }
