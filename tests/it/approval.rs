@@ -344,11 +344,7 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
 
     // The first call is approved, for this call only.
     let g = &gate;
-    let first = tokio::spawn({
-        let body = request(false);
-        let (url, admin) = (g.url.clone(), g.admin.clone());
-        async move { (post_to(&url, &body).await, admin) }
-    });
+    let first = spawn_chat(g, request(false));
     let q1 = pending(g, 1).await[0].clone();
     let id1 = q1["id"].as_str().unwrap().to_string();
     let no = send(
@@ -365,7 +361,7 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
             .status,
         200
     );
-    let (a1, _) = first.await.unwrap();
+    let a1 = first.await.unwrap();
     assert_eq!(
         Acc::from_json(&a1.body).all_calls().len(),
         1,
@@ -374,10 +370,7 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
     );
 
     // Another call: the old id answers 409, its digest does not fit the new one.
-    let second = tokio::spawn({
-        let (url, body) = (g.url.clone(), request(false));
-        async move { post_to(&url, &body).await }
-    });
+    let second = spawn_chat(g, request(false));
     let q2 = pending(g, 1).await[0].clone();
     assert_ne!(q2["id"], q1["id"]);
     assert_ne!(q2["digest"], q1["digest"]);
@@ -423,10 +416,7 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
 
     // A session approval: the same tool and arguments (any key order) pass
     // unasked in that session; other arguments are asked again.
-    let third = tokio::spawn({
-        let (url, body) = (g.url.clone(), request(false));
-        async move { post_to(&url, &body).await }
-    });
+    let third = spawn_chat(g, request(false));
     let q3 = pending(g, 1).await[0].clone();
     assert_eq!(
         decide(
@@ -469,6 +459,12 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
             ("timeout", "-")
         ]
     );
+}
+
+/// Posts `body` to the gate in the background (it waits for an answer).
+pub fn spawn_chat(gate: &Gate, body: Value) -> tokio::task::JoinHandle<Answer> {
+    let url = gate.url.clone();
+    tokio::spawn(async move { post_to(&url, &body).await })
 }
 
 pub async fn post_to(url: &str, body: &Value) -> Answer {

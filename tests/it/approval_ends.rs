@@ -40,10 +40,7 @@ async fn leaving_shutting_down_and_overflow_end_in_neutral_failures() {
         409
     );
     // One waits; a second over max_pending fails closed at once.
-    let waiting = tokio::spawn({
-        let (url, body) = (gate.url.clone(), request(false));
-        async move { post_to(&url, &body).await }
-    });
+    let waiting = spawn_chat(&gate, request(false));
     pending(&gate, 1).await;
     let over = post(&gate, &request(false)).await;
     assert!(

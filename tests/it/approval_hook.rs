@@ -109,18 +109,7 @@ async fn a_webhook_may_answer_later_through_the_api() {
     let hook = Mock::start(vec![Reply::json(202, r#"{"received":true}"#)]).await;
     let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(&mock.base_url(), ASK, &hook_config(&hook.base_url(), 30.0)).await;
-    let waiting = tokio::spawn({
-        let (url, body) = (gate.url.clone(), request());
-        async move {
-            send(
-                "POST",
-                &format!("{url}/v1/chat/completions"),
-                &[("content-type", "application/json")],
-                body.to_string(),
-            )
-            .await
-        }
-    });
+    let waiting = crate::approval::spawn_chat(&gate, request());
     let q = pending(&gate, 1).await;
     for _ in 0..100 {
         if !hook.requests().is_empty() {
@@ -213,20 +202,9 @@ async fn the_cli_lists_approves_and_denies() {
     ])])
     .await;
     let gate = start_gate(&mock.base_url(), ASK, &approval_config(30.0)).await;
-    let waiting = tokio::spawn({
-        let mut body = chat_request(false, &["pay", "refund"]);
-        body["messages"] = json!([{"role": "user", "content": "pay it"}]);
-        let url = gate.url.clone();
-        async move {
-            send(
-                "POST",
-                &format!("{url}/v1/chat/completions"),
-                &[("content-type", "application/json")],
-                body.to_string(),
-            )
-            .await
-        }
-    });
+    let mut body = chat_request(false, &["pay", "refund"]);
+    body["messages"] = json!([{"role": "user", "content": "pay it"}]);
+    let waiting = crate::approval::spawn_chat(&gate, body);
     let q = pending(&gate, 2).await;
     let admin = gate.admin.clone();
     let out = tokio::task::spawn_blocking(move || cli(&admin, &["list"]))

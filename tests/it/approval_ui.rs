@@ -168,20 +168,9 @@ async fn the_page_shows_a_waiting_call_and_its_approve_button_releases_it() {
         "the token left the address bar"
     );
 
-    let waiting = tokio::spawn({
-        let mut body = chat_request(true, &["pay"]);
-        body["messages"] = json!([{"role": "user", "content": "pay it"}]);
-        let url = gate.url.clone();
-        async move {
-            send(
-                "POST",
-                &format!("{url}/v1/chat/completions"),
-                &[("content-type", "application/json")],
-                body.to_string(),
-            )
-            .await
-        }
-    });
+    let mut body = chat_request(true, &["pay"]);
+    body["messages"] = json!([{"role": "user", "content": "pay it"}]);
+    let waiting = crate::approval::spawn_chat(&gate, body);
     // The page picks the call up by itself (no reload).
     let button = browser
         .wait_for("li.pending button.approve:not(.approve-session)")
