@@ -125,3 +125,43 @@ async fn a_waiting_call_gives_its_upstream_connection_back() {
     assert_eq!(Acc::from_sse(&wire).all_calls()[0].id, "call_1");
     assert!(String::from_utf8_lossy(&wire).ends_with("data: [DONE]\n\n"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_leaving_a_whole_response_withdraws_its_question() {
+    use tokio::io::AsyncWriteExt;
+    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let gate = start_gate(&mock.base_url(), ASK, &approval_config(30.0)).await;
+    let body = request(false).to_string();
+    let addr = gate.url.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+    sock.write_all(format!("{head}{body}").as_bytes())
+        .await
+        .unwrap();
+    pending(&gate, 1).await;
+    drop(sock);
+    for _ in 0..200 {
+        if list(&gate).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        list(&gate).await.is_empty(),
+        "the question outlived its agent"
+    );
+    // The record of a wait the agent abandoned is written beside it.
+    let mut ends = Vec::new();
+    for _ in 0..100 {
+        let audit = gate.audit_flushed().await;
+        ends = approval_records(&audit)
+            .iter()
+            .map(|r| r["approval"]["decision"].clone())
+            .collect();
+        if !ends.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ends, [json!("left")]);
+}
