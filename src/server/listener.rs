@@ -11,6 +11,8 @@
 //! second, and is logged at most every ten seconds.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,12 +71,19 @@ async fn serve_conn<I>(
     let svc = service_fn(move |req| {
         heard.store(true, Ordering::Relaxed);
         let st = state.clone();
-        async move {
-            Ok::<_, Infallible>(match full {
-                false => proxy::handle(st, req).await,
-                true => proxy::busy(req, "connections"),
-            })
-        }
+        // Boxed: hyper keeps a request's handler future in place (the
+        // connection's HTTP/1 slot, an HTTP/2 stream's task) for as long
+        // as its response streams. Inline, its 7–8 KiB of state stayed
+        // allocated through a long stream or a wait for approval; boxed,
+        // it is freed once the handler has returned the response.
+        let handler: Pin<Box<dyn Future<Output = Result<_, Infallible>> + Send>> =
+            Box::pin(async move {
+                Ok::<_, Infallible>(match full {
+                    false => proxy::handle(st, req).await,
+                    true => proxy::busy(req, "connections"),
+                })
+            });
+        handler
     });
     let conn = builder.conn.serve_connection(io, svc).into_owned();
     let mut conn = std::pin::pin!(watcher.watch(conn));
