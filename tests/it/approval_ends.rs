@@ -29,16 +29,7 @@ async fn leaving_shutting_down_and_overflow_end_in_neutral_failures() {
         list(&gate).await.is_empty(),
         "the question outlived its agent"
     );
-    assert_eq!(
-        decide(
-            &gate,
-            q[0]["id"].as_str().unwrap(),
-            json!({"decision": "approve", "by": "ana"})
-        )
-        .await
-        .status,
-        409
-    );
+    assert_eq!(approve(&gate, &q[0]).await, 409);
     // One waits; a second over max_pending fails closed at once.
     let waiting = spawn_chat(&gate, request(false));
     pending(&gate, 1).await;
@@ -108,16 +99,7 @@ async fn a_waiting_call_gives_its_upstream_connection_back() {
         1,
         "the waiting call kept its upstream connection"
     );
-    assert_eq!(
-        decide(
-            &gate,
-            q[0]["id"].as_str().unwrap(),
-            json!({"decision": "approve", "by": "ana"})
-        )
-        .await
-        .status,
-        200
-    );
+    assert_eq!(approve(&gate, &q[0]).await, 200);
     let mut wire = Vec::new();
     while let Some(f) = try_frame(&mut body).await {
         wire.extend(f);
