@@ -95,6 +95,8 @@ pub struct Ticket {
     wait: Wait,
     about: About,
     started: Instant,
+    /// The request's trace, and when the wait began, for its span.
+    trace: Option<(crate::telemetry::RequestTrace, std::time::SystemTime)>,
 }
 
 impl Ticket {
@@ -118,6 +120,7 @@ impl Ticket {
                 args_sha256: sha256_hex(call.arguments.as_bytes()),
             },
             started: Instant::now(),
+            trace: ctx.trace.clone().map(|t| (t, std::time::SystemTime::now())),
         }
     }
 
@@ -181,7 +184,27 @@ impl Ticket {
             self.started,
         )
         .await;
+        self.traced(&ending);
         approved && written
+    }
+}
+
+impl Ticket {
+    /// The wait's span, when the request is traced.
+    fn traced(&self, ending: &Ending) {
+        if let Some((t, at)) = &self.trace {
+            let channel = match ending {
+                Ending::Answered(a) => Some(a.channel.as_str()),
+                _ => None,
+            };
+            t.approval(
+                &self.about.tool,
+                &self.about.call_id,
+                *at,
+                ending.decision(),
+                channel,
+            );
+        }
     }
 }
 
@@ -191,6 +214,7 @@ impl Drop for Ticket {
             return;
         };
         self.approvals.withdraw(&id);
+        self.traced(&Ending::Left);
         let (approvals, about, started) =
             (self.approvals.clone(), self.about.clone(), self.started);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {

@@ -99,6 +99,35 @@ impl RequestTrace {
         TraceContextPropagator::new().inject_context(&self.cx, &mut HeaderInjector(headers));
     }
 
+    /// A span for one call's wait for a person (`ask`): from the question
+    /// to its ending (`decision`: approve, deny, timeout, left, shutdown,
+    /// full) and who answered through which channel.
+    pub fn approval(
+        &self,
+        call_name: &str,
+        call_id: &str,
+        at: SystemTime,
+        decision: &'static str,
+        channel: Option<&'static str>,
+    ) {
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.tool.name", clip(call_name)),
+            KeyValue::new("gen_ai.tool.call.id", clip(call_id)),
+            KeyValue::new("toolgate.approval.decision", decision),
+        ];
+        if let Some(c) = channel {
+            attrs.push(KeyValue::new("toolgate.approval.channel", c));
+        }
+        let span = self
+            .tracer
+            .span_builder(format!("approval {}", clip(call_name)))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at)
+            .with_attributes(attrs)
+            .start_with_context(&self.tracer, &self.cx);
+        opentelemetry::trace::Span::end_with_timestamp(&mut { span }, SystemTime::now());
+    }
+
     /// A span for one decision (`verdict` as audited), with its sensors' spans under it.
     pub fn decision(&self, ctx: &Context, call: &Call, d: &Decision, verdict: &str, monitor: bool) {
         let took: u64 = d.steps.iter().map(|s| s.micros).sum();

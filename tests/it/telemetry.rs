@@ -419,3 +419,44 @@ async fn the_binary_reads_the_standard_variables_and_sends_the_last_spans_on_sig
     assert_eq!(header(sent, "x-collector-token"), "tok-1");
     assert!(bin.stderr().contains("traces go to an OTLP collector"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_approval_is_a_span_under_the_request() {
+    use crate::approval::{answer_with, approval_config, approve, pending, spawn_chat, ARGS, ASK};
+    let collector = Mock::start(vec![Reply::json(200, "")]).await;
+    let upstream = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let extra = format!(
+        "{}\n[telemetry]\notlp_endpoint = \"http://{}\"\nexport_interval_ms = 50\n",
+        approval_config(30.0),
+        collector.addr
+    );
+    let gate = start_gate(&upstream.base_url(), ASK, &extra).await;
+    let waiting = spawn_chat(&gate, crate::approval::request(false));
+    let q = pending(&gate, 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(approve(&gate, &q[0]).await, 200);
+    assert_eq!(waiting.await.unwrap().status, 200);
+    // The wait's span and the request's span it sits under (they may come
+    // in different batches).
+    let got = wait_for(&collector, |g| {
+        g.iter()
+            .filter(|s| s.span.name == "approval pay")
+            .any(|w| g.iter().any(|s| s.id() == w.parent()))
+    })
+    .await;
+    let wait = got.iter().find(|s| s.span.name == "approval pay").unwrap();
+    assert_eq!(wait.attr("toolgate.approval.decision"), &json!("approve"));
+    assert_eq!(wait.attr("toolgate.approval.channel"), &json!("api"));
+    assert_eq!(wait.attr("gen_ai.tool.call.id"), &json!("call_1"));
+    let took = wait.span.end_time_unix_nano - wait.span.start_time_unix_nano;
+    assert!(took >= 200_000_000, "the span covers the wait: {took} ns");
+    let request = got
+        .iter()
+        .find(|s| s.id() == wait.parent())
+        .expect("the request's span");
+    assert_eq!(request.span.trace_id, wait.span.trace_id);
+    assert!(
+        !wait.attrs.values().any(|v| v.to_string().contains("acme")),
+        "no arguments on the span"
+    );
+}
