@@ -2,8 +2,9 @@
 //! (usually the finish, `[DONE]`, a usage chunk) is taken into the rewriter
 //! so the upstream response can end and its connection go back to the pool,
 //! instead of being held for as long as a person takes to answer. At most
-//! [`AHEAD_MAX`] bytes are taken per gate; upstream waits for the rest. And
-//! the time a gate took is not counted against upstream's timeouts.
+//! [`AHEAD_MAX`] bytes are taken per gate, charged to the shared budget;
+//! upstream waits for the rest. And the time a gate took is not counted
+//! against upstream's timeouts.
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -54,6 +55,11 @@ impl GatedBody {
                         Ok(bytes) => {
                             *ahead += bytes.len();
                             self.rw.push(&bytes);
+                            // Charged to the shared budget with what the
+                            // rewriter holds; a full budget stops the reading.
+                            if self.held.hold(self.rw.held_bytes() + *ahead).is_err() {
+                                *ahead = AHEAD_MAX;
+                            }
                         }
                         Err(e) => {
                             **then = Phase::Broken(e);
