@@ -6,6 +6,7 @@
 //! the first `reject` or `deny`; the calls of a choice run concurrently. The reason a
 //! gate gives is audited and never shown to the agent.
 
+pub mod commands;
 pub mod detect;
 pub mod fact_check;
 mod integrity;

@@ -67,7 +67,7 @@ async fn the_anthropic_sdk_waits_for_approval_on_messages() {
         return;
     };
     assert!(r.get("raised").is_none(), "{r:#}");
-    let both = json!([["toolu_W", "get_weather", {"city": "Paris"}], ["toolu_S", "shell", {"cmd": "rm -rf /"}]]);
+    let both = json!([["toolu_W", "get_weather", {"city": "Paris"}], ["toolu_S", "shell", {"cmd": "rm -rf /srv/data"}]]);
     assert_eq!(r["stream"]["calls"], both, "{r:#}");
     assert_eq!(r["stream"]["stop_reason"], "tool_use");
     assert_eq!(
@@ -114,7 +114,7 @@ async fn the_openai_sdk_waits_for_approval_on_responses() {
     };
     assert!(r.get("raised").is_none(), "{r:#}");
     let weather = json!(["call_W", "get_weather", "{\"city\":\"Paris\"}"]);
-    let shell = json!(["call_S", "shell", "{\"cmd\":\"rm -rf /\"}"]);
+    let shell = json!(["call_S", "shell", "{\"cmd\":\"rm -rf /srv/data\"}"]);
     assert_eq!(r["create_stream"]["calls"], json!([weather]), "{r:#}");
     assert!(r["create_stream"]["text"]
         .as_str()

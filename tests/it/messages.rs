@@ -359,7 +359,12 @@ pub fn scripted_stream() -> String {
     ];
     for (i, id, name, parts) in [
         (1, "toolu_W", "get_weather", ["{\"city\":", " \"Paris\"}"]),
-        (2, "toolu_S", "shell", ["{\"cmd\": \"rm", " -rf /\"}"]),
+        (
+            2,
+            "toolu_S",
+            "shell",
+            ["{\"cmd\": \"rm", " -rf /srv/data\"}"],
+        ),
     ] {
         v.push(json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
         v.push(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": ""}}));
@@ -636,7 +641,7 @@ async fn the_anthropic_sdk_accepts_every_gated_fixture() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_fragments_that_are_not_json_withhold_the_call() {
-    let s = scripted_stream().replacen(" -rf /\\\"}", " -rf /", 1);
+    let s = scripted_stream().replacen(" -rf /srv/data\\\"}", " -rf /srv/data", 1);
     assert_ne!(s, scripted_stream());
     let mock = Mock::start(vec![Reply::sse(s)]).await;
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;

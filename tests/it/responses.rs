@@ -231,7 +231,12 @@ fn function_call_response(id: &str, call_id: &str, name: &str, args: &str) -> Va
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_goes_on_after_a_rejection() {
-    let first = function_call_response("resp_A", "call_X", "shell", "{\"cmd\":\"rm -rf /\"}");
+    let first = function_call_response(
+        "resp_A",
+        "call_X",
+        "shell",
+        "{\"cmd\":\"rm -rf /srv/data\"}",
+    );
     let second = json!({"id": "resp_B", "object": "response", "status": "completed", "output": [
         {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}
     ]});
@@ -417,7 +422,7 @@ pub fn scripted_stream() -> (String, Value) {
     let msg_added = json!({"id": "msg_0", "type": "message", "status": "in_progress", "role": "assistant", "content": []});
     let msg = json!({"id": "msg_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}]});
     let fc = |i: u32, call: &str, name: &str, args: &str, done: bool| json!({"id": format!("fc_{i}"), "type": "function_call", "status": if done {"completed"} else {"in_progress"}, "call_id": call, "name": name, "arguments": if done {args} else {""}});
-    let (w, s) = ("{\"city\":\"Paris\"}", "{\"cmd\":\"rm -rf /\"}");
+    let (w, s) = ("{\"city\":\"Paris\"}", "{\"cmd\":\"rm -rf /srv/data\"}");
     let mut fin = base.clone();
     fin["status"] = json!("completed");
     fin["output"] = json!([
@@ -525,7 +530,12 @@ fn agent_provider(req: &Value) -> (u16, String) {
             "{\"city\":\"Paris\"}",
         )
     } else {
-        call("resp_shell", "call_S", "shell", "{\"cmd\":\"rm -rf /\"}")
+        call(
+            "resp_shell",
+            "call_S",
+            "shell",
+            "{\"cmd\":\"rm -rf /srv/data\"}",
+        )
     };
     (200, v.to_string())
 }

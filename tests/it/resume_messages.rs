@@ -57,7 +57,7 @@ fn check_follow_up(body: &Value) {
     assert_eq!(turn[0], json!({"type": "text", "text": "Let me check."}));
     assert_eq!(turn[1]["type"], "tool_use");
     assert_eq!(turn[1]["input"], json!({"city": "Paris"}));
-    assert_eq!(turn[2]["input"], json!({"cmd": "rm -rf /"}));
+    assert_eq!(turn[2]["input"], json!({"cmd": "rm -rf /srv/data"}));
     assert_eq!(m[2]["role"], "user");
     assert_eq!(
         m[2]["content"][1],

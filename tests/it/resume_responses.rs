@@ -121,7 +121,7 @@ async fn an_unstored_response_is_replayed_in_the_follow_up() {
     );
     assert_eq!(input[1]["type"], "function_call");
     assert_eq!(input[1]["call_id"], "call_W");
-    assert_eq!(input[2]["arguments"], "{\"cmd\":\"rm -rf /\"}");
+    assert_eq!(input[2]["arguments"], "{\"cmd\":\"rm -rf /srv/data\"}");
     assert_eq!(
         input[4],
         json!({"type": "function_call_output", "call_id": "call_S", "output": RESULT})

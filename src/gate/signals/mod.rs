@@ -238,6 +238,7 @@ pub fn static_signals(raw: &str, ctx: &Context, policy: &PolicySet, seps: &[Stri
 pub struct Needs {
     pub schema: bool,
     pub detect: bool,
+    pub command: bool,
     pub provenance: bool,
     pub output: bool,
 }
@@ -246,6 +247,7 @@ impl Needs {
     pub const ALL: Needs = Needs {
         schema: true,
         detect: true,
+        command: true,
         provenance: true,
         output: true,
     };
@@ -255,6 +257,7 @@ impl Needs {
         let mut n = Needs {
             schema: false,
             detect: false,
+            command: false,
             provenance: false,
             output: false,
         };
@@ -262,6 +265,7 @@ impl Needs {
             match v {
                 "schema" => n.schema = true,
                 "detect" => n.detect = true,
+                "command" => n.command = true,
                 "provenance" => n.provenance = true,
                 "output" => n.output = true,
                 _ => {}
@@ -290,9 +294,16 @@ pub fn deterministic(
     if needs.schema {
         schema_signals(&mut s, call, ctx, policy, schemas, &args);
     }
-    if needs.detect || needs.provenance {
+    if needs.detect || needs.command || needs.provenance {
         let mut strings = Vec::new();
         detect::strings(&args, String::new(), &mut strings);
+        if needs.command {
+            // Free-form input (a custom tool's text) is read as it is.
+            let raw = [(String::new(), call.arguments.as_str())];
+            let free = strings.is_empty() && !call.arguments.trim_start().starts_with('{');
+            let scanned: &[(String, &str)] = if free { &raw } else { &strings };
+            s.set("command.dangerous", super::commands::dangerous(scanned));
+        }
         if needs.detect {
             if let Value::Object(d) = detect::detect(&strings) {
                 for (k, v) in d {
