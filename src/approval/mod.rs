@@ -17,7 +17,7 @@ mod webhook;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::oneshot;
 
@@ -168,11 +168,6 @@ impl Approvals {
         })
     }
 
-    /// Whether the API has a token at all.
-    pub fn has_token(&self) -> bool {
-        self.token.is_some()
-    }
-
     /// Whether `Authorization: Bearer …` carries the API's token.
     pub fn authorized(&self, header: Option<&http::HeaderValue>) -> bool {
         let (Some(want), Some(given)) = (&self.token, header.and_then(|h| h.to_str().ok())) else {
@@ -277,23 +272,19 @@ impl Approvals {
 
     /// Answers question `id`; `digest`, when given, must be its digest.
     pub fn answer(&self, id: &str, a: Answer, digest: Option<&str>) -> Result<(), Refused> {
-        let entry = {
+        let e = {
             let mut p = self.lock();
-            let Some(e) = p.open.get(id) else {
-                return Err(match self.settled.contains_key(id) {
-                    true => Refused::Settled,
-                    false => Refused::Unknown,
-                });
-            };
-            if digest.is_some_and(|d| !d.eq_ignore_ascii_case(&hex(&e.digest))) {
-                return Err(Refused::Mismatch);
+            match p.open.get(id) {
+                None if self.settled.contains_key(id) => return Err(Refused::Settled),
+                None => return Err(Refused::Unknown),
+                Some(e) if digest.is_some_and(|d| !d.eq_ignore_ascii_case(&hex(&e.digest))) => {
+                    return Err(Refused::Mismatch)
+                }
+                Some(_) => {}
             }
-            let e = p.open.remove(id);
+            let e = p.open.remove(id).ok_or(Refused::Unknown)?;
             self.metrics.approvals_pending.set(p.open.len() as i64);
             e
-        };
-        let Some(e) = entry else {
-            return Err(Refused::Unknown);
         };
         self.settled.insert(id.to_string(), ());
         if a.approve && a.session {
@@ -332,9 +323,4 @@ impl Approvals {
     fn timeout(&self) -> Duration {
         self.cfg.timeout
     }
-}
-
-/// When a wait began, for how long it took.
-fn since(t: Instant) -> u64 {
-    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }

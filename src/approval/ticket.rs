@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use super::{since, Answer, Approvals};
+use super::{Answer, Approvals};
 use crate::call::Call;
 use crate::context::{Context, Left};
 use crate::digest::{now_rfc3339, sha256_hex};
@@ -132,14 +132,6 @@ impl Ticket {
         self.wait = Wait::On { id, rx };
     }
 
-    /// The question's id, while one is waiting.
-    pub fn id(&self) -> Option<&str> {
-        match &self.wait {
-            Wait::On { id, .. } => Some(id),
-            _ => None,
-        }
-    }
-
     /// Waits for the answer (or the time-out, or the agent leaving), audits
     /// how it ended, and says whether the call is approved. A record that
     /// could not be written fails the call closed.
@@ -249,7 +241,7 @@ async fn record(
             by: answer.map(|a| a.by.as_str()),
             channel,
             scope: answer.map(|a| if a.session { "session" } else { "call" }),
-            waited_ms: since(started),
+            waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         },
     };
     approvals

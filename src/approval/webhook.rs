@@ -14,7 +14,6 @@ use serde::Deserialize;
 
 use super::question::Question;
 use super::{Answer, Approvals, Channel};
-use crate::config::{self, AuthMode, KeyHeader};
 use crate::error::Error;
 use crate::upstream::Upstream;
 
@@ -46,30 +45,13 @@ impl Hook {
         ca_file: Option<&std::path::Path>,
         secret: Vec<u8>,
     ) -> Result<Hook, Error> {
-        let (origin, prefix) = config::parse_base_url(url).map_err(|m| {
-            Error::config(
-                "<approval>",
-                1,
-                m.replace("upstream.base_url", "approval.webhook"),
-            )
-        })?;
-        let cfg = config::Upstream {
-            origin,
-            path_prefix: if prefix.is_empty() {
-                "/".into()
-            } else {
-                prefix
-            },
-            api_key_env: Vec::new(),
-            auth: AuthMode::Passthrough,
-            key_header: KeyHeader::Bearer,
-            timeout: TIMEOUT,
-            connect_timeout: TIMEOUT,
-            idle_timeout: None,
-            ca_file: ca_file.map(std::path::Path::to_path_buf),
-        };
         Ok(Hook {
-            upstream: Arc::new(Upstream::new(&cfg)?),
+            upstream: Arc::new(Upstream::to_url(
+                url,
+                ("approval", "approval.webhook"),
+                ca_file,
+                TIMEOUT,
+            )?),
             secret: Arc::from(secret),
         })
     }

@@ -4,7 +4,8 @@
 //! instead of being held for as long as a person takes to answer. At most
 //! [`AHEAD_MAX`] bytes are taken per gate, charged to the shared budget;
 //! upstream waits for the rest. And the time a gate took is not counted
-//! against upstream's timeouts.
+//! against upstream's timeouts; upstream's end, read here or by `read`,
+//! leads to the drain through [`after_upstream`].
 
 use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
@@ -12,7 +13,9 @@ use std::task::{Context as TaskContext, Poll};
 use http_body::Body;
 
 use super::{GatedBody, Phase};
+use crate::encoding::ContentDecoder;
 use crate::error::Error;
+use crate::protocol::Rewriter;
 
 /// Upstream bytes read ahead while one gate decides.
 pub(super) const AHEAD_MAX: usize = 64 * 1024;
@@ -71,14 +74,19 @@ impl GatedBody {
                     continue;
                 }
             }
-            // Upstream ended: what the decoder kept goes in, then the drain.
-            **then = match self.dec.finish() {
-                Ok(rest) => {
-                    self.rw.push(&rest);
-                    Phase::Draining { ending: false }
-                }
-                Err(e) => Phase::Broken(e),
-            };
+            **then = after_upstream(&mut self.dec, &mut *self.rw);
         }
+    }
+}
+
+/// What follows upstream's end: what the decoder kept goes to the rewriter,
+/// then the drain (or, when the decoder cannot finish, the fault).
+pub(super) fn after_upstream(dec: &mut ContentDecoder, rw: &mut dyn Rewriter) -> Phase {
+    match dec.finish() {
+        Ok(rest) => {
+            rw.push(&rest);
+            Phase::Draining { ending: false }
+        }
+        Err(e) => Phase::Broken(e),
     }
 }

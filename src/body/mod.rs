@@ -66,8 +66,8 @@ enum Phase {
         ahead: usize,
         then: Box<Phase>,
     },
-    /// Upstream failed while calls were decided: the fault, handled once
-    /// the gate is done.
+    /// Upstream failed (or failed while calls were decided): the fault,
+    /// handled once any gate is done.
     Broken(Error),
     /// Upstream ended and its calls were all withheld for `resume`: the
     /// follow-up's answer is awaited, then read as the continuation.
@@ -355,13 +355,7 @@ impl GatedBody {
     }
 
     fn upstream_ended(&mut self) {
-        match self.dec.finish() {
-            Ok(rest) => {
-                self.rw.push(&rest);
-                self.phase = Phase::Draining { ending: false };
-            }
-            Err(e) => self.fail(e),
-        }
+        self.phase = ahead::after_upstream(&mut self.dec, &mut *self.rw);
     }
 
     /// Polls the gate; a slow gate lets the text before it go out, then

@@ -14,7 +14,6 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
 use opentelemetry_http::{HttpClient, HttpError};
 
-use crate::config::{self, AuthMode, KeyHeader};
 use crate::error::Error;
 use crate::upstream::Upstream;
 
@@ -53,31 +52,13 @@ impl Client {
         ca_file: Option<&std::path::Path>,
         timeout: Duration,
     ) -> Result<Client, Error> {
-        let (origin, path_prefix) = config::parse_base_url(url).map_err(|m| {
-            Error::config(
-                "<telemetry>",
-                1,
-                m.replace("upstream.base_url", "the OTLP endpoint"),
-            )
-        })?;
-        let path_prefix = if path_prefix.is_empty() {
-            "/".to_string()
-        } else {
-            path_prefix
-        };
-        let cfg = config::Upstream {
-            origin,
-            path_prefix,
-            api_key_env: Vec::new(),
-            // Headers from OTEL_EXPORTER_OTLP_HEADERS go as they are.
-            auth: AuthMode::Passthrough,
-            key_header: KeyHeader::Bearer,
+        // Headers from OTEL_EXPORTER_OTLP_HEADERS go as they are.
+        let upstream = Arc::new(Upstream::to_url(
+            url,
+            ("telemetry", "the OTLP endpoint"),
+            ca_file,
             timeout,
-            connect_timeout: timeout,
-            idle_timeout: None,
-            ca_file: ca_file.map(std::path::Path::to_path_buf),
-        };
-        let upstream = Arc::new(Upstream::new(&cfg)?);
+        )?);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolgate-otlp")

@@ -87,6 +87,36 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
 }
 
 impl Upstream {
+    /// A client for one full URL that toolgate sends its own requests to
+    /// (the OTLP collector, the approval webhook): no key of its own, the
+    /// headers passed as given, `timeout` for connecting and for the answer.
+    /// Errors name the config section `place` and the setting `key`.
+    pub fn to_url(
+        url: &str,
+        (place, key): (&str, &str),
+        ca_file: Option<&std::path::Path>,
+        timeout: std::time::Duration,
+    ) -> Result<Upstream, Error> {
+        let (origin, prefix) = config::parse_base_url(url).map_err(|m| {
+            Error::config(format!("<{place}>"), 1, m.replace("upstream.base_url", key))
+        })?;
+        Upstream::new(&config::Upstream {
+            origin,
+            path_prefix: if prefix.is_empty() {
+                "/".into()
+            } else {
+                prefix
+            },
+            api_key_env: Vec::new(),
+            auth: AuthMode::Passthrough,
+            key_header: KeyHeader::Bearer,
+            timeout,
+            connect_timeout: timeout,
+            idle_timeout: None,
+            ca_file: ca_file.map(std::path::Path::to_path_buf),
+        })
+    }
+
     pub fn new(cfg: &config::Upstream) -> Result<Upstream, Error> {
         let key = cfg
             .api_key_env
