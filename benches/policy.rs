@@ -71,7 +71,10 @@ fn gates(src: String) -> Gates {
     Gates::new(
         Arc::new(p),
         &Parts {
-            separators: vec![".".into(), "_".into()],
+            namespaces: toolgate::gate::signals::Namespaces {
+                separators: vec![".".into()],
+                prefixes: vec!["comm".into()],
+            },
             threshold: 0.8,
             ..Parts::default()
         },

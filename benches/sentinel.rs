@@ -79,7 +79,10 @@ fn bench(c: &mut Criterion) {
     ])
     .unwrap();
     let parts = Parts {
-        separators: vec![".".into()],
+        namespaces: toolgate::gate::signals::Namespaces {
+            separators: vec![".".into()],
+            prefixes: Vec::new(),
+        },
         threshold: 0.8,
         sensors: vec![Arc::new(Sentinel::new(judge.clone(), 0.8, false))],
         ..Parts::default()

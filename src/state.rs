@@ -72,7 +72,7 @@ impl State {
             .as_nanos();
         let seed = format!("{nanos}-{}", std::process::id());
         let mut parts = Parts {
-            separators: config.policy.namespace_separators.clone(),
+            namespaces: config.policy.namespaces(),
             threshold: config
                 .judge
                 .as_ref()

@@ -34,7 +34,7 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
     }
     let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
     let parts = Parts {
-        separators: config.policy.namespace_separators.clone(),
+        namespaces: config.policy.namespaces(),
         threshold: 0.8,
         ..Parts::default()
     };

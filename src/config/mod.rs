@@ -180,6 +180,12 @@ impl Config {
                 "policy.namespace_separators must not hold an empty string".into(),
             );
         }
+        if raw.policy.namespace_prefixes.iter().any(|p| p.is_empty()) {
+            bad(
+                0..0,
+                "policy.namespace_prefixes must not hold an empty string".into(),
+            );
+        }
         if raw.responses.remember_ttl_secs == 0 {
             bad(
                 0..0,
@@ -424,6 +430,7 @@ impl Config {
                 hide_denied_tools: raw.policy.hide_denied_tools,
                 mode: raw.policy.mode,
                 namespace_separators: raw.policy.namespace_separators.clone(),
+                namespace_prefixes: raw.policy.namespace_prefixes.clone(),
                 reload: Duration::from_secs(raw.policy.reload_secs.max(1)),
                 reload_mode: raw.policy.reload,
                 settle: Duration::from_millis(raw.policy.settle_ms),

@@ -93,14 +93,31 @@ pub struct Policy {
     /// Remove tools the rules deny whatever the arguments from the upstream request.
     pub hide_denied_tools: bool,
     pub mode: PolicyMode,
-    /// Separators between a tool's namespace and its name, tried in order.
+    /// Separators between a tool's namespace and its name.
     pub namespace_separators: Vec<String>,
+    /// Namespaces written as a prefix and `_` or `-` (`comm_send`).
+    pub namespace_prefixes: Vec<String>,
     /// How often policy files are checked for changes.
     pub reload: Duration,
     /// Whether changed files are picked up by themselves or only on request.
     pub reload_mode: ReloadMode,
     /// How long the policy files must stay unchanged before a change is loaded.
     pub settle: Duration,
+}
+
+impl Policy {
+    /// How tool names are split into namespace and name (prefixes in the
+    /// caseless form tool names are compared in).
+    pub fn namespaces(&self) -> crate::gate::signals::Namespaces {
+        crate::gate::signals::Namespaces {
+            separators: self.namespace_separators.clone(),
+            prefixes: self
+                .namespace_prefixes
+                .iter()
+                .map(|p| crate::fold::fold(p).into_owned())
+                .collect(),
+        }
+    }
 }
 
 /// `[policy] reload`: how policy changes are picked up.

@@ -103,7 +103,7 @@ pub struct Gates {
 /// What the pipeline is built from besides the policy set.
 #[derive(Clone, Default)]
 pub struct Parts {
-    pub separators: Vec<String>,
+    pub namespaces: signals::Namespaces,
     pub schemas: Arc<SchemaCache>,
     pub sensors: Vec<Arc<dyn Sensor>>,
     pub extra: Vec<Arc<dyn Gate>>,
@@ -119,7 +119,7 @@ impl Gates {
             integrity: Integrity,
             policy_gate: PolicyGate::new(
                 policy,
-                parts.separators.clone(),
+                parts.namespaces.clone(),
                 parts.schemas.clone(),
                 parts.sensors.clone(),
                 parts.threshold,

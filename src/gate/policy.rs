@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::schema::SchemaCache;
 use super::sensor::{Sensor, SensorRun};
-use super::signals::{self, Needs, Signals};
+use super::signals::{self, Namespaces, Needs, Signals};
 use super::{BoxFuture, Gate, Outcome};
 use crate::call::Call;
 use crate::context::Context;
@@ -27,7 +27,7 @@ pub struct PolicyGate {
     pub policy: Arc<PolicySet>,
     /// Compute every signal, read or not (for `explain`).
     pub explain: bool,
-    separators: Vec<String>,
+    namespaces: Namespaces,
     schemas: Arc<SchemaCache>,
     sensors: Vec<Arc<dyn Sensor>>,
     threshold: f64,
@@ -102,7 +102,7 @@ fn evaluate<'a>(
 impl PolicyGate {
     pub fn new(
         policy: Arc<PolicySet>,
-        separators: Vec<String>,
+        namespaces: Namespaces,
         schemas: Arc<SchemaCache>,
         sensors: Vec<Arc<dyn Sensor>>,
         threshold: f64,
@@ -111,7 +111,7 @@ impl PolicyGate {
         PolicyGate {
             policy,
             explain: false,
-            separators,
+            namespaces,
             schemas,
             sensors,
             threshold,
@@ -175,7 +175,7 @@ impl PolicyGate {
     /// arguments: no condition, or one that reads only tool, phase and
     /// caller and is true.
     fn any_static_match(&self, tool: &str, ctx: &Context, keep: impl Fn(&Rule) -> bool) -> bool {
-        let s = signals::static_signals(tool, ctx, &self.policy, &self.separators);
+        let s = signals::static_signals(tool, ctx, &self.policy, &self.namespaces);
         let vars = Bindings::new(s.vars());
         self.policy.rules_for(tool).iter().any(|r| {
             keep(r)
@@ -242,7 +242,7 @@ impl PolicyGate {
             call,
             ctx,
             &self.policy,
-            &self.separators,
+            &self.namespaces,
             &self.schemas,
             needs,
         );

@@ -34,7 +34,10 @@ fn call(name: &str, args: &str) -> Call {
 
 fn parts(sensors: Vec<Arc<dyn Sensor>>) -> Parts {
     Parts {
-        separators: vec![".".into(), "__".into(), "/".into(), "_".into()],
+        namespaces: signals::Namespaces {
+            separators: [".", "__", "/"].map(String::from).to_vec(),
+            prefixes: vec!["comm".into()],
+        },
         sensors,
         threshold: 0.8,
         ..Parts::default()

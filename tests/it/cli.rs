@@ -263,6 +263,19 @@ fn explain_prints_the_verdict_the_rule_and_every_signal() {
     assert_eq!(v["signals"]["phase"]["value"], "execution");
     assert_eq!(v["signals"]["tool.declared"]["method"], "deterministic");
     assert_eq!(v["protocol"], "chat_completions");
+    // Namespaces come from explicit separators and configured prefixes only.
+    for (tool, ns, verdict) in [
+        ("get_weather", "", "allow"),
+        ("comm_send", "comm", "deny"),
+        ("Comm__Send", "comm", "deny"),
+        ("community_post", "", "allow"),
+    ] {
+        let (code, out, _) = stdout(&["explain", "--tool", tool, "--json"]);
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["signals"]["tool.namespace"]["value"], ns, "{tool}");
+        assert_eq!(v["verdict"], verdict, "{tool}");
+    }
     let (code, out, _) = stdout(&[
         "explain",
         "--tool",

@@ -201,12 +201,29 @@ impl Signals {
 /// The namespace of a tool: the text before its first separator (`comm` in
 /// `comm.send`, `comm_send`, `comm__send`, `comm/send`, `comm-send`); empty
 /// without one. `name` is expected in its caseless form ([`crate::fold`]).
-pub fn namespace<'a>(name: &'a str, seps: &[String]) -> &'a str {
-    seps.iter()
-        .filter_map(|s| name.find(s.as_str()).map(|i| (i, s.len())))
-        .min_by_key(|&(i, len)| (i, std::cmp::Reverse(len)))
-        .map(|(i, _)| &name[..i])
-        .unwrap_or("")
+/// How a tool's namespace is read from its name: the text before the first
+/// explicit separator (`.`, `/`, `__` by default), or a configured prefix
+/// followed by `_` or `-` (`comm` makes `comm_send` a `comm` tool). Nothing
+/// else: `get_weather` has no namespace.
+#[derive(Debug, Clone, Default)]
+pub struct Namespaces {
+    pub separators: Vec<String>,
+    pub prefixes: Vec<String>,
+}
+
+impl Namespaces {
+    pub fn of<'a>(&self, name: &'a str) -> &'a str {
+        let by_separator = self.separators.iter().filter_map(|s| name.find(s.as_str()));
+        let by_prefix = self.prefixes.iter().filter_map(|p| {
+            let rest = name.strip_prefix(p.as_str())?;
+            (rest.starts_with('_') || rest.starts_with('-')).then_some(p.len())
+        });
+        by_separator
+            .chain(by_prefix)
+            .min()
+            .map(|i| &name[..i])
+            .unwrap_or("")
+    }
 }
 
 /// Signals that do not depend on the arguments (enough to tell whether rules
@@ -214,12 +231,17 @@ pub fn namespace<'a>(name: &'a str, seps: &[String]) -> &'a str {
 /// `tool.name` and `tool.namespace` are the caseless form of the name (so
 /// `Comm.Send` is `comm.send` in namespace `comm`); `tool.declared` is true
 /// only for the exact name the request declared.
-pub fn static_signals(raw: &str, ctx: &Context, policy: &PolicySet, seps: &[String]) -> Signals {
+pub fn static_signals(
+    raw: &str,
+    ctx: &Context,
+    policy: &PolicySet,
+    spaces: &Namespaces,
+) -> Signals {
     let folded = crate::fold::fold(raw);
     let name = folded.as_ref();
     let mut s = Signals::default();
     s.set("tool.name", json!(name));
-    s.set("tool.namespace", json!(namespace(name, seps)));
+    s.set("tool.namespace", json!(spaces.of(name)));
     let class = policy
         .tool_entry(name)
         .map(|e| e.class)
@@ -281,11 +303,11 @@ pub fn deterministic(
     call: &Call,
     ctx: &Context,
     policy: &PolicySet,
-    seps: &[String],
+    spaces: &Namespaces,
     schemas: &SchemaCache,
     needs: Needs,
 ) -> Signals {
-    let mut s = static_signals(&call.name, ctx, policy, seps);
+    let mut s = static_signals(&call.name, ctx, policy, spaces);
     let args: Value = if call.arguments.trim().is_empty() {
         json!({})
     } else {
@@ -384,30 +406,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn namespaces_by_the_first_separator() {
-        let seps: Vec<String> = [".", "__", "/", "_"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    fn namespaces_by_the_first_explicit_separator_or_a_configured_prefix() {
+        let spaces = Namespaces {
+            separators: [".", "__", "/"].map(String::from).to_vec(),
+            prefixes: vec!["comm".into()],
+        };
         for (name, ns) in [
             ("comm.x", "comm"),
             ("comm_x", "comm"),
+            ("comm-x", "comm"),
             ("comm__x", "comm"),
             ("comm/x", "comm"),
             ("communicate", ""),
-            ("a_b.c", "a"),
+            ("communicate_now", ""),
+            ("get_weather", ""),
+            ("get-weather", ""),
+            ("a_b.c", "a_b"),
+            ("comm_a.b", "comm"),
+            ("fs__read_file", "fs"),
         ] {
-            assert_eq!(namespace(name, &seps), ns, "{name}");
+            assert_eq!(spaces.of(name), ns, "{name}");
         }
     }
 
     #[test]
     fn every_spelling_of_a_name_gets_one_namespace_and_only_the_exact_one_is_declared() {
         let policy = PolicySet::embedded().unwrap();
-        let seps: Vec<String> = [".", "__", "/", "_", "-"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let spaces = Namespaces {
+            separators: [".", "__", "/"].map(String::from).to_vec(),
+            prefixes: vec!["comm".into()],
+        };
         let mut ctx = Context::default();
         ctx.declared.insert("comm.send".into(), Default::default());
         for raw in [
@@ -417,7 +445,7 @@ mod tests {
             "COMM__send",
             "ｃｏｍｍ.send",
         ] {
-            let s = static_signals(raw, &ctx, &policy, &seps);
+            let s = static_signals(raw, &ctx, &policy, &spaces);
             let ns = &s.get("tool.namespace").unwrap().value;
             assert_eq!(ns, "comm", "{raw}");
             let declared = s.get("tool.declared").unwrap().value == json!(true);
@@ -453,7 +481,7 @@ mod tests {
     #[test]
     fn command_lines_are_read_from_strings_or_else_from_the_raw_text() {
         let policy = PolicySet::embedded().unwrap();
-        let seps = vec![".".to_string()];
+        let spaces = Namespaces::default();
         let found = |args: &str| {
             let call = Call {
                 name: "t".into(),
@@ -464,7 +492,7 @@ mod tests {
                 &call,
                 &Context::default(),
                 &policy,
-                &seps,
+                &spaces,
                 &SchemaCache::default(),
                 Needs::ALL,
             );
