@@ -15,12 +15,17 @@ use http::{header, HeaderValue, Response, StatusCode};
 pub struct Diagnostic {
     pub file: String,
     pub line: usize,
+    /// The column (in characters, from 1) when the finding points inside a line.
+    pub col: Option<usize>,
     pub message: String,
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        match self.col {
+            Some(col) => write!(f, "{}:{}:{col}: {}", self.file, self.line, self.message),
+            None => write!(f, "{}:{}: {}", self.file, self.line, self.message),
+        }
     }
 }
 
@@ -169,6 +174,7 @@ impl Error {
         Error::Config(vec![Diagnostic {
             file: file.into(),
             line,
+            col: None,
             message: message.into(),
         }])
     }

@@ -126,6 +126,11 @@ fn run(cli: Cli) -> ExitCode {
                 Err(code) => code,
             }
         }
+        Command::Signals { markdown } => write_out(&if *markdown {
+            toolgate::policy::vocabulary::markdown()
+        } else {
+            toolgate::policy::vocabulary::text()
+        }),
         Command::Policy(PolicyCommand::Scaffold { from_request }) => scaffold(from_request),
         Command::Certs(CertsCommand::Dev { out, force }) => {
             match toolgate::cli::certs::dev(out, *force) {

@@ -52,6 +52,9 @@ struct Record<'a> {
     resume: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     signals: Option<crate::gate::signals::AuditView<'a>>,
+    /// Rules whose condition failed at run time (each counted as matched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cel_errors: Option<&'a serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -95,6 +98,11 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
         mode: None,
         resume: ctx.resume,
         signals: d.signals.as_ref().map(|s| s.audit_view()),
+        cel_errors: d
+            .signals
+            .as_ref()
+            .and_then(|s| s.get("policy.cel_errors"))
+            .map(|s| &s.value),
     }
 }
 

@@ -46,12 +46,20 @@ pub struct ConfigArg {
 pub enum Command {
     /// Run the proxy.
     Serve(ConfigArg),
-    /// Validate the config, its policies, CEL conditions and schemas;
-    /// errors are printed as `file:line: message`.
+    /// Validate the config, its policies, CEL conditions (type-checked
+    /// against the signals) and schemas; errors are printed as
+    /// `file:line[:col]: message`.
     Check(ConfigArg),
     /// The decision for one tool call: its verdict, deciding rule and
     /// every signal.
     Explain(ExplainArgs),
+    /// The signals a policy's `when` may read: name, type, how it is set,
+    /// meaning.
+    Signals {
+        /// As a Markdown table (the README's).
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Policy helpers.
     #[command(subcommand)]
     Policy(PolicyCommand),

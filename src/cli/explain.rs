@@ -79,7 +79,13 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
             .map(|r| r.origin.clone());
         json!({"name": name, "origin": origin})
     });
+    let cel_errors = d
+        .signals
+        .as_ref()
+        .and_then(|s| s.get("policy.cel_errors"))
+        .map(|s| s.value.clone());
     Ok(json!({
+        "cel_errors": cel_errors,
         "protocol": ctx.protocol,
         "verdict": d.verdict.as_str(),
         "rule": rule,
@@ -106,6 +112,13 @@ pub fn render(v: &Value) -> String {
         v["gate"].as_str().unwrap_or("?"),
         v["reason"].as_str().unwrap_or("?")
     ));
+    if let Some(rules) = v["cel_errors"].as_array() {
+        let names: Vec<&str> = rules.iter().filter_map(Value::as_str).collect();
+        out.push_str(&format!(
+            "errors:  the condition of {} failed at run time (counted as matched)\n",
+            names.join(", ")
+        ));
+    }
     out.push_str(&format!(
         "policy:  {}\nroute:   {}\nsignals:\n",
         v["policy"].as_str().unwrap_or("?"),

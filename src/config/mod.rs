@@ -74,6 +74,7 @@ pub fn toml_diagnostic(file: &str, src: &str, err: &toml::de::Error) -> Diagnost
     Diagnostic {
         file: file.to_string(),
         line,
+        col: None,
         message: err.message().trim().to_string(),
     }
 }
@@ -117,6 +118,7 @@ impl Config {
             diags.push(Diagnostic {
                 file: file.to_string(),
                 line: line_of(src, span.start),
+                col: None,
                 message,
             });
         };

@@ -45,6 +45,7 @@ struct Memo {
     verdict: Verdict,
     rule: Option<usize>,
     matched: Vec<usize>,
+    errored: Vec<usize>,
 }
 
 /// How many first passes are remembered (the map is cleared when full), and
@@ -65,6 +66,29 @@ struct Pass<'a> {
     verdict: Verdict,
     rule: Option<&'a Rule>,
     matched: Vec<&'a Rule>,
+    /// Rules whose condition failed at run time (counted as matched).
+    errored: Vec<&'a Rule>,
+}
+
+/// Names the rules whose condition failed at run time, in the signal
+/// `policy.cel_errors` (audited as `cel_errors`, shown by `explain`).
+fn note_errors(sig: &mut Signals, errored: &[&Rule]) {
+    if errored.is_empty() {
+        return;
+    }
+    let mut names: Vec<&str> = match sig.get("policy.cel_errors") {
+        Some(s) => s
+            .value
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    names.extend(errored.iter().map(|r| r.name.as_str()));
+    names.sort_unstable();
+    names.dedup();
+    let value = json!(names);
+    sig.set("policy.cel_errors", value);
 }
 
 fn evaluate<'a>(
@@ -75,12 +99,14 @@ fn evaluate<'a>(
     metrics: &Metrics,
 ) -> Pass<'a> {
     let mut matched = Vec::new();
+    let mut errored = Vec::new();
     for r in rules {
         let hit = match &r.when {
             None => true,
             Some(c) => c.eval(vars).unwrap_or_else(|e| {
                 tracing::warn!(rule = %r.name, origin = %r.origin, tool = %tool, error = %e, "CEL error at run time; the rule counts as matched");
                 metrics.cel_failed(&r.name);
+                errored.push(*r);
                 true
             }),
         };
@@ -96,6 +122,7 @@ fn evaluate<'a>(
         verdict: best.map(|r| r.verdict).unwrap_or(default),
         rule: best,
         matched,
+        errored,
     }
 }
 
@@ -249,6 +276,7 @@ impl PolicyGate {
         let over = self.rate(call, ctx);
         sig.set("rate.exceeded", json!(over.is_some()));
         let first = self.first_pass(&rules, &sig, only, &call.name);
+        note_errors(&mut sig, &first.errored);
         let mut out = Outcome {
             verdict: first.verdict,
             reason: Cow::Borrowed(if first.rule.is_some() {
@@ -324,6 +352,11 @@ impl PolicyGate {
                     .iter()
                     .filter_map(|&i| rules.get(i).copied())
                     .collect(),
+                errored: m
+                    .errored
+                    .iter()
+                    .filter_map(|&i| rules.get(i).copied())
+                    .collect(),
             };
         }
         let pass = run();
@@ -332,6 +365,7 @@ impl PolicyGate {
             verdict: pass.verdict,
             rule: pass.rule.and_then(at),
             matched: pass.matched.iter().filter_map(|r| at(r)).collect(),
+            errored: pass.errored.iter().filter_map(|r| at(r)).collect(),
         };
         if let Ok(mut m) = self.pass_memo.lock() {
             if m.len() >= PASS_MEMO_ENTRIES {
@@ -426,6 +460,7 @@ impl PolicyGate {
             &call.name,
             &self.metrics,
         );
+        note_errors(sig, &second.errored);
         if second.verdict > out.verdict {
             *out = Outcome {
                 verdict: second.verdict,

@@ -39,6 +39,22 @@ impl Condition {
         })
     }
 
+    /// Problems the checker finds against the signal schema, each with the
+    /// character offset in `source` where it starts.
+    pub fn problems(&self) -> Vec<(usize, String)> {
+        super::check::check(self.program.expression())
+            .into_iter()
+            .map(|p| {
+                let at =
+                    p.id.and_then(|id| self.program.source_info().offset_for(id));
+                // The parser's offsets are in bytes; callers count characters.
+                let byte = at.map_or(0, |(start, _)| start as usize);
+                let chars = self.source.get(..byte).map_or(0, |s| s.chars().count());
+                (chars, p.message)
+            })
+            .collect()
+    }
+
     /// Evaluates against `b`; anything but a boolean is an error.
     pub fn eval(&self, b: &Bindings) -> Result<bool, String> {
         match self.program.execute(&b.ctx) {

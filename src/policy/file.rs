@@ -123,8 +123,26 @@ impl Ctx<'_> {
         self.diags.push(Diagnostic {
             file: self.file.to_string(),
             line: line_of(self.src, offset),
+            col: None,
             message,
         });
+    }
+
+    /// Reports what the checker finds in a compiled `when` (at the line and
+    /// column inside the TOML string); true when it is sound.
+    fn checked(&mut self, c: &Condition, span: std::ops::Range<usize>, what: &str) -> bool {
+        let problems = c.problems();
+        for (at, message) in &problems {
+            let offset = toml_offset(self.src, span.clone(), *at);
+            let line_start = self.src[..offset].rfind('\n').map_or(0, |i| i + 1);
+            self.diags.push(Diagnostic {
+                file: self.file.to_string(),
+                line: line_of(self.src, offset),
+                col: Some(self.src[line_start..offset].chars().count() + 1),
+                message: format!("{what}: `when`: {message}"),
+            });
+        }
+        problems.is_empty()
     }
 
     fn globs(&mut self, raw: Spanned<OneOrMany>, what: &str) -> Option<Vec<Glob>> {
@@ -166,6 +184,7 @@ pub(super) fn compile(
         diags.push(Diagnostic {
             file: file.to_string(),
             line: 1,
+            col: None,
             message:
                 "policy file has no rules or settings; write `rule = []` if it is meant to be empty"
                     .into(),
@@ -200,7 +219,13 @@ pub(super) fn compile(
         let when = match r.when {
             None => None,
             Some(w) => match Condition::compile(w.get_ref()) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    let what = format!("rule `{}`", r.name.get_ref());
+                    if !cx.checked(&c, w.span(), &what) {
+                        continue;
+                    }
+                    Some(c)
+                }
                 Err(e) => {
                     cx.err(
                         w.span().start,
@@ -368,7 +393,8 @@ fn external(cx: &mut Ctx<'_>, x: Spanned<RawExternal>) -> Option<ExternalComm> {
     let when = match x.when {
         None => None,
         Some(w) => match Condition::compile(w.get_ref()) {
-            Ok(c) => Some(c),
+            Ok(c) if cx.checked(&c, w.span(), "`external_comm`") => Some(c),
+            Ok(_) => return None,
             Err(e) => {
                 cx.err(
                     w.span().start,
@@ -390,4 +416,50 @@ fn external(cx: &mut Ctx<'_>, x: Spanned<RawExternal>) -> Option<ExternalComm> {
         return None;
     }
     Some(ExternalComm { when, text })
+}
+
+/// The byte offset in `src` of the character `at` of the TOML string whose
+/// token spans `span` (quotes included; escapes are one character).
+fn toml_offset(src: &str, span: std::ops::Range<usize>, at: usize) -> usize {
+    let Some(raw) = src.get(span.clone()) else {
+        return span.start;
+    };
+    let (open, literal) = match raw.as_bytes() {
+        [b'"', b'"', b'"', ..] => (3, false),
+        [b'\'', b'\'', b'\'', ..] => (3, true),
+        [b'\'', ..] => (1, true),
+        _ => (1, false),
+    };
+    let mut body = &raw[open.min(raw.len())..];
+    let mut start = span.start + open;
+    // A newline right after `"""` is not part of the string.
+    if open == 3 {
+        for nl in ["\r\n", "\n"] {
+            if let Some(rest) = body.strip_prefix(nl) {
+                body = rest;
+                start += nl.len();
+                break;
+            }
+        }
+    }
+    let mut chars = body.char_indices();
+    let mut seen = 0;
+    while let Some((i, c)) = chars.next() {
+        if seen == at {
+            return start + i;
+        }
+        if c == '\\' && !literal {
+            match chars.next() {
+                Some((_, 'u')) => {
+                    let _ = chars.nth(3);
+                }
+                Some((_, 'U')) => {
+                    let _ = chars.nth(7);
+                }
+                _ => {}
+            }
+        }
+        seen += 1;
+    }
+    start
 }

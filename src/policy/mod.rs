@@ -5,10 +5,12 @@
 //! all problems are reported as `file:line: message` before anything is served.
 
 pub mod catalog;
+pub mod check;
 pub mod expr;
 mod file;
 mod glob;
 pub mod limits;
+pub mod vocabulary;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -313,6 +315,7 @@ impl PolicySet {
                 diags.push(Diagnostic {
                     file,
                     line,
+                    col: None,
                     message: format!("rule name `{}` is already used at {first}", r.name),
                 });
             }

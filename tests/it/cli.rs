@@ -381,6 +381,98 @@ fn check_accepts_every_shipped_policy_combination_and_reports_bad_cel_and_schema
 }
 
 #[test]
+fn check_type_checks_every_condition_against_the_signal_schema() {
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("p")).unwrap();
+    std::fs::write(
+        dir.0.join("p/a.toml"),
+        concat!(
+            "[defaults]\nverdict = \"allow\"\n\n",
+            "[[rule]]\nname = \"typo\"\nverdict = \"reject\"\n",
+            "when = \"size(args_from_tool_results) > 0\"\n\n",
+            "[[rule]]\nname = \"long\"\nverdict = \"deny\"\nwhen = \"\"\"\n",
+            "tool.name == 'x' &&\n  rate.exceded\n\"\"\"\n\n",
+            "[[rule]]\nname = \"not-bool\"\nverdict = \"deny\"\nwhen = \"size(detect.urls)\"\n\n",
+            "[[rule]]\nname = \"never\"\nverdict = \"deny\"\nwhen = \"rate.exceeded == 'true'\"\n\n",
+            "[[tool]]\nmatch = \"m\"\nclass = \"external_io\"\n",
+            "external_comm = { when = \"args.to.sartsWith('x')\" }\n",
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.0.join("t.toml"), "[policy]\ndir = \"p\"\n").unwrap();
+    let (code, err) = toolgate(&["check", "--config", dir.0.join("t.toml").to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    for needle in [
+        "a.toml:7:14: rule `typo`: `when`: unknown name `args_from_tool_results`; did you mean `provenance.args_from_tool_results`?",
+        "a.toml:14:3: rule `long`: `when`: unknown signal `rate.exceded`; did you mean `rate.exceeded`?",
+        "a.toml:20:9: rule `not-bool`: `when`: the condition must be a bool, but it is int",
+        "rule `never`: `when`: compares bool with string: never equal",
+        "`external_comm`: `when`: unknown method `sartsWith`; did you mean `startsWith`?",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in\n{err}");
+    }
+}
+
+#[test]
+fn explain_shows_a_condition_that_failed_at_run_time() {
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("p")).unwrap();
+    std::fs::write(
+        dir.0.join("p/a.toml"),
+        "[defaults]\nverdict = \"allow\"\n\n[[rule]]\nname = \"big\"\nverdict = \"reject\"\nwhen = \"args.amount > 100\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.0.join("t.toml"), "[policy]\ndir = \"p\"\n").unwrap();
+    let cfg = dir.0.join("t.toml");
+    let run = |args: &str| {
+        stdout(&[
+            "explain",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--tool",
+            "pay",
+            "--args",
+            args,
+        ])
+    };
+    // No `amount`: the condition fails, the rule counts as matched (fail closed).
+    let (code, out, err) = run("{}");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("verdict: reject\nrule:    big"), "{out}");
+    assert!(
+        out.contains("errors:  the condition of big failed at run time (counted as matched)"),
+        "{out}"
+    );
+    let (_, out, _) = run(r#"{"amount": 5}"#);
+    assert!(out.starts_with("verdict: allow"), "{out}");
+    assert!(!out.contains("errors:"), "{out}");
+}
+
+#[test]
+fn signals_prints_the_schema_and_the_readme_holds_the_same_table() {
+    let (code, table, _) = stdout(&["signals", "--markdown"]);
+    assert_eq!(code, 0);
+    assert!(table.lines().count() > 30, "{table}");
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(&table),
+        "README's signal table differs from `toolgate signals --markdown`:\n{table}"
+    );
+    let (code, text, _) = stdout(&["signals"]);
+    assert_eq!(code, 0);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("provenance.args_from_tool_results "))
+        .unwrap();
+    assert!(
+        line.contains("list(string)") && line.contains("deterministic"),
+        "{line}"
+    );
+}
+
+#[test]
 fn the_approval_example_asks_in_execution_and_denies_elsewhere() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
     let dir = TempDir::new();

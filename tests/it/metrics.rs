@@ -130,6 +130,20 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
         assert!(m.contains(needle), "missing {needle} in\n{m}");
     }
     assert!(m.ends_with("# EOF\n"), "OpenMetrics text ends with # EOF");
+    // The audit record of the call names the rule whose condition failed.
+    let audit = bin.audit();
+    let read = audit
+        .iter()
+        .find(|r| r["tool"] == "read_file")
+        .expect("read_file audited");
+    assert_eq!(read["cel_errors"], json!(["big-args"]), "{read}");
+    assert!(
+        audit
+            .iter()
+            .filter(|r| r["tool"] != "read_file")
+            .all(|r| r.get("cel_errors").is_none()),
+        "{audit:?}"
+    );
     // Payload never becomes a label.
     assert!(!m.contains("\"path\""), "{m}");
     the_dashboard_reads_only_exported_metrics(&m);

@@ -297,6 +297,22 @@ async fn hot_reload_keeps_the_last_good_policy_and_takes_a_fixed_one() {
         ["read_notes"],
         "the last good policy still serves"
     );
+    // A condition that parses but names an unknown signal is refused the same
+    // way (it would fail, and so deny, at run time).
+    std::fs::write(&extra, "[[rule]]\nname = \"no-notes\"\ntools = \"read_notes\"\nwhen = \"tool.nmae == 'read_notes'\"\nverdict = \"deny\"\n").unwrap();
+    let mut counted = false;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if metric(gate.admin.clone())
+            .await
+            .contains("toolgate_policy_reload_failures_total 2")
+        {
+            counted = true;
+            break;
+        }
+    }
+    assert!(counted, "a policy that does not type-check is reported");
+    assert_eq!(released(&call().await), ["read_notes"]);
     // The fix takes effect without a restart.
     std::fs::write(
         &extra,

@@ -7,8 +7,15 @@ use serde_json::Value;
 
 use super::Signals;
 
-/// Signals that carry argument text (or bulk registry data): never audited.
-const NOT_AUDITED: [&str; 4] = ["args", "schema.errors", "output.text", "output.facts"];
+/// Signals that carry argument text (or bulk registry data): never audited;
+/// and `policy.cel_errors`, audited beside them as `cel_errors`.
+const NOT_AUDITED: [&str; 5] = [
+    "args",
+    "schema.errors",
+    "output.text",
+    "output.facts",
+    "policy.cel_errors",
+];
 
 impl Signals {
     /// The audit form, serialised directly (no intermediate JSON tree).

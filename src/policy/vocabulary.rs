@@ -1,0 +1,223 @@
+//! The signal schema: every name a `when` may read, its type, how it is set
+//! and what it means. One table, used by the CEL checker, `toolgate signals`
+//! and the README's signal table (a test keeps that in step).
+
+/// A signal's CEL type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    Bool,
+    Int,
+    Double,
+    String,
+    /// `list(string)`
+    Strings,
+    /// `list(double)`
+    Numbers,
+    /// `list(map)`: records (claims, contradictions, facts, spans).
+    Records,
+    /// `map(string, dyn)`: the arguments, any shape.
+    Map,
+}
+
+impl Ty {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ty::Bool => "bool",
+            Ty::Int => "int",
+            Ty::Double => "double",
+            Ty::String => "string",
+            Ty::Strings => "list(string)",
+            Ty::Numbers => "list(double)",
+            Ty::Records => "list(map)",
+            Ty::Map => "map(string, dyn)",
+        }
+    }
+}
+
+/// How a signal is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// Computed by toolgate from the request and the call.
+    Deterministic,
+    /// Given by an LLM sensor (`require = [...]`); a default until it answers.
+    Assisted,
+}
+
+impl How {
+    pub fn name(self) -> &'static str {
+        match self {
+            How::Deterministic => "deterministic",
+            How::Assisted => "assisted",
+        }
+    }
+}
+
+/// One signal.
+#[derive(Debug, Clone, Copy)]
+pub struct SignalDef {
+    pub name: &'static str,
+    pub ty: Ty,
+    pub how: How,
+    pub about: &'static str,
+}
+
+const fn d(name: &'static str, ty: Ty, about: &'static str) -> SignalDef {
+    SignalDef {
+        name,
+        ty,
+        how: How::Deterministic,
+        about,
+    }
+}
+
+const fn a(name: &'static str, ty: Ty, about: &'static str) -> SignalDef {
+    SignalDef {
+        name,
+        ty,
+        how: How::Assisted,
+        about,
+    }
+}
+
+/// Every signal, in the order `toolgate signals` prints them.
+pub const SIGNALS: &[SignalDef] = &[
+    d("tool.name", Ty::String, "the tool's name in caseless form (NFKC, case-folded, invisible characters removed: `Comm.Send` is `comm.send`)"),
+    d("tool.namespace", Ty::String, "the text before the first explicit separator (`comm` in `comm.x`, `comm__x`, `comm/x`), or a `[policy] namespace_prefixes` entry followed by `_` or `-` (`comm_x`); `get_weather` has none (`\"\"`)"),
+    d("tool.class", Ty::String, "the catalog class (`read_only`, `creates_state`, `modifies_state`, `irreversible`, `costs_money`, `external_io`) or `unclassified`"),
+    d("tool.declared", Ty::Bool, "the request declared a tool under exactly this name (one that differs only by case, width or invisible characters is undeclared)"),
+    d("phase", Ty::String, "the request's phase (`x-toolgate-phase`, a `/phase/{name}/` prefix, `[policy] default_phase`, else `unknown`)"),
+    d("principal", Ty::String, "the `[[client]]` the request authenticated as; `anonymous` without clients"),
+    d("session", Ty::String, "`x-toolgate-session`, else a hash of the system prompt and first user message"),
+    d("agent", Ty::String, "`x-toolgate-agent`, else the principal"),
+    d("args", Ty::Map, "the call's parsed arguments (`{}` when empty); any shape, read with `has()` or `.?`"),
+    d("schema.valid", Ty::Bool, "the arguments satisfy the declared `parameters` and the catalog's stricter schema"),
+    d("schema.errors", Ty::Strings, "why they do not (JSON pointers and messages)"),
+    d("rate.exceeded", Ty::Bool, "a `[[limit]]` on this tool is exceeded (the call is then rejected)"),
+    d("command.dangerous", Ty::Strings, "kinds of obviously destructive command line in any string argument (or free-form input): `pipe_to_shell`, `recursive_delete_root`, `reverse_shell`, `disk_wipe`, `fork_bomb`"),
+    d("detect.urls", Ty::Strings, "URLs in any string argument"),
+    d("detect.domains", Ty::Strings, "host names of those URLs and e-mail addresses, lower case"),
+    d("detect.emails", Ty::Strings, "e-mail addresses in any string argument"),
+    d("detect.paths", Ty::Strings, "file paths in any string argument"),
+    d("detect.traversal", Ty::Bool, "a path climbs out with `..`"),
+    d("detect.secrets", Ty::Strings, "kinds of credential found (`openai_key`, `aws_access_key`, `github_token`, `jwt`, `private_key`, …)"),
+    d("detect.money", Ty::Numbers, "amounts of money in any string argument"),
+    d("provenance.args_from_tool_results", Ty::Strings, "JSON pointers of string arguments (8+ characters) found only in tool results"),
+    d("provenance.args_from_user", Ty::Strings, "JSON pointers of string arguments (8+ characters) found in the user's messages"),
+    d("provenance.args_from_system", Ty::Strings, "JSON pointers of string arguments (8+ characters) found in system or developer text"),
+    d("output.external", Ty::Bool, "the call is an external communication (`external_comm` in the catalog)"),
+    d("output.claims", Ty::Records, "claims in its outgoing text"),
+    d("output.contradictions", Ty::Records, "registered facts its outgoing text contradicts"),
+    d("output.facts", Ty::Records, "registered facts relevant to its outgoing text (external calls only)"),
+    d("output.registry", Ty::String, "the fact registry's version (external calls only)"),
+    d("output.text", Ty::String, "the outgoing text (external calls only)"),
+    a("output.verdict", Ty::String, "the fact checker's `pass` or `block`; `none` until it answers"),
+    a("output.reasons", Ty::Strings, "its reasons, when `include_reason` is on"),
+    a("output.confidence", Ty::Double, "its confidence; `0.0` until it answers"),
+    a("output.latency_ms", Ty::Int, "how long it took"),
+    a("output.cache_hit", Ty::Bool, "answered from the judge's cache"),
+    d("output.error", Ty::String, "why the fact checker failed (set only when it did)"),
+    d("sentinel.error", Ty::String, "why the sentinel failed (set only when it did)"),
+    a("sentinel.decision", Ty::String, "the sentinel's `approve` or `reject`; `none` until it answers"),
+    a("sentinel.reason", Ty::String, "its reason, when `include_reason` is on"),
+    a("sentinel.confidence", Ty::Double, "its confidence; `0.0` until it answers"),
+    a("sentinel.latency_ms", Ty::Int, "how long it took"),
+    a("sentinel.cache_hit", Ty::Bool, "answered from the judge's cache"),
+];
+
+/// The signal of this exact name.
+pub fn signal(name: &str) -> Option<&'static SignalDef> {
+    SIGNALS.iter().find(|s| s.name == name)
+}
+
+/// Whether some signal's name starts with `prefix.`.
+pub fn is_group(prefix: &str) -> bool {
+    SIGNALS.iter().any(|s| {
+        s.name
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+/// The table as Markdown (for the README and `toolgate signals --markdown`).
+pub fn markdown() -> String {
+    let mut out = String::from("| signal | type | set | meaning |\n| --- | --- | --- | --- |\n");
+    for s in SIGNALS {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            s.name,
+            s.ty.name(),
+            s.how.name(),
+            s.about.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+/// The table as aligned text (`toolgate signals`).
+pub fn text() -> String {
+    let width = SIGNALS.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let ty = SIGNALS.iter().map(|s| s.ty.name().len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for s in SIGNALS {
+        out.push_str(&format!(
+            "{:width$}  {:ty$}  {:13}  {}\n",
+            s.name,
+            s.ty.name(),
+            s.how.name(),
+            s.about.replace('`', "")
+        ));
+    }
+    out
+}
+
+/// The names closest to `wanted` (by edit distance), best first, for "did you mean".
+pub fn closest<'a>(wanted: &str, names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (wanted.chars().count() / 3).max(2);
+    names
+        .map(|n| (distance(wanted, n), n))
+        .filter(|(d, n)| *d <= limit || n.ends_with(&format!(".{wanted}")))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, n)| n)
+}
+
+/// Levenshtein distance over chars.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_groups_are_found() {
+        let mut names: Vec<&str> = SIGNALS.iter().map(|s| s.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), SIGNALS.len());
+        assert!(is_group("tool") && is_group("provenance") && !is_group("args"));
+        assert_eq!(signal("tool.class").map(|s| s.ty), Some(Ty::String));
+    }
+
+    #[test]
+    fn suggestions_are_near_names_or_the_full_name_of_a_leaf() {
+        let names = || SIGNALS.iter().map(|s| s.name);
+        assert_eq!(
+            closest("args_from_tool_results", names()),
+            Some("provenance.args_from_tool_results")
+        );
+        assert_eq!(closest("tool.nmae", names()), Some("tool.name"));
+        assert_eq!(closest("zzzzzzzz", names()), None);
+    }
+}
