@@ -38,6 +38,11 @@ pub struct Context {
     pub user_text: String,
     pub system_text: String,
     pub tool_text: String,
+    /// Where each tool result lies in `tool_text`, with its call id.
+    pub tool_results: Vec<(std::ops::Range<usize>, String)>,
+    /// The injection scan of the tool results, made once per request when
+    /// a rule reads it (see `gate::injection`).
+    pub injection: std::sync::OnceLock<Vec<crate::gate::injection::Found>>,
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
     /// 0 for the agent's own request.
     pub resume: u32,
@@ -109,6 +114,19 @@ pub struct Texts {
     pub last_user: Option<String>,
     pub user: String,
     pub tool: String,
+    /// Where each tool result lies in `tool`, with its call id.
+    pub tool_results: Vec<(std::ops::Range<usize>, String)>,
+}
+
+impl Texts {
+    /// Adds one tool result's text.
+    pub fn push_tool(&mut self, call_id: &str, text: &str) {
+        let start = self.tool.len();
+        self.tool.push_str(text);
+        self.tool_results
+            .push((start..self.tool.len(), call_id.to_string()));
+        self.tool.push('\n');
+    }
 }
 
 /// Fills the context from headers, the path's phase, the config's default
@@ -136,6 +154,8 @@ pub fn fill(
     ctx.user_text = t.user;
     ctx.system_text = t.system;
     ctx.tool_text = t.tool;
+    ctx.tool_results = t.tool_results;
+    ctx.injection = std::sync::OnceLock::new();
 }
 
 #[cfg(test)]

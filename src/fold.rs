@@ -56,6 +56,11 @@ pub fn fold(s: &str) -> Cow<'_, str> {
     if is_caseless(s) {
         return Cow::Borrowed(s);
     }
+    if s.is_ascii() {
+        // NFKC leaves ASCII as it is, none of it is ignorable, and its
+        // case fold is its lower case.
+        return Cow::Owned(s.to_ascii_lowercase());
+    }
     let nfkc: String = s.nfkc().filter(|c| !is_ignorable(*c)).collect();
     let once: String = nfkc
         .chars()

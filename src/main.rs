@@ -201,6 +201,7 @@ fn explain(config: &Config, a: &ExplainArgs) -> Result<String, Error> {
         mission: a.mission.clone(),
         principal: a.principal.clone(),
         protocol: a.protocol.as_str(),
+        conversation: a.conversation.clone(),
     };
     let v = block_on(false, explain::explain(config, &q))?;
     Ok(if a.json {

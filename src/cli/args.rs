@@ -188,6 +188,11 @@ pub struct ExplainArgs {
     /// The wire format the call came in.
     #[arg(long, value_enum, default_value = "chat_completions")]
     pub protocol: ProtocolArg,
+    /// A request body (JSON, in `--protocol`'s format) whose conversation the
+    /// call answers: provenance and taint read its texts, and its tools are
+    /// the declared ones.
+    #[arg(long, value_name = "FILE")]
+    pub conversation: Option<PathBuf>,
     /// Print the explanation as JSON.
     #[arg(long)]
     pub json: bool,

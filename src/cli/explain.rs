@@ -24,6 +24,9 @@ pub struct Question {
     /// The wire format the call came in (`chat_completions`, `responses`,
     /// `messages`): what audit records and metrics name it by.
     pub protocol: &'static str,
+    /// A request body in that format whose conversation the call answers:
+    /// its texts feed provenance and taint, its tools are the declared ones.
+    pub conversation: Option<std::path::PathBuf>,
 }
 
 /// Decides `q` under `config`'s policy; returns `{verdict, rule, gate, reason, signals}`.
@@ -61,8 +64,13 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
         user_text: q.request.clone().unwrap_or_default(),
         ..Context::default()
     };
-    ctx.declared
-        .insert(q.tool.clone(), Declared { parameters: None });
+    match &q.conversation {
+        Some(path) => conversation(&mut ctx, path, &q.tool)?,
+        None => {
+            ctx.declared
+                .insert(q.tool.clone(), Declared { parameters: None });
+        }
+    }
     let call = Call {
         id: "explain".into(),
         name: q.tool.clone(),
@@ -94,6 +102,37 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
         "policy": policy.version,
         "signals": d.signals.map(|s| s.to_json()).unwrap_or(Value::Null),
     }))
+}
+
+/// Reads `--conversation`: the request's texts (all of them) and declared
+/// tools go into `ctx`, as the proxy would fill them.
+fn conversation(ctx: &mut Context, path: &std::path::Path, tool: &str) -> Result<(), Error> {
+    let protocol = match ctx.protocol {
+        "responses" => crate::protocol::Protocol::Responses,
+        "messages" => crate::protocol::Protocol::Messages,
+        _ => crate::protocol::Protocol::Chat,
+    };
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+    let parsed = protocol
+        .parse(&bytes)
+        .map_err(|e| Error::BadRequest(format!("--conversation {}: {e}", path.display())))?;
+    let t = protocol.texts(&parsed.body, true);
+    if ctx.original_request.is_none() {
+        ctx.original_request = t.last_user.clone();
+    }
+    if ctx.mission.is_none() && !t.system.is_empty() {
+        ctx.mission = Some(t.system.clone());
+    }
+    ctx.user_text = t.user;
+    ctx.system_text = t.system;
+    ctx.tool_text = t.tool;
+    ctx.tool_results = t.tool_results;
+    ctx.declared = parsed.declared;
+    if ctx.declared.is_empty() {
+        ctx.declared
+            .insert(tool.to_string(), Declared { parameters: None });
+    }
+    Ok(())
 }
 
 /// The human-readable form of [`explain`]'s answer.

@@ -83,7 +83,7 @@ pub fn neutralise(content: &str) -> Cow<'_, str> {
 /// is not all ASCII is searched in its skeleton (each character's NFKD
 /// form, so `Ú` is `U` and a mark, with combining marks left out), and each find mapped back to the
 /// character it began in.
-fn marker_starts(text: &str) -> Vec<usize> {
+pub(crate) fn marker_starts(text: &str) -> Vec<usize> {
     use unicode_normalization::char::is_combining_mark;
     use unicode_normalization::UnicodeNormalization;
     if text.is_ascii() {

@@ -9,6 +9,7 @@
 pub mod commands;
 pub mod detect;
 pub mod fact_check;
+pub mod injection;
 mod integrity;
 pub mod outgoing;
 pub mod policy;

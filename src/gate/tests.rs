@@ -212,7 +212,23 @@ async fn signal_groups_no_rule_reads_are_not_computed() {
         s.get("schema.valid").is_some(),
         "the default policy reads schema"
     );
-    assert!(s.get("detect.urls").is_none() && s.get("provenance.args_from_user").is_none());
+    assert!(s.get("detect.urls").is_none());
+    // The default reads taint (`injected-arguments`), so provenance is computed.
+    assert!(s.get("provenance.args_from_suspected_injection").is_some());
+    let only = PolicySet::from_sources(&[(
+        "p.toml".to_string(),
+        "[[rule]]\nname = \"r\"\nwhen = \"!schema.valid\"\nverdict = \"reject\"\n".to_string(),
+    )])
+    .unwrap();
+    let g = Gates::new(Arc::new(only), &parts(Vec::new()));
+    let d = g.decide(&call("get", "{}"), &ctx("execution")).await;
+    let s = d.signals.unwrap();
+    assert!(s.get("schema.valid").is_some());
+    assert!(
+        s.get("provenance.args_from_user").is_none()
+            && s.get("context.injection_suspected").is_none(),
+        "no rule reads provenance or context"
+    );
 }
 
 #[tokio::test]

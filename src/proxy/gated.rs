@@ -59,7 +59,11 @@ pub async fn handle(
         ..asker
     };
     let gates = state.gates();
-    let texts = protocol.texts(&req.body, gates.policy().reads("provenance"));
+    let policy = gates.policy();
+    let texts = protocol.texts(
+        &req.body,
+        policy.reads("provenance") || policy.reads("context"),
+    );
     let default_phase = state.config.policy.default_phase.as_deref();
     context::fill(
         &mut ctx,

@@ -45,6 +45,8 @@ mod approval_ui;
 mod slow_gate;
 // The policy engine over HTTP: phase gate, declarations, limits, hidden tools, reload.
 mod policy;
+// Injection taint: detectors over a corpus, signals and policies.
+mod injection;
 // The content fence and redaction of tool results.
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.

@@ -85,8 +85,8 @@ pub fn texts(body: &Value, all: bool) -> Texts {
                 t.last_user = Some(text.into_owned());
             }
             "tool" | "function" if all => {
-                t.tool.push_str(&text);
-                t.tool.push('\n');
+                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                t.push_tool(id, &text);
             }
             _ => {}
         }

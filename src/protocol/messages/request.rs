@@ -179,8 +179,8 @@ pub fn texts(body: &Value, all: bool) -> Texts {
                 for b in blocks {
                     if crate::fold::reads_as(b.get("type"), "tool_result") {
                         let text = b.get("content").map(result_text).unwrap_or_default();
-                        t.tool.push_str(&text);
-                        t.tool.push('\n');
+                        let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
+                        t.push_tool(id, &text);
                     }
                 }
             }

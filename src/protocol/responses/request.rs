@@ -128,8 +128,8 @@ pub fn texts(body: &Value, all: bool) -> Texts {
         if OUTPUTS.contains(&&*ty) {
             if all {
                 let text = item.get("output").map(output_text).unwrap_or_default();
-                t.tool.push_str(&text);
-                t.tool.push('\n');
+                let id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+                t.push_tool(id, &text);
             }
             continue;
         }
