@@ -43,6 +43,9 @@ pub struct Context {
     /// The injection scan of the tool results, made once per request when
     /// a rule reads it (see `gate::injection`).
     pub injection: std::sync::OnceLock<Vec<crate::gate::injection::Found>>,
+    /// The texts in caseless form, for entity provenance (made once per
+    /// request when a rule reads it).
+    pub folded: std::sync::OnceLock<Folded>,
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
     /// 0 for the agent's own request.
     pub resume: u32,
@@ -55,6 +58,33 @@ pub struct Context {
     pub trace: Option<crate::telemetry::RequestTrace>,
     /// Set when the agent has gone away: calls waiting for a person end.
     pub left: std::sync::Arc<Left>,
+}
+
+/// The request's texts in caseless form (see [`crate::fold::fold`]).
+#[derive(Debug, Clone, Default)]
+pub struct Folded {
+    pub user: String,
+    pub system: String,
+    /// Each tool result with its call id.
+    pub tools: Vec<(String, String)>,
+}
+
+impl Context {
+    /// The texts in caseless form, folded once per request.
+    pub fn folded(&self) -> &Folded {
+        self.folded.get_or_init(|| Folded {
+            user: crate::fold::fold(&self.user_text).into_owned(),
+            system: crate::fold::fold(&self.system_text).into_owned(),
+            tools: self
+                .tool_results
+                .iter()
+                .filter_map(|(range, id)| {
+                    let text = self.tool_text.get(range.clone())?;
+                    Some((id.clone(), crate::fold::fold(text).into_owned()))
+                })
+                .collect(),
+        })
+    }
 }
 
 /// That the agent went away, for whoever is waiting on its behalf.
@@ -156,6 +186,7 @@ pub fn fill(
     ctx.tool_text = t.tool;
     ctx.tool_results = t.tool_results;
     ctx.injection = std::sync::OnceLock::new();
+    ctx.folded = std::sync::OnceLock::new();
 }
 
 #[cfg(test)]

@@ -258,7 +258,11 @@ impl PolicyGate {
         let needs = if self.explain {
             Needs::ALL
         } else {
-            let mut n = Needs::of(used.iter().copied());
+            let names = rules
+                .iter()
+                .filter_map(|r| r.when.as_ref())
+                .flat_map(|c| c.names.iter().map(String::as_str));
+            let mut n = Needs::of(names);
             // The output fact-checker reads the outgoing text from `output.*`.
             n.output |= rules
                 .iter()

@@ -19,6 +19,8 @@ pub struct Condition {
     program: Arc<Program>,
     /// Top-level variables it reads (`tool`, `args`, `phase`, …).
     pub variables: Vec<String>,
+    /// The signal paths it reads, two segments deep (`provenance.entities`).
+    pub names: Vec<String>,
 }
 
 impl Condition {
@@ -32,7 +34,9 @@ impl Condition {
             .iter()
             .map(|v| v.to_string())
             .collect();
+        let names = super::check::names(program.expression());
         Ok(Condition {
+            names,
             source: source.to_string(),
             program: Arc::new(program),
             variables,

@@ -104,6 +104,8 @@ pub const SIGNALS: &[SignalDef] = &[
     d("provenance.args_from_tool_results", Ty::Strings, "JSON pointers of string arguments (8+ characters) found only in tool results"),
     d("provenance.args_from_user", Ty::Strings, "JSON pointers of string arguments (8+ characters) found in the user's messages"),
     d("provenance.args_from_system", Ty::Strings, "JSON pointers of string arguments (8+ characters) found in system or developer text"),
+    d("provenance.entities", Ty::Records, "every entity in the arguments (URLs, domains, e-mail addresses, phone numbers, IBANs, account numbers, file paths, ids and numbers of any length, free text included) as `{kind, path, sources}`; sources: `user`, `system`, `tool_result:<call id>`, none when the model wrote it; matched by token"),
+    d("provenance.entities_only_from_tool_results", Ty::Records, "`{kind, path}` of the entities found in tool results and not in the user's or system text"),
     d("provenance.args_from_suspected_injection", Ty::Strings, "JSON pointers of arguments (strings or numbers) that carry text from a suspected injection span: the whole value (8+ characters) or an entity in it (an id or number of any length, an address, URL or domain), matched by token"),
     d("context.injection_suspected", Ty::Bool, "a tool result in the request holds text that addresses the model with instructions (see `context.injection_spans`)"),
     d("context.injection_spans", Ty::Records, "the suspected spans: `{result, call_id, detector}`, detector one of `ignore_instructions`, `addressed_to_model`, `role_marker`, `fence_marker`, `tag_characters`, `hidden_comment`, `markdown_exfil`"),

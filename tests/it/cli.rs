@@ -508,7 +508,16 @@ fn explain_reads_a_conversation_for_provenance_and_taint_under_the_taint_example
         v["signals"]["provenance.args_from_suspected_injection"]["value"],
         serde_json::json!(["/to"])
     );
+    assert_eq!(
+        v["signals"]["provenance.entities_only_from_tool_results"]["value"],
+        serde_json::json!([{"kind": "email", "path": "/to"}])
+    );
     let v = explain(&injected, "send_email", r#"{"to":"ann@corp.example"}"#);
+    assert_eq!(
+        v["signals"]["provenance.entities"]["value"],
+        serde_json::json!([{"kind": "email", "path": "/to", "sources": []}]),
+        "an address the model wrote comes from nowhere"
+    );
     assert_eq!(
         (v["verdict"].as_str(), v["rule"]["name"].as_str()),
         (Some("ask"), Some("taint-ask")),

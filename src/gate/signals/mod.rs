@@ -16,6 +16,7 @@ use crate::context::Context;
 use crate::policy::{PolicySet, ToolClass};
 
 mod audit;
+mod entities;
 mod provenance;
 pub use audit::AuditView;
 
@@ -262,7 +263,12 @@ pub struct Needs {
     pub schema: bool,
     pub detect: bool,
     pub command: bool,
+    /// `provenance.args_from_{tool_results,user,system}`.
     pub provenance: bool,
+    /// `context.*` and `provenance.args_from_suspected_injection`.
+    pub taint: bool,
+    /// `provenance.entities*`.
+    pub entities: bool,
     pub output: bool,
 }
 
@@ -272,25 +278,43 @@ impl Needs {
         detect: true,
         command: true,
         provenance: true,
+        taint: true,
+        entities: true,
         output: true,
     };
 
-    /// The groups the given rule variables read.
+    /// The groups the given signal paths read (`provenance.entities`, or a
+    /// bare `provenance` for all under it).
     pub fn of<'a>(variables: impl Iterator<Item = &'a str>) -> Needs {
         let mut n = Needs {
             schema: false,
             detect: false,
             command: false,
             provenance: false,
+            taint: false,
+            entities: false,
             output: false,
         };
         for v in variables {
             match v {
+                "provenance" => {
+                    n.provenance = true;
+                    n.taint = true;
+                    n.entities = true;
+                }
+                "provenance.args_from_suspected_injection" => n.taint = true,
+                "provenance.entities" | "provenance.entities_only_from_tool_results" => {
+                    n.entities = true
+                }
+                _ if v.starts_with("provenance.") => n.provenance = true,
+                _ if v == "context" || v.starts_with("context.") => n.taint = true,
+                _ => {}
+            }
+            let top = v.split_once('.').map_or(v, |(t, _)| t);
+            match top {
                 "schema" => n.schema = true,
                 "detect" => n.detect = true,
                 "command" => n.command = true,
-                // Taint (`context.*`) is read from the same texts.
-                "provenance" | "context" => n.provenance = true,
                 "output" => n.output = true,
                 _ => {}
             }
@@ -318,7 +342,7 @@ pub fn deterministic(
     if needs.schema {
         schema_signals(&mut s, call, ctx, policy, schemas, &args);
     }
-    if needs.detect || needs.command || needs.provenance {
+    if needs.detect || needs.command || needs.provenance || needs.taint || needs.entities {
         let mut strings = Vec::new();
         detect::strings(&args, String::new(), &mut strings);
         if needs.command {
@@ -337,7 +361,12 @@ pub fn deterministic(
         }
         if needs.provenance {
             provenance::whole_values(&mut s, ctx, &strings);
+        }
+        if needs.taint {
             provenance::taint(&mut s, ctx, &args);
+        }
+        if needs.entities {
+            entities::signals(&mut s, ctx, &args);
         }
     }
     s.set("args", args);

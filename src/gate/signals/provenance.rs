@@ -72,7 +72,7 @@ pub(super) fn taint(s: &mut Signals, ctx: &Context, args: &Value) {
 }
 
 /// String and number leaves of the arguments, by JSON pointer.
-fn leaves_of(v: &Value, path: String, out: &mut Vec<(String, String)>) {
+pub(super) fn leaves_of(v: &Value, path: String, out: &mut Vec<(String, String)>) {
     match v {
         Value::String(s) => out.push((path, s.clone())),
         Value::Number(n) => out.push((path, n.to_string())),
@@ -95,40 +95,59 @@ fn leaves_of(v: &Value, path: String, out: &mut Vec<(String, String)>) {
 /// a scheme, or a dot between letters (a domain or a file name). A value
 /// carries text from a span when one of them occurs there on token
 /// boundaries, or when the whole value (8+ characters) does.
-fn entities(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                ',' | ';'
-                    | '('
-                    | ')'
-                    | '['
-                    | ']'
-                    | '{'
-                    | '}'
-                    | '<'
-                    | '>'
-                    | '"'
-                    | '\''
-                    | '`'
-                    | '|'
-                    | '!'
-                    | '?'
-            )
-    })
-    .map(|t| t.trim_matches(|c: char| ".:-".contains(c)))
-    .filter(|t| {
-        !t.is_empty()
-            && (t.chars().any(|c| c.is_ascii_digit())
-                || t.contains('@')
-                || t.contains("://")
-                || (t.contains('.') && t.chars().any(char::is_alphabetic)))
-    })
+pub(super) fn entities(text: &str) -> impl Iterator<Item = &str> {
+    // Text with no digit, `@`, `.` or `:` has no entity: skip it whole.
+    let any = text
+        .bytes()
+        .any(|b| b.is_ascii_digit() || matches!(b, b'@' | b'.' | b':'));
+    let text = if any { text } else { "" };
+    // Separators are ASCII but for Unicode spaces; split on bytes (a
+    // separator byte never occurs inside a multi-byte character).
+    let sep = |b: u8| {
+        matches!(
+            b,
+            b' ' | b'\n'
+                | b'\t'
+                | b'\r'
+                | b','
+                | b';'
+                | b'('
+                | b')'
+                | b'['
+                | b']'
+                | b'{'
+                | b'}'
+                | b'<'
+                | b'>'
+                | b'"'
+                | b'\''
+                | b'`'
+                | b'|'
+                | b'!'
+                | b'?'
+        )
+    };
+    text.split(move |c: char| c.is_ascii() && sep(c as u8) || (!c.is_ascii() && c.is_whitespace()))
+        .map(|t| t.trim_matches(|c: char| matches!(c, '.' | ':' | '-')))
+        .filter(|t| {
+            let (mut digit, mut at, mut dot, mut alpha, mut colon) =
+                (false, false, false, false, false);
+            for b in t.bytes() {
+                match b {
+                    b'0'..=b'9' => digit = true,
+                    b'@' => at = true,
+                    b'.' => dot = true,
+                    b':' => colon = true,
+                    b'a'..=b'z' | b'A'..=b'Z' => alpha = true,
+                    _ => alpha |= b >= 0x80,
+                }
+            }
+            digit || at || (colon && t.contains("://")) || (dot && alpha)
+        })
 }
 
 /// `token` occurs in `text` with no letter or digit right before or after.
-fn occurs(text: &str, token: &str) -> bool {
+pub(super) fn occurs(text: &str, token: &str) -> bool {
     let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
     let mut from = 0;
     while let Some(i) = text[from..].find(token) {

@@ -124,3 +124,23 @@ fn every_listed_function_exists_in_the_cel_library() {
         assert!(sources.iter().any(|s| s.contains(&format!("{f}("))), "{f}");
     }
 }
+
+#[test]
+fn names_are_the_signal_paths_read() {
+    let program = cel::Env::stdlib()
+        .with_optional_support(true)
+        .compile("size(provenance.entities) > 0 && tool.name.startsWith('x') && args.?a.orValue(1) == 1 && detect.urls.exists(u, u == phase)")
+        .unwrap();
+    assert_eq!(
+        names(program.expression()),
+        [
+            "@result",
+            "args.a",
+            "detect.urls",
+            "phase",
+            "provenance.entities",
+            "tool.name",
+            "u"
+        ]
+    );
+}
