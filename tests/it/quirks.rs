@@ -207,3 +207,67 @@ async fn the_native_finish_reason_does_not_betray_a_removed_call() {
     let _ = json!({});
     gate.stop().await;
 }
+
+#[tokio::test]
+async fn reasoning_that_names_a_withheld_call_is_dropped_and_the_rest_released() {
+    let mock = Mock::start(vec![
+        Reply::sse(own_fixture("reasoning-names-call.sse")),
+        Reply::sse(own_fixture("reasoning-names-call.sse")),
+    ])
+    .await;
+    let gate = start_gate(&mock.base_url(), &deny(&["danger"]), "").await;
+    let a = post_chat(&gate, &chat_request(true, &["danger", "safe"])).await;
+    let text = a.text();
+    assert!(
+        !text.contains("tool_danger_Q1w2e3") && !text.contains("c2lnLWRhbmdlcg"),
+        "{text}"
+    );
+    let calls: Vec<(String, String)> = Acc::from_sse(&a.body)
+        .all_calls()
+        .into_iter()
+        .map(|c| (c.id, c.name))
+        .collect();
+    assert_eq!(
+        calls,
+        [("tool_safe_R4t5y6".to_string(), "safe".to_string())]
+    );
+    // The allowed call's signature goes out, before its call; the plain
+    // reasoning text was never held.
+    let sig = text.find("c2lnLXNhZmU=").expect("the kept signature");
+    assert!(sig < text.find("\"name\":\"safe\"").unwrap(), "{text}");
+    assert!(text.contains("Thinking."));
+    gate.stop().await;
+    // With every call allowed, both signatures go out.
+    let gate = start_gate(&mock.base_url(), &deny(&[]), "").await;
+    let a = post_chat(&gate, &chat_request(true, &["danger", "safe"])).await;
+    assert!(
+        a.text().contains("c2lnLWRhbmdlcg==") && a.text().contains("c2lnLXNhZmU="),
+        "{}",
+        a.text()
+    );
+    gate.stop().await;
+}
+
+#[tokio::test]
+async fn a_whole_answer_drops_reasoning_that_names_a_withheld_call() {
+    let body = json!({"id": "gen-1", "object": "chat.completion", "created": 1, "model": "g",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "reasoning_details": [
+                {"type": "reasoning.encrypted", "data": "c2lnLWRhbmdlcg==", "id": "tool_danger_Q1w2e3", "index": 0},
+                {"type": "reasoning.encrypted", "data": "c2lnLXNhZmU=", "id": "tool_safe_R4t5y6", "index": 1}],
+            "tool_calls": [
+                {"id": "tool_danger_Q1w2e3", "type": "function", "function": {"name": "danger", "arguments": "{}"}},
+                {"id": "tool_safe_R4t5y6", "type": "function", "function": {"name": "safe", "arguments": "{}"}}]}}]});
+    let mock = Mock::start(vec![Reply::json(200, body.to_string())]).await;
+    let gate = start_gate(&mock.base_url(), &deny(&["danger"]), "").await;
+    let a = post_chat(&gate, &chat_request(false, &["danger", "safe"])).await;
+    let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap();
+    let msg = &v["choices"][0]["message"];
+    assert_eq!(msg["tool_calls"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(
+        msg["reasoning_details"],
+        json!([{"type": "reasoning.encrypted", "data": "c2lnLXNhZmU=", "id": "tool_safe_R4t5y6", "index": 1}])
+    );
+    assert!(!a.text().contains("tool_danger"), "{}", a.text());
+    gate.stop().await;
+}

@@ -46,6 +46,8 @@ pub struct Completion<'a> {
     top: Obj<'a>,
     choices: Option<Vec<Choice<'a>>>,
     calls: Vec<Call>,
+    /// The calls' ids, kept by [`Completion::forget_calls`] for the rewrite.
+    ids: Vec<String>,
     /// The neutral text goes in `refusal`, not `content` (the request asked
     /// for structured output, which the content must parse as).
     refusal: bool,
@@ -72,6 +74,7 @@ impl<'a> Completion<'a> {
                 top,
                 choices: None,
                 calls: Vec::new(),
+                ids: Vec::new(),
                 refusal: false,
             });
         };
@@ -123,6 +126,7 @@ impl<'a> Completion<'a> {
             top,
             choices: Some(choices),
             calls,
+            ids: Vec::new(),
             refusal: false,
         })
     }
@@ -185,7 +189,10 @@ impl<'a> Completion<'a> {
 
     /// Drops the calls' own copies (arguments) once they are decided.
     pub fn forget_calls(&mut self) {
-        self.calls = Vec::new();
+        self.ids = std::mem::take(&mut self.calls)
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
     }
 
     /// Writes the body with the calls whose `allowed` entry is false removed
@@ -217,8 +224,25 @@ impl<'a> Completion<'a> {
                         out.text(",");
                     }
                     let allowed = allowed_slice(verdicts, next, ch.slots.len());
+                    let ids: Vec<&str> = if self.calls.is_empty() {
+                        self.ids.iter().map(String::as_str).collect()
+                    } else {
+                        self.calls.iter().map(|c| c.id.as_str()).collect()
+                    };
+                    let withheld: Vec<&str> = ids
+                        .iter()
+                        .skip(next)
+                        .zip(&allowed)
+                        .filter(|(_, &a)| !a)
+                        .map(|(id, _)| *id)
+                        .collect();
                     next += ch.slots.len();
-                    write_choice(out, ch, &allowed, neutral, self.refusal);
+                    let w = Withheld {
+                        ids: &withheld,
+                        neutral,
+                        refusal: self.refusal,
+                    };
+                    write_choice(out, ch, &allowed, &w);
                 }
                 out.text("]");
             } else {
@@ -245,7 +269,15 @@ fn allowed_slice(verdicts: &[Release], from: usize, n: usize) -> Vec<bool> {
         .collect()
 }
 
-fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &str, refusal: bool) {
+/// What a choice's rewrite needs besides its verdicts.
+struct Withheld<'w> {
+    /// Ids of the calls withheld (reasoning that names one is dropped).
+    ids: &'w [&'w str],
+    neutral: &'w str,
+    refusal: bool,
+}
+
+fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], w: &Withheld<'_>) {
     let (Some(msg), false) = (&ch.message, verdicts.iter().all(|&a| a)) else {
         // Unchanged: as it came (no calls, or all of them allowed).
         write_obj(out, &ch.obj, |_, _| None);
@@ -273,7 +305,7 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], neutral: &s
         }
         write_key(out, k);
         match k.as_ref() {
-            "message" => write_message(out, msg, &kept_tools, legacy_kept, neutral, refusal),
+            "message" => write_message(out, msg, &kept_tools, legacy_kept, w),
             "finish_reason" if none_left => out.text("\"stop\""),
             "native_finish_reason" if none_left && !is_null(v) => out.text("\"stop\""),
             _ => out.raw(v),
@@ -290,9 +322,9 @@ fn write_message(
     msg: &Obj,
     kept_tools: &[&RawValue],
     legacy_kept: bool,
-    neutral: &str,
-    refusal: bool,
+    w: &Withheld<'_>,
 ) {
+    let (neutral, refusal) = (w.neutral, w.refusal);
     let none_left = kept_tools.is_empty() && !legacy_kept;
     let mut first = true;
     let mut wrote_content = false;
@@ -314,6 +346,7 @@ fn write_message(
         write_key(out, k);
         match k.as_ref() {
             "tool_calls" if !is_null(v) => write_tools(out, kept_tools),
+            "reasoning_details" => write_reasoning(out, v, w.ids),
             "content" if none_left && !refusal => {
                 append_neutral(out, v, neutral);
                 wrote_content = true;
@@ -329,6 +362,23 @@ fn write_message(
         write_string(out, neutral);
     }
     out.text("}");
+}
+
+/// `reasoning_details` without the entries that name a withheld call (a
+/// thought signature carries its call's id); as it came when none does.
+fn write_reasoning(out: &mut impl Sink, v: &RawValue, withheld: &[&str]) {
+    let names = |e: &serde_json::Value| {
+        e.get("id")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|id| withheld.contains(&id))
+    };
+    match serde_json::from_str::<Vec<serde_json::Value>>(v.get()) {
+        Ok(items) if items.iter().any(names) => {
+            let kept: Vec<serde_json::Value> = items.into_iter().filter(|e| !names(e)).collect();
+            out.text(&serde_json::Value::Array(kept).to_string());
+        }
+        _ => out.raw(v),
+    }
 }
 
 /// The kept tool-call entries, a present `index` renumbered.

@@ -105,6 +105,9 @@ static NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
     ]
 });
 
+static REASONING: LazyLock<[Finder<'static>; 2]> =
+    LazyLock::new(|| [Finder::new(b"reasoning_details"), Finder::new(b"\"id\"")]);
+
 /// What the prefilter says of an event's data.
 pub struct Prefilter {
     /// It holds, in any ASCII case, a key a call or an error is read from (or
@@ -123,9 +126,13 @@ pub fn prefilter(data: &[u8], scratch: &mut Vec<u8>) -> Prefilter {
     scratch.clear();
     scratch.extend(data.iter().map(u8::to_ascii_lowercase));
     let names_call = NEEDLES.iter().any(|f| f.find(scratch).is_some());
+    // Reasoning entries that name an id may name a call: they are read.
+    let named_reasoning = REASONING[0]
+        .find(scratch)
+        .is_some_and(|at| REASONING[1].find(&scratch[at..]).is_some());
     Prefilter {
         names_call,
-        risky: names_call || !data.is_ascii(),
+        risky: names_call || named_reasoning || !data.is_ascii(),
     }
 }
 
@@ -184,6 +191,12 @@ mod tests {
         assert!(may_need_gate(br#"{"delta":{"Function_Call":{}}}"#));
         assert!(may_need_gate("{\"delta\":{\"tool_callſ\":[]}}".as_bytes()));
         assert!(may_need_gate(br#"{"ERROR":{}}"#));
+        assert!(may_need_gate(
+            br#"{"id":"g","choices":[{"delta":{"reasoning_details":[{"type":"reasoning.encrypted","id":"tool_x"}]}}]}"#
+        ));
+        assert!(!may_need_gate(
+            br#"{"id":"g","choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","text":"t"}]}}]}"#
+        ));
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct StreamRewriter {
     resume: ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
+    /// `reasoning_details` entries that name an id (Gemini's thought
+    /// signatures name the call they belong to), by choice: held until that
+    /// choice's calls are decided, and dropped with a withheld call.
+    held_reasoning: Vec<(u32, Value)>,
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -107,6 +111,7 @@ impl StreamRewriter {
             late_deltas: 0,
             scratch: Vec::new(),
             resume: ResumeState::new(o.resume, &o.neutral_result),
+            held_reasoning: Vec::new(),
         }
     }
 
@@ -120,6 +125,22 @@ impl StreamRewriter {
             (false, false) => json!({ "content": self.neutral }),
         };
         self.template.chunk(choice, delta, Value::Null)
+    }
+
+    /// The reasoning entries held for `choice`, without those naming one of
+    /// `withheld` (call ids).
+    pub(super) fn take_reasoning(&mut self, choice: u32, withheld: &[&str]) -> Vec<Value> {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_reasoning)
+            .into_iter()
+            .partition(|(c, _)| *c == choice);
+        self.held_reasoning = rest;
+        mine.into_iter()
+            .map(|(_, v)| v)
+            .filter(|v| {
+                let id = v.get("id").and_then(Value::as_str).unwrap_or("");
+                !withheld.contains(&id)
+            })
+            .collect()
     }
 
     fn mark_final(&mut self, choice: u32, sent: &str) {
@@ -408,6 +429,20 @@ impl Rewriter for StreamRewriter {
             if one && self.resumes(pc.choice, &p.calls, &p.sites, verdicts, &mut chunk, out) {
                 self.ended |= p.then_raw.is_some();
                 return;
+            }
+            // Held reasoning goes out unless it names a withheld call.
+            let withheld: Vec<&str> = p
+                .calls
+                .iter()
+                .filter(|c| {
+                    c.choice == pc.choice && !kept.iter().any(|(k, _)| std::ptr::eq(*k, *c))
+                })
+                .map(|c| c.id.as_str())
+                .collect();
+            let reasoning = self.take_reasoning(pc.choice, &withheld);
+            if !reasoning.is_empty() {
+                let delta = json!({ "reasoning_details": reasoning });
+                write_event(out, &self.template.chunk(pc.choice, delta, Value::Null));
             }
             for (j, (call, site)) in kept.iter().enumerate() {
                 write_event(out, &self.template.call(pc.choice, j, call, site));

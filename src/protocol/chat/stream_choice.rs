@@ -69,6 +69,9 @@ impl StreamRewriter {
                     }
                 }
             }
+            if !late {
+                self.hold_reasoning(idx, d, changed);
+            }
             if !self.text_seen {
                 self.text_seen = d
                     .get("content")
@@ -76,9 +79,17 @@ impl StreamRewriter {
                     .is_some_and(|s| !s.is_empty());
             }
         }
-        let Some(finish) = c.get("finish_reason").and_then(Value::as_str) else {
+        let Some(finish) = c
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
             return Ok(());
         };
+        if !self.asm.holds(idx) {
+            // No calls to decide: what was held goes out with this finish.
+            self.release_reasoning(idx, c, changed);
+        }
         if self.asm.holds(idx) {
             gated.push(PendingChoice {
                 choice: idx,
@@ -97,5 +108,60 @@ impl StreamRewriter {
             self.finals.insert(idx, Final { sent });
         }
         Ok(())
+    }
+
+    /// Takes the `reasoning_details` entries of a delta that name an id:
+    /// they may name a call not yet decided.
+    fn hold_reasoning(
+        &mut self,
+        idx: u32,
+        d: &mut serde_json::Map<String, Value>,
+        changed: &mut bool,
+    ) {
+        let Some(Value::Array(items)) = d.get_mut("reasoning_details") else {
+            return;
+        };
+        let named = |v: &Value| {
+            v.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty())
+        };
+        if !items.iter().any(named) {
+            return;
+        }
+        let (held, kept): (Vec<Value>, Vec<Value>) =
+            std::mem::take(items).into_iter().partition(named);
+        *items = kept;
+        if items.is_empty() {
+            d.remove("reasoning_details");
+        }
+        self.held_reasoning
+            .extend(held.into_iter().map(|v| (idx, v)));
+        *changed = true;
+    }
+
+    /// Puts the entries held for a choice that ends without calls back into
+    /// its finishing chunk's delta, ahead of any it carries.
+    fn release_reasoning(
+        &mut self,
+        idx: u32,
+        c: &mut serde_json::Map<String, Value>,
+        changed: &mut bool,
+    ) {
+        let held = self.take_reasoning(idx, &[]);
+        if held.is_empty() {
+            return;
+        }
+        let delta = c
+            .entry("delta")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Object(d) = delta {
+            let mut items = held;
+            if let Some(Value::Array(rest)) = d.remove("reasoning_details") {
+                items.extend(rest);
+            }
+            d.insert("reasoning_details".into(), Value::Array(items));
+            *changed = true;
+        }
     }
 }
