@@ -86,6 +86,15 @@ pub struct StreamRewriter {
     /// signatures name the call they belong to), by choice: held until that
     /// choice's calls are decided, and dropped with a withheld call.
     held_reasoning: Vec<(u32, Value)>,
+    /// Their size as JSON: counted in [`Rewriter::held_bytes`], at most
+    /// `max_held` for the stream.
+    held_reasoning_bytes: usize,
+    max_held: usize,
+}
+
+/// The length of `v` as JSON text.
+pub(super) fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -112,6 +121,8 @@ impl StreamRewriter {
             scratch: Vec::new(),
             resume: ResumeState::new(o.resume, &o.neutral_result),
             held_reasoning: Vec::new(),
+            held_reasoning_bytes: 0,
+            max_held: o.max_held_bytes,
         }
     }
 
@@ -134,6 +145,8 @@ impl StreamRewriter {
             .into_iter()
             .partition(|(c, _)| *c == choice);
         self.held_reasoning = rest;
+        let gone: usize = mine.iter().map(|(_, v)| json_len(v)).sum();
+        self.held_reasoning_bytes = self.held_reasoning_bytes.saturating_sub(gone);
         mine.into_iter()
             .map(|(_, v)| v)
             .filter(|v| {
@@ -326,7 +339,7 @@ impl Rewriter for StreamRewriter {
     }
 
     fn held_bytes(&self) -> usize {
-        self.asm.held_bytes()
+        self.asm.held_bytes() + self.held_reasoning_bytes
     }
 
     fn push(&mut self, bytes: &[u8]) {

@@ -70,7 +70,7 @@ impl StreamRewriter {
                 }
             }
             if !late {
-                self.hold_reasoning(idx, d, changed);
+                self.hold_reasoning(idx, d, changed)?;
             }
             if !self.text_seen {
                 self.text_seen = d
@@ -117,9 +117,9 @@ impl StreamRewriter {
         idx: u32,
         d: &mut serde_json::Map<String, Value>,
         changed: &mut bool,
-    ) {
+    ) -> Result<(), Error> {
         let Some(Value::Array(items)) = d.get_mut("reasoning_details") else {
-            return;
+            return Ok(());
         };
         let named = |v: &Value| {
             v.get("id")
@@ -127,7 +127,7 @@ impl StreamRewriter {
                 .is_some_and(|s| !s.is_empty())
         };
         if !items.iter().any(named) {
-            return;
+            return Ok(());
         }
         let (held, kept): (Vec<Value>, Vec<Value>) =
             std::mem::take(items).into_iter().partition(named);
@@ -135,9 +135,14 @@ impl StreamRewriter {
         if items.is_empty() {
             d.remove("reasoning_details");
         }
+        self.held_reasoning_bytes += held.iter().map(super::json_len).sum::<usize>();
+        if self.held_reasoning_bytes > self.max_held {
+            return Err(malformed("held reasoning is over the limit"));
+        }
         self.held_reasoning
             .extend(held.into_iter().map(|v| (idx, v)));
         *changed = true;
+        Ok(())
     }
 
     /// Puts the entries held for a choice that ends without calls back into

@@ -360,3 +360,50 @@ fn a_fragment_that_smuggles_a_key_into_its_repeat_fails_the_stream() {
     assert!(calls(&out).is_empty(), "{out}");
     assert!(out.contains("\"error\""), "{out}");
 }
+
+#[test]
+fn held_reasoning_counts_against_the_held_limit_and_a_choice_without_calls_gets_it_back() {
+    let entry = |id: &str| {
+        format!(
+            r#"{{"reasoning_details":[{{"type":"reasoning.encrypted","data":"{}","id":"{id}"}}]}}"#,
+            "x".repeat(400)
+        )
+    };
+    // Without calls, the held entries go out with the finish.
+    let input = [
+        chunk(&entry("r1"), "null"),
+        chunk(r#"{"content":"ok"}"#, "\"stop\""),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    let finish = events(&out)
+        .into_iter()
+        .find(|e| e["choices"][0]["finish_reason"] == "stop")
+        .unwrap();
+    assert_eq!(
+        finish["choices"][0]["delta"]["reasoning_details"][0]["id"], "r1",
+        "{out}"
+    );
+    let mut rw = StreamRewriter::new(&opts());
+    rw.push(chunk(&entry("r1"), "null").as_bytes());
+    let _ = rw.process(&mut BytesMut::new());
+    assert!(
+        rw.held_bytes() > 400,
+        "held reasoning is counted: {}",
+        rw.held_bytes()
+    );
+    // Past the stream's held limit, the stream fails closed.
+    let small = Options {
+        max_held_bytes: 1000,
+        ..opts()
+    };
+    let many: String = (0..5)
+        .map(|i| chunk(&entry(&format!("r{i}")), "null"))
+        .collect();
+    let out = crate::protocol::sync_driver::testing::run_denying(
+        &mut StreamRewriter::new(&small),
+        &many,
+        &[],
+    );
+    assert!(out.contains("\"error\""), "{out}");
+}
