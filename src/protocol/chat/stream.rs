@@ -138,24 +138,6 @@ impl StreamRewriter {
         self.template.chunk(choice, delta, Value::Null)
     }
 
-    /// The reasoning entries held for `choice`, without those naming one of
-    /// `withheld` (call ids).
-    pub(super) fn take_reasoning(&mut self, choice: u32, withheld: &[&str]) -> Vec<Value> {
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_reasoning)
-            .into_iter()
-            .partition(|(c, _)| *c == choice);
-        self.held_reasoning = rest;
-        let gone: usize = mine.iter().map(|(_, v)| json_len(v)).sum();
-        self.held_reasoning_bytes = self.held_reasoning_bytes.saturating_sub(gone);
-        mine.into_iter()
-            .map(|(_, v)| v)
-            .filter(|v| {
-                let id = v.get("id").and_then(Value::as_str).unwrap_or("");
-                !withheld.contains(&id)
-            })
-            .collect()
-    }
-
     fn mark_final(&mut self, choice: u32, sent: &str) {
         let sent = sent.to_string();
         self.finals.insert(choice, Final { sent });

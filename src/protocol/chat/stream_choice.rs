@@ -1,7 +1,8 @@
 //! One choice of a parsed chat chunk: its tool-call deltas go to the
 //! assembler (or are counted as late once the choice finished), and its
 //! finish either starts a gate (calls are held) or is recorded, and repeated
-//! the same way if the upstream says it again.
+//! the same way if the upstream says it again. Its `reasoning_details`
+//! entries that name an id are held until its calls are decided.
 
 use std::time::Instant;
 
@@ -108,6 +109,24 @@ impl StreamRewriter {
             self.finals.insert(idx, Final { sent });
         }
         Ok(())
+    }
+
+    /// The reasoning entries held for `choice`, without those naming one of
+    /// `withheld` (call ids).
+    pub(super) fn take_reasoning(&mut self, choice: u32, withheld: &[&str]) -> Vec<Value> {
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_reasoning)
+            .into_iter()
+            .partition(|(c, _)| *c == choice);
+        self.held_reasoning = rest;
+        let gone: usize = mine.iter().map(|(_, v)| super::json_len(v)).sum();
+        self.held_reasoning_bytes = self.held_reasoning_bytes.saturating_sub(gone);
+        mine.into_iter()
+            .map(|(_, v)| v)
+            .filter(|v| {
+                let id = v.get("id").and_then(Value::as_str).unwrap_or("");
+                !withheld.contains(&id)
+            })
+            .collect()
     }
 
     /// Takes the `reasoning_details` entries of a delta that name an id:
