@@ -1,6 +1,6 @@
 //! Log lines on stderr: text (coloured only for a person at a terminal,
 //! never with `NO_COLOR`) or one JSON object per line; the level from
-//! `TOOLGATE_LOG`.
+//! `TOOLGATE_LOG` (or, when that is unset or empty, the usual `RUST_LOG`).
 
 use tracing_subscriber::EnvFilter;
 
@@ -9,8 +9,11 @@ use crate::config::LogFormat;
 /// Installs the process's log subscriber. `quiet` lowers the default level
 /// to errors (the demo's output is its story).
 pub fn init(format: LogFormat, quiet: bool) {
-    let filter = EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new(if quiet { "error" } else { "info" }));
+    let filter = ["TOOLGATE_LOG", "RUST_LOG"]
+        .into_iter()
+        .filter_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+        .find_map(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| EnvFilter::new(if quiet { "error" } else { "info" }));
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);

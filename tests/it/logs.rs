@@ -161,3 +161,43 @@ async fn the_log_format_flag_overrides_the_config() {
     assert!(!log.contains('\u{1b}'), "{log}");
     assert!(serde_json::from_str::<Value>(log.lines().next().unwrap_or("")).is_err());
 }
+
+#[tokio::test]
+async fn rust_log_sets_the_level_when_toolgate_log_is_unset() {
+    let mock = Mock::start(vec![]).await;
+    let refused = |bin: &Bin| {
+        let url = format!("{}/v1/assistants", bin.url);
+        async move { send("GET", &url, &[], "").await.status }
+    };
+    // `RUST_LOG=error` quiets the access line (an info line)...
+    let quiet = Bin::start_env(
+        &mock.base_url(),
+        &[("p.toml", "rule = []\n")],
+        "",
+        &[("TOOLGATE_LOG", ""), ("RUST_LOG", "error")],
+    )
+    .await;
+    // ...and `TOOLGATE_LOG` wins over it when both are set.
+    let loud = Bin::start_env(
+        &mock.base_url(),
+        &[("p.toml", "rule = []\n")],
+        "",
+        &[("TOOLGATE_LOG", "info"), ("RUST_LOG", "error")],
+    )
+    .await;
+    assert_eq!(refused(&quiet).await, 404);
+    assert_eq!(refused(&loud).await, 404);
+    let mut waited = 0;
+    while !loud.stderr().contains("route=refused") && waited < 100 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert!(
+        loud.stderr().contains("route=refused status=404"),
+        "{}",
+        loud.stderr()
+    );
+    // Written by now if it were going to be: both lines come from the same
+    // code when the response ends.
+    assert!(!quiet.stderr().contains("access"), "{}", quiet.stderr());
+}
