@@ -30,6 +30,26 @@ fn text_stream(n: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// One agent turn shaped like the shared bench's mock answer: a role delta,
+/// four text deltas, one call in 20 argument fragments, the finish and
+/// `[DONE]`; the per-request cost of the transform.
+fn one_turn() -> Vec<u8> {
+    let mut s = chunk(json!({"role": "assistant", "content": ""}), None);
+    for t in ["Let me ", "check the ", "weather ", "for you."] {
+        s.push_str(&chunk(json!({ "content": t }), None));
+    }
+    s.push_str(&chunk(json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]}), None));
+    let args = r#"{"location": "San Francisco, CA", "unit": "celsius", "days": 3, "include_hourly": false}"#;
+    let step = args.len().div_ceil(20);
+    for piece in args.as_bytes().chunks(step) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        s.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}), None));
+    }
+    s.push_str(&chunk(json!({}), Some("tool_calls")));
+    s.push_str("data: [DONE]\n\n");
+    s.into_bytes()
+}
+
 /// Some text, then two parallel calls whose arguments arrive in `frags` fragments each.
 fn tool_stream(frags: usize) -> Vec<u8> {
     let mut s = chunk(
@@ -179,6 +199,9 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(tools.len() as u64));
     g.bench_function("tool_calls_allowed", |b| b.iter(|| run(&tools, false)));
     g.bench_function("tool_calls_one_denied", |b| b.iter(|| run(&tools, true)));
+    let turn = one_turn();
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("one_agent_turn", |b| b.iter(|| run(&turn, false)));
     g.finish();
     let rtext = responses_stream(2000, 0);
     let rtools = responses_stream(10, 200);

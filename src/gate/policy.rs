@@ -35,7 +35,7 @@ pub struct PolicyGate {
     hidden_memo: std::sync::Mutex<HashMap<u64, bool>>,
     /// First-pass results by the tool and the values of what its rules read
     /// (see [`PolicyGate::first_pass`]).
-    pass_memo: std::sync::Mutex<HashMap<String, Memo>>,
+    pass_memo: std::sync::Mutex<HashMap<Vec<u8>, Memo>>,
 }
 
 /// A remembered first pass: the verdict's rule and the rules that matched,

@@ -111,7 +111,10 @@ impl Usage {
 
 /// `"usage":` followed by an object (not `null`), anywhere in `data`.
 fn carries_usage(data: &[u8]) -> bool {
-    memchr::memmem::find_iter(data, b"\"usage\"").any(|at| {
+    // Built once: a finder per event cost more than the search.
+    static USAGE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"usage\""));
+    USAGE.find_iter(data).any(|at| {
         let rest = &data[at + 7..];
         let rest = rest.trim_ascii_start();
         rest.first() == Some(&b':') && rest[1..].trim_ascii_start().first() == Some(&b'{')

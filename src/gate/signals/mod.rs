@@ -157,10 +157,11 @@ impl Signals {
     /// A key naming `tool` and the values of the signals under the
     /// top-level names `only` (what a pass over the rules reads), or `None`
     /// when it would be longer than `max` bytes.
-    pub fn memo_key(&self, tool: &str, only: &[&str], max: usize) -> Option<String> {
-        use std::fmt::Write;
-        let mut key = String::with_capacity(128);
-        let _ = write!(key, "{}", Value::from(tool));
+    pub fn memo_key(&self, tool: &str, only: &[&str], max: usize) -> Option<Vec<u8>> {
+        // Written by serde_json straight into bytes: through `fmt` it cost
+        // more than the lookup it keys.
+        let mut key = Vec::with_capacity(128);
+        serde_json::to_writer(&mut key, tool).ok()?;
         for (name, s) in &self.map {
             let top = name.split_once('.').map(|(t, _)| t).unwrap_or(name);
             if !only.contains(&top) {
@@ -168,7 +169,10 @@ impl Signals {
             }
             // The tool is JSON, names are dotted identifiers and values JSON:
             // no raw `\0` occurs in any, so the key reads back one way only.
-            let _ = write!(key, "\0{name}\0{}", s.value);
+            key.push(0);
+            key.extend_from_slice(name.as_bytes());
+            key.push(0);
+            serde_json::to_writer(&mut key, &s.value).ok()?;
             if key.len() > max {
                 return None;
             }

@@ -126,16 +126,16 @@ impl StreamRewriter {
         }
     }
 
-    /// The chunk that says the neutral text for a choice left without calls:
-    /// as `content` after a paragraph break when text went before, or as
-    /// `refusal` when the request asked for structured output.
-    pub(super) fn neutral_chunk(&self, choice: u32) -> Value {
+    /// Writes the chunk that says the neutral text for a choice left without
+    /// calls: as `content` after a paragraph break when text went before, or
+    /// as `refusal` when the request asked for structured output.
+    pub(super) fn write_neutral(&mut self, out: &mut BytesMut, choice: u32) {
         let delta = match (self.refusal, self.text_seen) {
             (true, _) => json!({ "refusal": self.neutral }),
             (false, true) => json!({ "content": format!("\n\n{}", self.neutral) }),
             (false, false) => json!({ "content": self.neutral }),
         };
-        self.template.chunk(choice, delta, Value::Null)
+        self.template.write_chunk(out, choice, &delta, &Value::Null);
     }
 
     fn mark_final(&mut self, choice: u32, sent: &str) {
@@ -216,7 +216,9 @@ impl StreamRewriter {
         risky: bool,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
-        if let Some(r) = delta::read(data) {
+        // A chunk with a finish is never one of tool deltas only: the
+        // typed reader is not tried on it.
+        if let Some(r) = (!has_finish(data)).then(|| delta::read(data)).flatten() {
             if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {
                 self.last.remember(data, span, *choice, &entries[0]);
             }
@@ -437,13 +439,14 @@ impl Rewriter for StreamRewriter {
             let reasoning = self.take_reasoning(pc.choice, &withheld);
             if !reasoning.is_empty() {
                 let delta = json!({ "reasoning_details": reasoning });
-                write_event(out, &self.template.chunk(pc.choice, delta, Value::Null));
+                self.template
+                    .write_chunk(out, pc.choice, &delta, &Value::Null);
             }
             for (j, (call, site)) in kept.iter().enumerate() {
-                write_event(out, &self.template.call(pc.choice, j, call, site));
+                self.template.write_call(out, pc.choice, j, call, site);
             }
             let sent = if kept.is_empty() {
-                write_event(out, &self.neutral_chunk(pc.choice));
+                self.write_neutral(out, pc.choice);
                 "stop".to_string()
             } else {
                 pc.finish.clone().unwrap_or_else(|| {
@@ -464,11 +467,11 @@ impl Rewriter for StreamRewriter {
                         set_finish(c, &sent);
                     }
                 }
-                _ => write_event(
+                _ => self.template.write_chunk(
                     out,
-                    &self
-                        .template
-                        .chunk(pc.choice, json!({}), Value::String(sent.clone())),
+                    pc.choice,
+                    &json!({}),
+                    &Value::String(sent.clone()),
                 ),
             }
             self.finals.insert(pc.choice, Final { sent });

@@ -206,8 +206,9 @@ impl StreamRewriter {
     /// `drop` ends it.
     pub(super) fn end_without_follow_up(&mut self, out: &mut BytesMut) {
         let choice = self.resume.choice;
-        write_event(out, &self.neutral_chunk(choice));
-        write_event(out, &self.template.chunk(choice, json!({}), json!("stop")));
+        self.write_neutral(out, choice);
+        self.template
+            .write_chunk(out, choice, &json!({}), &json!("stop"));
         if let Some(u) = self.resume.carried.take() {
             let mut usage = self.template.chunk(choice, json!({}), Value::Null);
             usage["choices"] = json!([]);

@@ -1,7 +1,9 @@
 //! The chunks toolgate writes into a chat stream: the fields they take from
 //! the upstream's chunks (`id`, `model`, …), remembered as they change, and
-//! a released call as one whole delta.
+//! a released call as one whole delta. They are written straight into the
+//! output, the fields' JSON kept from one chunk to the next.
 
+use bytes::{BufMut, BytesMut};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
@@ -26,6 +28,10 @@ pub struct Template {
     /// The raw text each field last had in a chunk read by
     /// [`super::delta`], while `fields` holds that value (empty when unknown).
     raw: [String; 7],
+    /// `fields` (with the default `object`) as the JSON that follows
+    /// `choices` in a written chunk, from the first `,`; rebuilt when a
+    /// field changes (empty: not built yet).
+    tail: Vec<u8>,
 }
 
 impl Template {
@@ -36,6 +42,7 @@ impl Template {
             if let Some(v) = obj.get(*key).filter(|v| self.fields.get(*key) != Some(*v)) {
                 self.fields.insert(key.to_string(), v.clone());
                 seen.clear();
+                self.tail.clear();
             }
         }
     }
@@ -51,6 +58,7 @@ impl Template {
                 .map_err(|_| Error::UpstreamUnreadable("event data is not a JSON object"))?;
             self.fields.insert(key.to_string(), v);
             raw.get().clone_into(seen);
+            self.tail.clear();
         }
         Ok(())
     }
@@ -72,8 +80,122 @@ impl Template {
         Value::Object(obj)
     }
 
-    /// A released call as one chunk: the whole call in one delta at index `j`.
-    pub fn call(&self, choice: u32, j: usize, call: &Call, site: &Site) -> Value {
+    /// Writes the event of [`Template::chunk`] (the same bytes) without
+    /// building it.
+    pub fn write_chunk(&mut self, out: &mut BytesMut, choice: u32, delta: &Value, finish: &Value) {
+        self.write(out, choice, finish, |w| to_writer(w, delta));
+    }
+
+    /// Writes a released call as one chunk: the whole call in one delta at
+    /// index `j` (keys in the order a tree of it would write them).
+    pub fn write_call(&mut self, out: &mut BytesMut, choice: u32, j: usize, call: &Call, site: &Site) {
+        self.write(out, choice, &Value::Null, |w| {
+            if site.legacy {
+                w.extend_from_slice(b"{\"function_call\":");
+                function(w, call);
+                w.push(b'}');
+                return;
+            }
+            enum Part<'a> {
+                Function,
+                Id,
+                Index,
+                Type,
+                Extra(&'a Value),
+            }
+            let mut parts: Vec<(&str, Part)> = vec![
+                ("function", Part::Function),
+                ("id", Part::Id),
+                ("index", Part::Index),
+                ("type", Part::Type),
+            ];
+            for (k, v) in &site.extra {
+                if !parts.iter().any(|(p, _)| p == k) {
+                    parts.push((k, Part::Extra(v)));
+                }
+            }
+            parts.sort_by(|a, b| a.0.cmp(b.0));
+            w.extend_from_slice(b"{\"tool_calls\":[{");
+            for (n, (k, part)) in parts.into_iter().enumerate() {
+                if n > 0 {
+                    w.push(b',');
+                }
+                to_writer(w, k);
+                w.push(b':');
+                match part {
+                    Part::Function => function(w, call),
+                    Part::Id => to_writer(w, &call.id),
+                    Part::Index => to_writer(w, &j),
+                    Part::Type => w.extend_from_slice(b"\"function\""),
+                    Part::Extra(v) => to_writer(w, v),
+                }
+            }
+            w.extend_from_slice(b"}]}");
+        });
+    }
+
+    /// `data: {"choices":[{"delta":…,"finish_reason":…,"index":…}],<fields>}`
+    /// and the blank line, `delta` written by `write_delta`.
+    fn write(
+        &mut self,
+        out: &mut BytesMut,
+        choice: u32,
+        finish: &Value,
+        write_delta: impl FnOnce(&mut Vec<u8>),
+    ) {
+        if self.tail.is_empty() {
+            let mut fields = self.fields.clone();
+            fields
+                .entry("object")
+                .or_insert_with(|| json!("chat.completion.chunk"));
+            for (k, v) in &fields {
+                self.tail.push(b',');
+                to_writer(&mut self.tail, k);
+                self.tail.push(b':');
+                to_writer(&mut self.tail, v);
+            }
+        }
+        let mut w = Vec::with_capacity(128 + self.tail.len());
+        w.extend_from_slice(b"data: {\"choices\":[{\"delta\":");
+        write_delta(&mut w);
+        w.extend_from_slice(b",\"finish_reason\":");
+        to_writer(&mut w, finish);
+        w.extend_from_slice(b",\"index\":");
+        to_writer(&mut w, &choice);
+        w.extend_from_slice(b"}]");
+        w.extend_from_slice(&self.tail);
+        w.extend_from_slice(b"}\n\n");
+        out.put_slice(&w);
+    }
+}
+
+/// `{"arguments":…,"name":…}`
+fn function(w: &mut Vec<u8>, call: &Call) {
+    w.extend_from_slice(b"{\"arguments\":");
+    to_writer(w, &call.arguments);
+    w.extend_from_slice(b",\"name\":");
+    to_writer(w, &call.name);
+    w.push(b'}');
+}
+
+/// Serialising a string, number or tree into memory cannot fail.
+fn to_writer<T: serde::Serialize + ?Sized>(w: &mut Vec<u8>, v: &T) {
+    let _ = serde_json::to_writer(w, v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::chat::write_event;
+
+    /// The event as the tree of it writes it: what the written bytes must be.
+    fn by_tree(v: &Value) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        write_event(&mut out, v);
+        out.to_vec()
+    }
+
+    fn call_tree(t: &Template, choice: u32, j: usize, call: &Call, site: &Site) -> Value {
         let function = json!({ "name": call.name, "arguments": call.arguments });
         let delta = if site.legacy {
             json!({ "function_call": function })
@@ -88,6 +210,62 @@ impl Template {
             }
             json!({ "tool_calls": [Value::Object(entry)] })
         };
-        self.chunk(choice, delta, Value::Null)
+        t.chunk(choice, delta, Value::Null)
+    }
+
+    #[test]
+    fn written_chunks_are_the_bytes_of_their_tree() {
+        let mut t = Template::default();
+        let mut written = |t: &mut Template, delta: Value, finish: Value| {
+            let mut out = BytesMut::new();
+            t.write_chunk(&mut out, 2, &delta, &finish);
+            assert_eq!(out.to_vec(), by_tree(&t.chunk(2, delta, finish)));
+        };
+        // No fields yet: only the default `object`.
+        written(&mut t, json!({}), json!("stop"));
+        let first = json!({"id": "c-1", "model": "m\"x", "created": 7, "provider": "p"});
+        t.remember(first.as_object().unwrap());
+        written(&mut t, json!({"content": "a \u{1F600} \n"}), Value::Null);
+        // A field that changes is written as it now is.
+        let next = json!({"id": "c-2", "object": "chat.completion.chunk.v2"});
+        t.remember(next.as_object().unwrap());
+        written(&mut t, json!({"refusal": "no"}), json!("tool_calls"));
+        let raw: Box<RawValue> = serde_json::from_str("\"fp_\\u0041\"").unwrap();
+        let mut fields = [None; 7];
+        fields[4] = Some(&*raw);
+        t.remember_raw(fields).unwrap();
+        written(&mut t, json!({}), Value::Null);
+    }
+
+    #[test]
+    fn a_written_call_is_the_bytes_of_its_tree() {
+        let mut t = Template::default();
+        let fields = json!({"id": "c", "model": "m", "system_fingerprint": null});
+        t.remember(fields.as_object().unwrap());
+        let call = Call {
+            id: "call_\"1\"".into(),
+            name: "get_weather".into(),
+            arguments: "{\"q\": \"\\u00e9 \u{2028}\"}".into(),
+            ..Call::default()
+        };
+        let extras = json!({"extra_content": {"g": 1}, "id": "not-this", "zz": [1, null]});
+        for (legacy, extra) in [
+            (false, Map::new()),
+            (false, extras.as_object().unwrap().clone()),
+            (true, Map::new()),
+        ] {
+            let site = Site {
+                index: 0,
+                legacy,
+                extra,
+            };
+            let mut out = BytesMut::new();
+            t.write_call(&mut out, 1, 3, &call, &site);
+            let text = String::from_utf8(out.to_vec()).unwrap();
+            assert_eq!(
+                text,
+                String::from_utf8(by_tree(&call_tree(&t, 1, 3, &call, &site))).unwrap()
+            );
+        }
     }
 }
