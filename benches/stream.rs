@@ -43,7 +43,10 @@ fn one_turn() -> Vec<u8> {
     let step = args.len().div_ceil(20);
     for piece in args.as_bytes().chunks(step) {
         let piece = std::str::from_utf8(piece).unwrap();
-        s.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}), None));
+        s.push_str(&chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+            None,
+        ));
     }
     s.push_str(&chunk(json!({}), Some("tool_calls")));
     s.push_str("data: [DONE]\n\n");

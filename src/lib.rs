@@ -36,6 +36,7 @@ pub mod gate;
 pub mod gather;
 pub mod judge;
 pub mod metrics;
+pub mod peer;
 pub mod policy;
 pub mod protocol;
 pub mod proxy;

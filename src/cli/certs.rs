@@ -1,5 +1,6 @@
 //! `toolgate certs dev`: a development CA, a server certificate for
-//! `localhost`/`127.0.0.1`/`::1`, and a client certificate for mutual TLS.
+//! `localhost`/`127.0.0.1`/`::1`, and a client certificate for mutual TLS
+//! (common name `toolgate-dev-client`, URI `spiffe://toolgate.dev/client`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    KeyUsagePurpose, SanType,
 };
 
 use crate::error::Error;
@@ -20,6 +21,10 @@ pub const FILES: [&str; 5] = [
     "client.pem",
     "client-key.pem",
 ];
+
+/// The SPIFFE-style URI the development client certificate carries
+/// (`[[client]] cert_uri` can name it).
+pub const DEV_CLIENT_URI: &str = "spiffe://toolgate.dev/client";
 
 fn gen_err(e: rcgen::Error) -> Error {
     Error::config(
@@ -43,12 +48,17 @@ fn validity(p: &mut CertificateParams) {
 
 fn leaf(
     names: &[&str],
+    uri: Option<&str>,
     cn: &str,
     usage: ExtendedKeyUsagePurpose,
     ca: &Issuer<'_, KeyPair>,
 ) -> Result<(String, String), Error> {
     let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
         .map_err(gen_err)?;
+    if let Some(uri) = uri {
+        p.subject_alt_names
+            .push(SanType::URI(uri.try_into().map_err(gen_err)?));
+    }
     p.distinguished_name.push(DnType::CommonName, cn);
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     p.extended_key_usages = vec![usage];
@@ -103,12 +113,14 @@ pub fn dev(out: &Path, force: bool) -> Result<Vec<PathBuf>, Error> {
     let issuer = Issuer::new(ca, ca_key);
     let (server, server_key) = leaf(
         &["localhost", "127.0.0.1", "::1"],
+        None,
         "localhost",
         ExtendedKeyUsagePurpose::ServerAuth,
         &issuer,
     )?;
     let (client, client_key) = leaf(
         &["toolgate-dev-client"],
+        Some(DEV_CLIENT_URI),
         "toolgate-dev-client",
         ExtendedKeyUsagePurpose::ClientAuth,
         &issuer,

@@ -260,25 +260,64 @@ impl Config {
         for c in &raw.client {
             let at = c.span();
             let c = c.get_ref();
-            let (hash, token) = match (&c.token_env, &c.token_sha256) {
-                (Some(env), None) => match std::env::var(env).ok().filter(|t| !t.is_empty()) {
-                    Some(t) => (Some(crate::digest::sha256(t.as_bytes())), Some(t)),
-                    None if defer => {
-                        deferred.push(format!(
-                            "environment variable {env} (client `{}`'s token)",
-                            c.name
-                        ));
-                        (Some([0; 32]), None)
+            let cert = match (&c.cert_cn, &c.cert_uri) {
+                (Some(cn), None) => Some(CertName::Cn(cn.clone())),
+                (None, Some(uri)) => Some(CertName::Uri(uri.clone())),
+                (None, None) => None,
+                (Some(_), Some(_)) => {
+                    bad(
+                        at.clone(),
+                        format!("client `{}`: set one of cert_cn and cert_uri", c.name),
+                    );
+                    None
+                }
+            };
+            let mtls = raw
+                .listen
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.client_ca.is_some());
+            if cert.is_some() && !mtls {
+                bad(
+                    at.clone(),
+                    format!(
+                        "client `{}`: a certificate name needs [listen.tls] client_ca (mutual TLS), which verifies the certificates that carry it",
+                        c.name
+                    ),
+                );
+            }
+            if cert.as_ref().is_some_and(|n| match n {
+                CertName::Cn(s) | CertName::Uri(s) => s.trim().is_empty(),
+            }) {
+                bad(
+                    at.clone(),
+                    format!("client `{}`: the certificate name is empty", c.name),
+                );
+            }
+            let (hash, token) = match (&c.token_env, &c.token_sha256, &cert) {
+                (Some(env), None, None) => {
+                    match std::env::var(env).ok().filter(|t| !t.is_empty()) {
+                        Some(t) => (Some(crate::digest::sha256(t.as_bytes())), Some(t)),
+                        None if defer => {
+                            deferred.push(format!(
+                                "environment variable {env} (client `{}`'s token)",
+                                c.name
+                            ));
+                            (Some([0; 32]), None)
+                        }
+                        None => {
+                            bad(
+                                at.clone(),
+                                format!(
+                                    "client `{}`: environment variable {env} is not set",
+                                    c.name
+                                ),
+                            );
+                            (None, None)
+                        }
                     }
-                    None => {
-                        bad(
-                            at.clone(),
-                            format!("client `{}`: environment variable {env} is not set", c.name),
-                        );
-                        (None, None)
-                    }
-                },
-                (None, Some(hex)) => match crate::digest::unhex32(hex) {
+                }
+                (None, Some(hex), None) => match crate::digest::unhex32(hex) {
                     Some(h) => (Some(h), None),
                     None => {
                         bad(
@@ -288,11 +327,12 @@ impl Config {
                         (None, None)
                     }
                 },
+                (None, None, Some(_)) => (None, None),
                 _ => {
                     bad(
                         at.clone(),
                         format!(
-                            "client `{}`: set exactly one of token_env and token_sha256",
+                            "client `{}`: set exactly one of token_env, token_sha256, cert_cn and cert_uri",
                             c.name
                         ),
                     );
@@ -302,11 +342,12 @@ impl Config {
             if c.name.trim().is_empty() {
                 bad(at.clone(), "client name must not be empty".into());
             }
-            if let Some(h) = hash {
+            if hash.is_some() || cert.is_some() {
                 clients.push(Client {
                     name: c.name.clone(),
-                    token_sha256: h,
+                    token_sha256: hash,
                     token,
+                    cert,
                 });
             }
         }

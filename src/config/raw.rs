@@ -78,6 +78,8 @@ pub(crate) struct RawClient {
     pub(crate) name: String,
     pub(crate) token_env: Option<String>,
     pub(crate) token_sha256: Option<String>,
+    pub(crate) cert_cn: Option<String>,
+    pub(crate) cert_uri: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -27,13 +27,25 @@ pub struct Tls {
     pub client_ca: Option<PathBuf>,
 }
 
-/// One `[[client]]`: a principal and the SHA-256 of its token.
+/// One `[[client]]`: a principal and how it proves it is that principal,
+/// by the SHA-256 of its token or by a name in its TLS client certificate.
 #[derive(Debug, Clone)]
 pub struct Client {
     pub name: String,
-    pub token_sha256: [u8; 32],
+    /// Set for a client that sends a token.
+    pub token_sha256: Option<[u8; 32]>,
     /// The token itself when it came from the environment (for redaction).
     pub token: Option<String>,
+    /// Set for a client known by its certificate (mutual TLS).
+    pub cert: Option<CertName>,
+}
+
+/// The name a client certificate must carry: its subject's common name, or
+/// a URI among its subject alternative names (a SPIFFE id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertName {
+    Cn(String),
+    Uri(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

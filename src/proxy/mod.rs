@@ -31,6 +31,7 @@ use crate::context::Context;
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gather;
+use crate::peer::PeerNames;
 use crate::protocol::Protocol;
 use crate::state::State;
 use crate::upstream::ResponseBody;
@@ -110,8 +111,12 @@ async fn respond(
         Ok(r) => r.route.protocol(),
         Err(_) => route::family(req.uri().path()),
     };
-    let routed = auth::principal(&state.config.clients, req.headers())
-        .and_then(|p| path_route.map(|r| (p, r)));
+    let routed = auth::principal(
+        &state.config.clients,
+        req.headers(),
+        req.extensions().get::<Arc<PeerNames>>().map(|p| &**p),
+    )
+    .and_then(|p| path_route.map(|r| (p, r)));
     let label = routed
         .as_ref()
         .map(|(_, r)| r.route.label())

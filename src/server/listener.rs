@@ -25,6 +25,7 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use crate::peer::PeerNames;
 use crate::proxy;
 use crate::state::State;
 use crate::tls::Certs;
@@ -60,6 +61,7 @@ async fn serve_conn<I>(
     state: Arc<State>,
     watcher: Watcher,
     permit: Option<OwnedSemaphorePermit>,
+    peer: Option<Arc<PeerNames>>,
 ) where
     I: Read + Write + Unpin + Send + 'static,
 {
@@ -68,8 +70,12 @@ async fn serve_conn<I>(
     open.inc();
     let asked = Arc::new(AtomicBool::new(false));
     let heard = asked.clone();
-    let svc = service_fn(move |req| {
+    let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
         heard.store(true, Ordering::Relaxed);
+        // The connection's client certificate names, for authentication.
+        if let Some(p) = &peer {
+            req.extensions_mut().insert(p.clone());
+        }
         let st = state.clone();
         // Boxed: hyper keeps a request's handler future in place (the
         // connection's HTTP/1 slot, an HTTP/2 stream's task) for as long
@@ -150,7 +156,15 @@ async fn serve_tls(
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(certs.config());
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => serve_conn(TokioIo::new(tls), builder, state, watcher, permit).await,
+        Ok(Ok(tls)) => {
+            let peer = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(PeerNames::of)
+                .map(Arc::new);
+            serve_conn(TokioIo::new(tls), builder, state, watcher, permit, peer).await
+        }
         Ok(Err(e)) => {
             state.metrics.tls_handshake_failures.inc();
             tracing::debug!(error = %e, "TLS handshake failed");
@@ -190,7 +204,7 @@ pub async fn serve(
                     let (st, w) = (state.clone(), graceful.watcher());
                     match &certs {
                         Some(c) => tokio::spawn(serve_tls(stream, c.clone(), b, st, w, permit)),
-                        None => tokio::spawn(serve_conn(TokioIo::new(stream), b, st, w, permit)),
+                        None => tokio::spawn(serve_conn(TokioIo::new(stream), b, st, w, permit, None)),
                     };
                 }
                 Err(e) => {

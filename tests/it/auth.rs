@@ -89,6 +89,23 @@ fn listening_beyond_loopback_needs_clients_or_an_explicit_anonymous() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("64 hex digits"), "{err}");
+    // A certificate name: only one kind of credential, and only where a
+    // client CA verifies the certificates that carry it.
+    let err = cfg("[[client]]\nname = \"a\"\ncert_cn = \"agent\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("needs [listen.tls] client_ca"), "{err}");
+    let err = cfg("[[client]]\nname = \"a\"\ncert_cn = \"x\"\ncert_uri = \"spiffe://x\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("set one of cert_cn and cert_uri"), "{err}");
+    let err = cfg("[[client]]\nname = \"a\"\ncert_uri = \"spiffe://x\"\ntoken_sha256 = \"00000000000000000000000000000000000000000000000000000000000000ff\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("exactly one of token_env, token_sha256, cert_cn and cert_uri"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,6 +48,17 @@ async fn post_tls(
     body: &serde_json::Value,
     h2: bool,
 ) -> Result<(http::Version, u16, Bytes), String> {
+    post_tls_as(cfg, port, body, h2, None).await
+}
+
+/// [`post_tls`] with `Authorization: Bearer <token>` when given.
+async fn post_tls_as(
+    cfg: rustls::ClientConfig,
+    port: u16,
+    body: &serde_json::Value,
+    h2: bool,
+    token: Option<&str>,
+) -> Result<(http::Version, u16, Bytes), String> {
     let b = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(cfg)
         .https_only()
@@ -58,10 +69,12 @@ async fn post_tls(
         b.build()
     };
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build(https);
-    let req = Request::post(format!("https://localhost:{port}/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
+    let mut req = Request::post(format!("https://localhost:{port}/v1/chat/completions"))
+        .header("content-type", "application/json");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
     let resp = tokio::time::timeout(Duration::from_secs(20), client.request(req))
         .await
         .map_err(|_| "timed out".to_string())?
@@ -163,6 +176,50 @@ async fn mutual_tls_refuses_a_client_without_a_certificate() {
         "{}",
         metrics.text()
     );
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_names_the_principal() {
+    let certs = TempDir::new();
+    toolgate::cli::certs::dev(&certs.0, false).unwrap();
+    let replies = (0..3)
+        .map(|_| Reply::sse(one_call_stream("t", "{}")))
+        .collect();
+    let mock = Mock::start(replies).await;
+    let extra = format!(
+        "{}\n[[client]]\nname = \"dev-agent\"\ncert_uri = \"{}\"\n\n[[client]]\nname = \"ops\"\ncert_cn = \"ops-agent\"\n\n[[client]]\nname = \"token-user\"\ntoken_sha256 = \"{}\"\n",
+        tls_extra(&certs.0, true),
+        toolgate::cli::certs::DEV_CLIENT_URI,
+        toolgate::digest::sha256_hex(b"tok-user")
+    );
+    let policy = "[[rule]]\nname = \"dev-only\"\ntools = [\"t\"]\nverdict = \"allow\"\nwhen = \"principal == 'dev-agent'\"\n\n[[rule]]\nname = \"others\"\ntools = [\"t\"]\nverdict = \"deny\"\nwhen = \"principal != 'dev-agent'\"\n";
+    let gate = start_gate(&mock.base_url(), policy, &extra).await;
+    let port = gate.running.as_ref().unwrap().addr.port();
+    let req = chat_request(true, &["t"]);
+    let cfg = || client_config(&certs.0, true);
+    // The certificate alone, and with a placeholder key as SDKs send one.
+    for token in [None, Some("sk-placeholder")] {
+        let (_, status, body) = post_tls_as(cfg(), port, &req, true, token).await.unwrap();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        assert_eq!(
+            Acc::from_sse(&body).calls_of(0).len(),
+            1,
+            "allowed as dev-agent"
+        );
+    }
+    // Another client's token beside the certificate: one request, one identity.
+    let (_, status, _) = post_tls_as(cfg(), port, &req, true, Some("tok-user"))
+        .await
+        .unwrap();
+    assert_eq!(status, 401);
+    let audit = gate.audit_flushed().await;
+    let principals: Vec<&str> = audit
+        .iter()
+        .filter_map(|r| r["principal"].as_str())
+        .collect();
+    assert_eq!(principals, ["dev-agent", "dev-agent"], "{audit:?}");
+    assert_eq!(mock.requests().len(), 2, "the refused request went nowhere");
     gate.stop().await;
 }
 

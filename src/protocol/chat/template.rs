@@ -88,7 +88,14 @@ impl Template {
 
     /// Writes a released call as one chunk: the whole call in one delta at
     /// index `j` (keys in the order a tree of it would write them).
-    pub fn write_call(&mut self, out: &mut BytesMut, choice: u32, j: usize, call: &Call, site: &Site) {
+    pub fn write_call(
+        &mut self,
+        out: &mut BytesMut,
+        choice: u32,
+        j: usize,
+        call: &Call,
+        site: &Site,
+    ) {
         self.write(out, choice, &Value::Null, |w| {
             if site.legacy {
                 w.extend_from_slice(b"{\"function_call\":");
@@ -216,7 +223,7 @@ mod tests {
     #[test]
     fn written_chunks_are_the_bytes_of_their_tree() {
         let mut t = Template::default();
-        let mut written = |t: &mut Template, delta: Value, finish: Value| {
+        let written = |t: &mut Template, delta: Value, finish: Value| {
             let mut out = BytesMut::new();
             t.write_chunk(&mut out, 2, &delta, &finish);
             assert_eq!(out.to_vec(), by_tree(&t.chunk(2, delta, finish)));
