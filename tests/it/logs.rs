@@ -169,22 +169,17 @@ async fn rust_log_sets_the_level_when_toolgate_log_is_unset() {
         let url = format!("{}/v1/assistants", bin.url);
         async move { send("GET", &url, &[], "").await.status }
     };
+    let start = |toolgate_log: &'static str| {
+        let upstream = mock.base_url();
+        async move {
+            let env = [("TOOLGATE_LOG", toolgate_log), ("RUST_LOG", "error")];
+            Bin::start_env(&upstream, &[("p.toml", "rule = []\n")], "", &env).await
+        }
+    };
     // `RUST_LOG=error` quiets the access line (an info line)...
-    let quiet = Bin::start_env(
-        &mock.base_url(),
-        &[("p.toml", "rule = []\n")],
-        "",
-        &[("TOOLGATE_LOG", ""), ("RUST_LOG", "error")],
-    )
-    .await;
+    let quiet = start("").await;
     // ...and `TOOLGATE_LOG` wins over it when both are set.
-    let loud = Bin::start_env(
-        &mock.base_url(),
-        &[("p.toml", "rule = []\n")],
-        "",
-        &[("TOOLGATE_LOG", "info"), ("RUST_LOG", "error")],
-    )
-    .await;
+    let loud = start("info").await;
     assert_eq!(refused(&quiet).await, 404);
     assert_eq!(refused(&loud).await, 404);
     let mut waited = 0;
