@@ -10,6 +10,7 @@ use crate::config::{Config, ErrorMode, PolicyMode};
 use crate::error::Error;
 use crate::fence::redact::Redactor;
 use crate::gate::fact_check::FactChecker;
+use crate::gate::injection_judge::InjectionJudge;
 use crate::gate::sentinel::Sentinel;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
@@ -97,6 +98,12 @@ impl State {
                 config.audit.include_judge_reason,
             );
             parts.sensors.push(Arc::new(checker));
+            let injection = InjectionJudge::new(
+                crate::judge::Judge::new(j)?,
+                j.confidence_threshold,
+                config.audit.include_judge_reason,
+            );
+            parts.sensors.push(Arc::new(injection));
         }
         let fence_secret = fence_secret(&config.fence.key_env);
         let keys: Vec<String> = [&upstream, &messages_upstream]

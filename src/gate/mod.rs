@@ -10,6 +10,7 @@ pub mod commands;
 pub mod detect;
 pub mod fact_check;
 pub mod injection;
+pub mod injection_judge;
 mod integrity;
 pub mod outgoing;
 pub mod policy;

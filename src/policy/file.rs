@@ -110,7 +110,7 @@ pub(super) struct Compiled {
 }
 
 /// Sensors a rule may require.
-pub const SENSORS: [&str; 2] = ["sentinel", "output"];
+pub const SENSORS: [&str; 3] = ["sentinel", "output", "injection"];
 
 struct Ctx<'a> {
     file: &'a str,

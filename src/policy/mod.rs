@@ -207,6 +207,13 @@ impl PolicySet {
             .any(|c| c.variables.iter().any(|v| v == var))
     }
 
+    /// Whether a rule requires this sensor.
+    pub fn requires(&self, sensor: &str) -> bool {
+        self.rules
+            .iter()
+            .any(|r| r.require.iter().any(|s| s == sensor))
+    }
+
     /// The first catalog entry matching `tool`.
     pub fn tool_entry(&self, tool: &str) -> Option<&ToolEntry> {
         self.tools.iter().find(|t| t.matches(tool))

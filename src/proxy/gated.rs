@@ -62,7 +62,7 @@ pub async fn handle(
     let policy = gates.policy();
     let texts = protocol.texts(
         &req.body,
-        policy.reads("provenance") || policy.reads("context"),
+        policy.reads("provenance") || policy.reads("context") || policy.requires("injection"),
     );
     let default_phase = state.config.policy.default_phase.as_deref();
     context::fill(

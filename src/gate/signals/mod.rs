@@ -46,11 +46,18 @@ pub struct Signal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Offer {
     Accepted,
+    /// A bool that may only be raised (see [`RAISABLE`]) went from false to true.
+    Raised,
     /// The name was already set (deterministic, or earlier): determinism wins.
     AlreadySet,
     /// Below the confidence threshold.
     LowConfidence,
 }
+
+/// Deterministic bools a sensor may raise from false to true, never lower:
+/// an assisted injection sensor can see what the detectors missed, but what
+/// they found stands.
+pub const RAISABLE: [&str; 1] = ["context.injection_suspected"];
 
 /// Top-level names that exist even before their sensor runs, so rules can
 /// read `sentinel.decision` without `has()`: `(variable, key)` defaults to
@@ -90,11 +97,32 @@ impl Signals {
 
     /// Offers an assisted signal; see [`Offer`].
     pub fn offer(&mut self, name: &str, value: Value, confidence: f64, threshold: f64) -> Offer {
+        // NaN never passes.
+        let confident = !confidence.is_nan() && confidence >= threshold;
+        let raises = RAISABLE.contains(&name)
+            && value == Value::Bool(true)
+            && self
+                .map
+                .get(name)
+                .is_some_and(|s| s.value == Value::Bool(false));
+        if raises && !confident {
+            return Offer::LowConfidence;
+        }
+        if raises {
+            self.map.insert(
+                name.to_string(),
+                Signal {
+                    value,
+                    method: Method::Assisted,
+                    confidence: Some(confidence),
+                },
+            );
+            return Offer::Raised;
+        }
         if self.map.contains_key(name) {
             return Offer::AlreadySet;
         }
-        // NaN never passes.
-        if confidence.is_nan() || confidence < threshold {
+        if !confident {
             return Offer::LowConfidence;
         }
         self.map.insert(

@@ -76,6 +76,36 @@ fn assisted_signals_fill_only_unset_names_above_the_threshold() {
 }
 
 #[test]
+fn a_sensor_may_raise_injection_suspected_but_never_clear_it() {
+    let name = "context.injection_suspected";
+    let mut s = Signals::default();
+    s.set(name, json!(false));
+    // Not confident enough: the detectors' false stands.
+    assert_eq!(s.offer(name, json!(true), 0.5, 0.8), Offer::LowConfidence);
+    assert_eq!(s.get(name).unwrap().value, json!(false));
+    assert_eq!(s.offer(name, json!(true), 0.9, 0.8), Offer::Raised);
+    assert_eq!(
+        (
+            s.get(name).unwrap().value.clone(),
+            s.get(name).unwrap().method
+        ),
+        (json!(true), Method::Assisted)
+    );
+    // What the detectors found is never lowered, however sure the sensor.
+    let mut found = Signals::default();
+    found.set(name, json!(true));
+    assert_eq!(found.offer(name, json!(false), 1.0, 0.8), Offer::AlreadySet);
+    assert_eq!(found.get(name).unwrap().value, json!(true));
+    // Only listed names may be raised.
+    let mut other = Signals::default();
+    other.set("rate.exceeded", json!(false));
+    assert_eq!(
+        other.offer("rate.exceeded", json!(true), 1.0, 0.8),
+        Offer::AlreadySet
+    );
+}
+
+#[test]
 fn command_lines_are_read_from_strings_or_else_from_the_raw_text() {
     let policy = PolicySet::embedded().unwrap();
     let spaces = Namespaces::default();
