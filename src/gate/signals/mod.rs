@@ -97,32 +97,14 @@ impl Signals {
 
     /// Offers an assisted signal; see [`Offer`].
     pub fn offer(&mut self, name: &str, value: Value, confidence: f64, threshold: f64) -> Offer {
-        // NaN never passes.
-        let confident = !confidence.is_nan() && confidence >= threshold;
         let raises = RAISABLE.contains(&name)
             && value == Value::Bool(true)
-            && self
-                .map
-                .get(name)
-                .is_some_and(|s| s.value == Value::Bool(false));
-        if raises && !confident {
-            return Offer::LowConfidence;
-        }
-        if raises {
-            self.map.insert(
-                name.to_string(),
-                Signal {
-                    value,
-                    method: Method::Assisted,
-                    confidence: Some(confidence),
-                },
-            );
-            return Offer::Raised;
-        }
-        if self.map.contains_key(name) {
+            && self.map.get(name).is_some_and(|s| s.value == Value::Bool(false));
+        if self.map.contains_key(name) && !raises {
             return Offer::AlreadySet;
         }
-        if !confident {
+        // NaN never passes.
+        if confidence.is_nan() || confidence < threshold {
             return Offer::LowConfidence;
         }
         self.map.insert(
@@ -133,7 +115,11 @@ impl Signals {
                 confidence: Some(confidence),
             },
         );
-        Offer::Accepted
+        if raises {
+            Offer::Raised
+        } else {
+            Offer::Accepted
+        }
     }
 
     /// The CEL variables: `a.b` becomes key `b` of variable `a`.
