@@ -99,7 +99,10 @@ impl Signals {
     pub fn offer(&mut self, name: &str, value: Value, confidence: f64, threshold: f64) -> Offer {
         let raises = RAISABLE.contains(&name)
             && value == Value::Bool(true)
-            && self.map.get(name).is_some_and(|s| s.value == Value::Bool(false));
+            && self
+                .map
+                .get(name)
+                .is_some_and(|s| s.value == Value::Bool(false));
         if self.map.contains_key(name) && !raises {
             return Offer::AlreadySet;
         }
