@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::sensor::{from_answer, Assisted, Fields, Sensor};
+use super::sensor::{Assisted, Fields, Judged, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
@@ -70,19 +70,11 @@ pub fn cache_key(text: &str, registry: &str, model: &str) -> [u8; 32] {
     crate::judge::key(&[text, registry, model, PROMPT_VERSION])
 }
 
-pub struct FactChecker {
-    judge: Arc<Judge>,
-    threshold: f64,
-    include_reason: bool,
-}
+pub struct FactChecker(Judged);
 
 impl FactChecker {
     pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> FactChecker {
-        FactChecker {
-            judge,
-            threshold,
-            include_reason,
-        }
+        FactChecker(Judged::new(judge, threshold, include_reason))
     }
 }
 
@@ -92,7 +84,7 @@ impl Sensor for FactChecker {
     }
 
     fn model(&self) -> &str {
-        self.judge.model()
+        self.0.model()
     }
 
     fn sense<'a>(
@@ -116,17 +108,15 @@ impl Sensor for FactChecker {
                 system: SYSTEM_PROMPT.to_string(),
                 user: user_message(&call.name, text, &facts),
             };
-            let key = cache_key(text, registry, self.judge.model());
-            let a = self.judge.ask(key, q).await?;
-            from_answer(
+            let key = cache_key(text, registry, self.0.judge.model());
+            let a = self.0.judge.ask(key, q).await?;
+            self.0.signals(
                 &a,
                 Fields {
                     prefix: "output",
                     decision: "verdict",
                     reason: "reasons",
                 },
-                self.threshold,
-                self.include_reason,
             )
         })
     }

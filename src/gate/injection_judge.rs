@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::sensor::{from_answer, Assisted, Fields, Sensor};
+use super::sensor::{Assisted, Fields, Judged, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
@@ -78,19 +78,11 @@ pub fn user_message(results: &[(&str, &str)]) -> String {
     )
 }
 
-pub struct InjectionJudge {
-    judge: Arc<Judge>,
-    threshold: f64,
-    include_reason: bool,
-}
+pub struct InjectionJudge(Judged);
 
 impl InjectionJudge {
     pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> InjectionJudge {
-        InjectionJudge {
-            judge,
-            threshold,
-            include_reason,
-        }
+        InjectionJudge(Judged::new(judge, threshold, include_reason))
     }
 }
 
@@ -100,7 +92,7 @@ impl Sensor for InjectionJudge {
     }
 
     fn model(&self) -> &str {
-        self.judge.model()
+        self.0.model()
     }
 
     fn sense<'a>(
@@ -119,26 +111,24 @@ impl Sensor for InjectionJudge {
                 return Ok(Vec::new());
             }
             let mut parts: Vec<&str> = results.iter().flat_map(|(id, t)| [*id, *t]).collect();
-            parts.extend([self.judge.model(), PROMPT_VERSION]);
+            parts.extend([self.0.judge.model(), PROMPT_VERSION]);
             let q = Question {
                 schema_name: "injection_suspected",
                 schema: SCHEMA.clone(),
                 system: SYSTEM_PROMPT.to_string(),
                 user: user_message(&results),
             };
-            let a = self.judge.ask(crate::judge::key(&parts), q).await?;
+            let a = self.0.judge.ask(crate::judge::key(&parts), q).await?;
             let Some(suspected) = a.value["suspected"].as_bool() else {
                 return Err(Failure::new("schema", "suspected is not a boolean"));
             };
-            let mut out = from_answer(
+            let mut out = self.0.signals(
                 &a,
                 Fields {
                     prefix: "injection",
                     decision: "suspected",
                     reason: "reason",
                 },
-                self.threshold,
-                self.include_reason,
             )?;
             if suspected {
                 let confidence = out.first().map_or(0.0, |s| s.confidence);

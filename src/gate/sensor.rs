@@ -7,7 +7,9 @@ use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
 use crate::context::Context;
-use crate::judge::{Answer, Failure};
+use std::sync::Arc;
+
+use crate::judge::{Answer, Failure, Judge};
 
 /// One proposed assisted signal.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +33,34 @@ pub trait Sensor: Send + Sync {
         ctx: &'a Context,
         signals: &'a Signals,
     ) -> BoxFuture<'a, Result<Vec<Assisted>, Failure>>;
+}
+
+/// What an LLM sensor holds: its judge, the confidence an answer needs,
+/// and whether the judge's reasons are kept as signals.
+pub struct Judged {
+    pub judge: Arc<Judge>,
+    threshold: f64,
+    include_reason: bool,
+}
+
+impl Judged {
+    pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> Judged {
+        Judged {
+            judge,
+            threshold,
+            include_reason,
+        }
+    }
+
+    /// The model the judge asks.
+    pub fn model(&self) -> &str {
+        self.judge.model()
+    }
+
+    /// An answer as assisted signals under `f` (see [`from_answer`]).
+    pub fn signals(&self, a: &Answer, f: Fields) -> Result<Vec<Assisted>, Failure> {
+        from_answer(a, f, self.threshold, self.include_reason)
+    }
 }
 
 /// One sensor call made for a decision, for its trace span.

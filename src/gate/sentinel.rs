@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::sensor::{from_answer, Assisted, Fields, Sensor};
+use super::sensor::{Assisted, Fields, Judged, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
@@ -65,19 +65,11 @@ pub fn user_message(
     crate::judge::data_block("Evaluate the proposed action in this data block.", &data)
 }
 
-pub struct Sentinel {
-    judge: Arc<Judge>,
-    threshold: f64,
-    include_reason: bool,
-}
+pub struct Sentinel(Judged);
 
 impl Sentinel {
     pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> Sentinel {
-        Sentinel {
-            judge,
-            threshold,
-            include_reason,
-        }
+        Sentinel(Judged::new(judge, threshold, include_reason))
     }
 
     /// Asks the judge directly (used by `toolgate eval sentinel`).
@@ -96,7 +88,7 @@ impl Sentinel {
             tool,
             &canonical,
             agent,
-            self.judge.model(),
+            self.0.judge.model(),
             PROMPT_VERSION,
         ]);
         let q = Question {
@@ -105,7 +97,7 @@ impl Sentinel {
             system: SYSTEM_PROMPT.to_string(),
             user: user_message(request, mission, tool, args, agent),
         };
-        self.judge.ask(key, q).await
+        self.0.judge.ask(key, q).await
     }
 }
 
@@ -115,7 +107,7 @@ impl Sensor for Sentinel {
     }
 
     fn model(&self) -> &str {
-        self.judge.model()
+        self.0.model()
     }
 
     fn sense<'a>(
@@ -138,15 +130,13 @@ impl Sensor for Sentinel {
                     &ctx.agent,
                 )
                 .await?;
-            from_answer(
+            self.0.signals(
                 &a,
                 Fields {
                     prefix: "sentinel",
                     decision: "decision",
                     reason: "reason",
                 },
-                self.threshold,
-                self.include_reason,
             )
         })
     }
