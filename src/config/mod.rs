@@ -46,6 +46,7 @@ mod sections;
 pub use sections::*;
 
 mod approval;
+mod clients;
 mod raw;
 mod telemetry;
 mod urls;
@@ -241,7 +242,6 @@ impl Config {
         }
         telemetry::check(&raw.telemetry, &mut bad);
         approval::check(&raw.approval, &mut bad);
-        let mut clients = Vec::new();
         let mut deferred = Vec::new();
         if let Some(w) = &raw.approval.webhook {
             let env = &raw.approval.secret_env;
@@ -257,100 +257,12 @@ impl Config {
                 }
             }
         }
-        for c in &raw.client {
-            let at = c.span();
-            let c = c.get_ref();
-            let cert = match (&c.cert_cn, &c.cert_uri) {
-                (Some(cn), None) => Some(CertName::Cn(cn.clone())),
-                (None, Some(uri)) => Some(CertName::Uri(uri.clone())),
-                (None, None) => None,
-                (Some(_), Some(_)) => {
-                    bad(
-                        at.clone(),
-                        format!("client `{}`: set one of cert_cn and cert_uri", c.name),
-                    );
-                    None
-                }
-            };
-            let mtls = raw
-                .listen
-                .tls
-                .as_ref()
-                .is_some_and(|t| t.client_ca.is_some());
-            if cert.is_some() && !mtls {
-                bad(
-                    at.clone(),
-                    format!(
-                        "client `{}`: a certificate name needs [listen.tls] client_ca (mutual TLS), which verifies the certificates that carry it",
-                        c.name
-                    ),
-                );
-            }
-            if cert.as_ref().is_some_and(|n| match n {
-                CertName::Cn(s) | CertName::Uri(s) => s.trim().is_empty(),
-            }) {
-                bad(
-                    at.clone(),
-                    format!("client `{}`: the certificate name is empty", c.name),
-                );
-            }
-            let (hash, token) = match (&c.token_env, &c.token_sha256, &cert) {
-                (Some(env), None, None) => {
-                    match std::env::var(env).ok().filter(|t| !t.is_empty()) {
-                        Some(t) => (Some(crate::digest::sha256(t.as_bytes())), Some(t)),
-                        None if defer => {
-                            deferred.push(format!(
-                                "environment variable {env} (client `{}`'s token)",
-                                c.name
-                            ));
-                            (Some([0; 32]), None)
-                        }
-                        None => {
-                            bad(
-                                at.clone(),
-                                format!(
-                                    "client `{}`: environment variable {env} is not set",
-                                    c.name
-                                ),
-                            );
-                            (None, None)
-                        }
-                    }
-                }
-                (None, Some(hex), None) => match crate::digest::unhex32(hex) {
-                    Some(h) => (Some(h), None),
-                    None => {
-                        bad(
-                            at.clone(),
-                            format!("client `{}`: token_sha256 must be 64 hex digits", c.name),
-                        );
-                        (None, None)
-                    }
-                },
-                (None, None, Some(_)) => (None, None),
-                _ => {
-                    bad(
-                        at.clone(),
-                        format!(
-                            "client `{}`: set exactly one of token_env, token_sha256, cert_cn and cert_uri",
-                            c.name
-                        ),
-                    );
-                    (None, None)
-                }
-            };
-            if c.name.trim().is_empty() {
-                bad(at.clone(), "client name must not be empty".into());
-            }
-            if hash.is_some() || cert.is_some() {
-                clients.push(Client {
-                    name: c.name.clone(),
-                    token_sha256: hash,
-                    token,
-                    cert,
-                });
-            }
-        }
+        let mtls = raw
+            .listen
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.client_ca.is_some());
+        let clients = clients::parse(&raw.client, mtls, defer, &mut deferred, &mut bad);
         if !raw.client.is_empty() && raw.upstream.auth == AuthMode::Passthrough {
             bad(0..0, "upstream.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]".into());
         }

@@ -71,32 +71,6 @@ fn gates(src: &str) -> Gates {
     gates_with(src, Vec::new())
 }
 
-/// A scripted sensor: returns `answer`, or fails.
-struct Scripted(Result<Vec<Assisted>, crate::judge::Failure>);
-
-impl Sensor for Scripted {
-    fn name(&self) -> &'static str {
-        "sentinel"
-    }
-    fn sense<'a>(
-        &'a self,
-        _: &'a Call,
-        _: &'a Context,
-        _: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
-        let r = self.0.clone();
-        Box::pin(async move { r })
-    }
-}
-
-fn says(name: &str, value: serde_json::Value, confidence: f64) -> Arc<dyn Sensor> {
-    Arc::new(Scripted(Ok(vec![Assisted {
-        name: name.into(),
-        value,
-        confidence,
-    }])))
-}
-
 #[tokio::test]
 async fn integrity_runs_first_and_stops_the_pipeline() {
     let g = gates("");
@@ -262,99 +236,6 @@ async fn a_rate_limit_rejects_the_eleventh_call_per_session() {
 const SENTINEL_RULES: &str = "[[rule]]\nname = \"judge-money\"\ntools = \"pay\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\nfail = \"closed\"\n[[rule]]\nname = \"judge-get\"\ntools = \"get\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\nfail = \"open\"\n[[rule]]\nname = \"test-sentinel-rejects\"\nwhen = \"sentinel.decision == 'reject'\"\nverdict = \"reject\"\n[[rule]]\nname = \"class-says-irreversible\"\nwhen = \"tool.class == 'irreversible'\"\nverdict = \"deny\"\n";
 
 #[tokio::test]
-async fn an_assisted_reject_raises_the_verdict() {
-    let g = gates_with(
-        SENTINEL_RULES,
-        vec![says("sentinel.decision", json!("reject"), 0.95)],
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(
-        (
-            d.verdict,
-            d.outcome.reason.as_ref(),
-            d.outcome.rule.as_deref()
-        ),
-        (Verdict::Reject, "assisted", Some("sentinel-rejects"))
-    );
-    let s = d.signals.unwrap();
-    assert_eq!(
-        s.get("sentinel.decision").unwrap().method,
-        signals::Method::Assisted
-    );
-}
-
-#[tokio::test]
-async fn an_assisted_signal_cannot_overwrite_a_deterministic_one() {
-    // The sensor claims the tool is irreversible; the deterministic class stands.
-    let g = gates_with(
-        SENTINEL_RULES,
-        vec![says("tool.class", json!("irreversible"), 1.0)],
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(d.verdict, Verdict::Allow);
-    assert_eq!(
-        d.signals.unwrap().get("tool.class").unwrap().value,
-        json!("unclassified")
-    );
-}
-
-#[tokio::test]
-async fn an_assisted_signal_cannot_lower_severity() {
-    let rules = format!("{SENTINEL_RULES}[[rule]]\nname = \"no-pay-planning\"\ntools = \"pay\"\nwhen = \"phase == 'planning'\"\nverdict = \"deny\"\nrequire = [\"sentinel\"]\n");
-    let g = gates_with(
-        &rules,
-        vec![says("sentinel.decision", json!("approve"), 1.0)],
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("planning")).await;
-    assert_eq!(d.verdict, Verdict::Deny);
-}
-
-#[tokio::test]
-async fn a_low_confidence_answer_is_dropped() {
-    let g = gates_with(
-        SENTINEL_RULES,
-        vec![says("sentinel.decision", json!("reject"), 0.5)],
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(d.verdict, Verdict::Allow);
-    assert!(d.signals.unwrap().get("sentinel.decision").is_none());
-}
-
-#[tokio::test]
-async fn a_failing_sensor_leaves_the_deterministic_result_or_fails_closed() {
-    let failing: Arc<dyn Sensor> = Arc::new(Scripted(Err(crate::judge::Failure::new(
-        "timeout", "timeout",
-    ))));
-    let g = gates_with(SENTINEL_RULES, vec![failing]);
-    let d = g.decide(&call("get", "{}"), &ctx("execution")).await;
-    assert_eq!(
-        d.verdict,
-        Verdict::Allow,
-        "fail = open keeps the deterministic allow"
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(
-        (
-            d.verdict,
-            d.outcome.reason.as_ref(),
-            d.outcome.rule.as_deref()
-        ),
-        (Verdict::Reject, "sensor_failed", Some("judge-money"))
-    );
-}
-
-#[tokio::test]
-async fn an_unconfigured_sensor_is_skipped() {
-    let g = gates(SENTINEL_RULES);
-    assert_eq!(
-        g.decide(&call("pay", "{}"), &ctx("execution"))
-            .await
-            .verdict,
-        Verdict::Allow
-    );
-}
-
-#[tokio::test]
 async fn always_denied_sees_only_argument_free_deny_rules() {
     let g = gates("[[rule]]\nname = \"no-shell\"\ntools = \"shell\"\nverdict = \"deny\"\n[[rule]]\nname = \"rm\"\ntools = \"get\"\nwhen = \"args.x == 1\"\nverdict = \"deny\"\n");
     let pg = &g.policy_gate;
@@ -458,44 +339,5 @@ async fn remembered_first_passes_answer_by_every_input_they_read() {
     }
 }
 
-#[tokio::test]
-async fn ask_sits_between_allow_and_reject_and_sensors_may_raise_it_only() {
-    // A sensor's low-confidence doubt raises an allow to ask.
-    let doubt = "[[rule]]\nname = \"judge\"\ntools = \"pay\"\nverdict = \"allow\"\nrequire = [\"sentinel\"]\n[[rule]]\nname = \"unsure-asks\"\nwhen = \"sentinel.decision == 'unsure'\"\nverdict = \"ask\"\n[[rule]]\nname = \"reject-rejects\"\nwhen = \"sentinel.decision == 'reject'\"\nverdict = \"reject\"\n";
-    let g = gates_with(doubt, vec![says("sentinel.decision", json!("unsure"), 0.9)]);
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(
-        (d.verdict, d.outcome.rule.as_deref()),
-        (Verdict::Ask, Some("unsure-asks"))
-    );
-    // An ask rule still lets the sensors run, and a reject they find wins:
-    // nobody is asked about a call that would be rejected.
-    let asking =
-        format!("{doubt}[[rule]]\nname = \"always-ask\"\ntools = \"pay\"\nverdict = \"pause\"\n");
-    let g = gates_with(
-        &asking,
-        vec![says("sentinel.decision", json!("reject"), 0.9)],
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(
-        (d.verdict, d.outcome.reason.as_ref()),
-        (Verdict::Reject, "assisted")
-    );
-    // A sensor's approval does not lower an ask.
-    let g = gates_with(
-        &asking,
-        vec![says("sentinel.decision", json!("approve"), 1.0)],
-    );
-    let d = g.decide(&call("pay", "{}"), &ctx("execution")).await;
-    assert_eq!(
-        (d.verdict, d.outcome.rule.as_deref()),
-        (Verdict::Ask, Some("always-ask"))
-    );
-    // A deny beats an ask.
-    let denied =
-        format!("{asking}[[rule]]\nname = \"no-pay\"\ntools = \"pay\"\nverdict = \"deny\"\n");
-    let d = gates_with(&denied, Vec::new())
-        .decide(&call("pay", "{}"), &ctx("execution"))
-        .await;
-    assert_eq!(d.verdict, Verdict::Deny);
-}
+#[path = "sensor_tests.rs"]
+mod sensors;
