@@ -84,8 +84,9 @@ pub struct StreamRewriter {
     usage: crate::protocol::usage::Usage,
     /// `reasoning_details` entries that name an id (Gemini's thought
     /// signatures name the call they belong to), by choice: held until that
-    /// choice's calls are decided, and dropped with a withheld call.
-    held_reasoning: Vec<(u32, Value)>,
+    /// choice's calls are decided, and dropped with a withheld call; each
+    /// with its size as JSON.
+    held_reasoning: Vec<(u32, Value, usize)>,
     /// Their size as JSON: counted in [`Rewriter::held_bytes`], at most
     /// `max_held` for the stream.
     held_reasoning_bytes: usize,

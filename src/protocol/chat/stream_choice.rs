@@ -116,12 +116,12 @@ impl StreamRewriter {
     pub(super) fn take_reasoning(&mut self, choice: u32, withheld: &[&str]) -> Vec<Value> {
         let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held_reasoning)
             .into_iter()
-            .partition(|(c, _)| *c == choice);
+            .partition(|(c, _, _)| *c == choice);
         self.held_reasoning = rest;
-        let gone: usize = mine.iter().map(|(_, v)| super::json_len(v)).sum();
+        let gone: usize = mine.iter().map(|(_, _, len)| len).sum();
         self.held_reasoning_bytes = self.held_reasoning_bytes.saturating_sub(gone);
         mine.into_iter()
-            .map(|(_, v)| v)
+            .map(|(_, v, _)| v)
             .filter(|v| {
                 let id = v.get("id").and_then(Value::as_str).unwrap_or("");
                 !withheld.contains(&id)
@@ -154,12 +154,18 @@ impl StreamRewriter {
         if items.is_empty() {
             d.remove("reasoning_details");
         }
-        self.held_reasoning_bytes += held.iter().map(super::json_len).sum::<usize>();
+        let sized: Vec<(u32, Value, usize)> = held
+            .into_iter()
+            .map(|v| {
+                let len = super::json_len(&v);
+                (idx, v, len)
+            })
+            .collect();
+        self.held_reasoning_bytes += sized.iter().map(|(_, _, len)| len).sum::<usize>();
         if self.held_reasoning_bytes > self.max_held {
             return Err(malformed("held reasoning is over the limit"));
         }
-        self.held_reasoning
-            .extend(held.into_iter().map(|v| (idx, v)));
+        self.held_reasoning.extend(sized);
         *changed = true;
         Ok(())
     }
