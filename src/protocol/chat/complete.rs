@@ -46,7 +46,8 @@ pub struct Completion<'a> {
     top: Obj<'a>,
     choices: Option<Vec<Choice<'a>>>,
     calls: Vec<Call>,
-    /// The calls' ids, kept by [`Completion::forget_calls`] for the rewrite.
+    /// The calls' ids, in order: the rewrite drops reasoning that names a
+    /// withheld one, after [`Completion::forget_calls`] too.
     ids: Vec<String>,
     /// The neutral text goes in `refusal`, not `content` (the request asked
     /// for structured output, which the content must parse as).
@@ -125,8 +126,8 @@ impl<'a> Completion<'a> {
         Ok(Completion {
             top,
             choices: Some(choices),
+            ids: calls.iter().map(|c| c.id.clone()).collect(),
             calls,
-            ids: Vec::new(),
             refusal: false,
         })
     }
@@ -189,10 +190,7 @@ impl<'a> Completion<'a> {
 
     /// Drops the calls' own copies (arguments) once they are decided.
     pub fn forget_calls(&mut self) {
-        self.ids = std::mem::take(&mut self.calls)
-            .into_iter()
-            .map(|c| c.id)
-            .collect();
+        self.calls = Vec::new();
     }
 
     /// Writes the body with the calls whose `allowed` entry is false removed
@@ -224,17 +222,13 @@ impl<'a> Completion<'a> {
                         out.text(",");
                     }
                     let allowed = allowed_slice(verdicts, next, ch.slots.len());
-                    let ids: Vec<&str> = if self.calls.is_empty() {
-                        self.ids.iter().map(String::as_str).collect()
-                    } else {
-                        self.calls.iter().map(|c| c.id.as_str()).collect()
-                    };
-                    let withheld: Vec<&str> = ids
+                    let withheld: Vec<&str> = self
+                        .ids
                         .iter()
                         .skip(next)
                         .zip(&allowed)
                         .filter(|(_, &a)| !a)
-                        .map(|(id, _)| *id)
+                        .map(|(id, _)| id.as_str())
                         .collect();
                     next += ch.slots.len();
                     let w = Withheld {
