@@ -17,14 +17,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::rt::{Read, Write};
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
+use super::sniff::{sniff, Proto};
 use crate::peer::PeerNames;
 use crate::proxy;
 use crate::state::State;
@@ -48,7 +50,8 @@ const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 /// not the wait for the first bytes, where HTTP/1 and h2 are told apart).
 #[derive(Clone)]
 struct Builder {
-    conn: Arc<auto::Builder<TokioExecutor>>,
+    h1: Arc<http1::Builder>,
+    h2: Arc<http2::Builder<TokioExecutor>>,
     first_head: Duration,
 }
 
@@ -63,7 +66,7 @@ async fn serve_conn<I>(
     permit: Option<OwnedSemaphorePermit>,
     peer: Option<Arc<PeerNames>>,
 ) where
-    I: Read + Write + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let full = permit.is_none();
     let open = state.metrics.open_connections.clone();
@@ -91,23 +94,42 @@ async fn serve_conn<I>(
             });
         handler
     });
-    let conn = builder.conn.serve_connection(io, svc).into_owned();
-    let mut conn = std::pin::pin!(watcher.watch(conn));
-    let ended = tokio::select! {
-        r = conn.as_mut() => Some(r),
-        () = tokio::time::sleep(builder.first_head) => None,
-    };
-    let ended = match ended {
-        Some(r) => Some(r),
-        None if asked.load(Ordering::Relaxed) => Some(conn.await),
-        // No request head in time: the connection is dropped (closed).
-        None => None,
+    let deadline = Instant::now() + builder.first_head;
+    let ended = match tokio::time::timeout_at(deadline, sniff(io)).await {
+        Ok(Ok(Some((Proto::H1, io)))) => {
+            let conn = builder.h1.serve_connection(TokioIo::new(io), svc);
+            drive(watcher.watch(conn), deadline, &asked).await
+        }
+        // Boxed: an h2 connection's state is larger than an HTTP/1 one's,
+        // and there are few of them (each carries many streams).
+        Ok(Ok(Some((Proto::H2, io)))) => {
+            let conn = builder.h2.serve_connection(TokioIo::new(io), svc);
+            Box::pin(drive(watcher.watch(conn), deadline, &asked)).await
+        }
+        // Closed, failed or silent before its first bytes.
+        Ok(Ok(None)) | Ok(Err(_)) | Err(_) => None,
     };
     if let Some(Err(e)) = ended {
         tracing::debug!(error = %e, "connection ended with an error");
     }
     open.dec();
     drop(permit);
+}
+
+/// Serves a connection until it ends; `None` when no request head began by
+/// the deadline (the connection is then dropped, which closes it).
+async fn drive<C, E>(conn: C, deadline: Instant, asked: &AtomicBool) -> Option<Result<(), E>>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => Some(r),
+        () = tokio::time::sleep_until(deadline) => match asked.load(Ordering::Relaxed) {
+            true => Some(conn.await),
+            false => None,
+        },
+    }
 }
 
 /// The connection cap: `max_connections`, or fewer when the open-file limit
@@ -131,16 +153,16 @@ fn connection_cap(configured: usize) -> usize {
 /// The builder every connection is served with: HTTP/1 head and idle
 /// timeouts, HTTP/2 keep-alive pings.
 fn conn_builder(header_read_timeout: Duration) -> Builder {
-    let mut b = auto::Builder::new(TokioExecutor::new());
-    b.http1()
-        .timer(TokioTimer::new())
+    let mut h1 = http1::Builder::new();
+    h1.timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
-    b.http2()
-        .timer(TokioTimer::new())
+    let mut h2 = http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new())
         .keep_alive_interval(header_read_timeout)
         .keep_alive_timeout(Duration::from_secs(20));
     Builder {
-        conn: Arc::new(b),
+        h1: Arc::new(h1),
+        h2: Arc::new(h2),
         first_head: header_read_timeout,
     }
 }
@@ -163,7 +185,7 @@ async fn serve_tls(
                 .peer_certificates()
                 .and_then(PeerNames::of)
                 .map(Arc::new);
-            serve_conn(TokioIo::new(tls), builder, state, watcher, permit, peer).await
+            serve_conn(tls, builder, state, watcher, permit, peer).await
         }
         Ok(Err(e)) => {
             state.metrics.tls_handshake_failures.inc();
@@ -204,7 +226,7 @@ pub async fn serve(
                     let (st, w) = (state.clone(), graceful.watcher());
                     match &certs {
                         Some(c) => tokio::spawn(serve_tls(stream, c.clone(), b, st, w, permit)),
-                        None => tokio::spawn(serve_conn(TokioIo::new(stream), b, st, w, permit, None)),
+                        None => tokio::spawn(serve_conn(stream, b, st, w, permit, None)),
                     };
                 }
                 Err(e) => {

@@ -6,6 +6,7 @@ mod fs_events;
 mod listener;
 pub mod reload;
 pub mod signal;
+mod sniff;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
