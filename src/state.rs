@@ -225,6 +225,7 @@ impl State {
             resume: false,
             neutral_result: self.config.rewrite.neutral_result.clone(),
             refusal: false,
+            text_calls: self.config.text_tool_calls,
         }
     }
 

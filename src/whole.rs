@@ -59,6 +59,9 @@ pub async fn round(
             let mut parsed = chat::complete::Completion::parse(text, max_args)?;
             state.metrics.usage(&parsed.usage());
             parsed.refuse(ctx.structured_output);
+            if state.config.text_tool_calls {
+                parsed.read_text_calls();
+            }
             if parsed.calls().is_empty() {
                 return Ok(Round::unchanged(raw));
             }

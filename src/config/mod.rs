@@ -28,6 +28,8 @@ pub struct Config {
     pub rewrite: Rewrite,
     pub limits: Limits,
     pub stream: Stream,
+    /// `[gate] text_tool_calls`: calls written as text are held and gated.
+    pub text_tool_calls: bool,
     /// `[log] format`.
     pub log_format: LogFormat,
     pub responses: Responses,
@@ -422,6 +424,7 @@ impl Config {
             stream: Stream {
                 keepalive: Duration::from_millis(raw.stream.keepalive_ms),
             },
+            text_tool_calls: raw.gate.text_tool_calls,
             log_format: raw.log.format,
             responses: Responses {
                 remember_max: raw.responses.remember_max,

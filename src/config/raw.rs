@@ -16,6 +16,7 @@ pub(crate) struct RawConfig {
     pub(crate) rewrite: RawRewrite,
     pub(crate) limits: RawLimits,
     pub(crate) stream: RawStream,
+    pub(crate) gate: RawGate,
     pub(crate) responses: RawResponses,
     pub(crate) fence: RawFence,
     pub(crate) judge: Option<RawJudge>,
@@ -342,6 +343,15 @@ impl Default for RawLimits {
             max_event_bytes: 16 << 20,
         }
     }
+}
+
+/// `[gate]`: what is read as a tool call.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawGate {
+    /// Tool calls written as text (`<tool_call>`, `<|python_tag|>`,
+    /// `[TOOL_CALLS]`) are held and gated (Chat Completions).
+    pub(crate) text_tool_calls: bool,
 }
 
 #[derive(Debug, Deserialize)]

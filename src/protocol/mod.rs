@@ -24,6 +24,7 @@ pub mod responses;
 pub use request::{array, stream_flag, tree_cost};
 pub mod sse;
 pub mod sync_driver;
+pub mod text_calls;
 pub mod usage;
 
 use std::collections::HashMap;
@@ -192,6 +193,8 @@ pub struct Options {
     /// The neutral text is a refusal (the request asked for structured
     /// output); Chat Completions writes it as `refusal`, not `content`.
     pub refusal: bool,
+    /// Tool calls written as text are held and gated (`[gate] text_tool_calls`).
+    pub text_calls: bool,
 }
 
 /// A response whose calls were all withheld for `resume`: what the

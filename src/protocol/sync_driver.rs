@@ -81,6 +81,7 @@ pub mod testing {
             resume: false,
             neutral_result: "R".into(),
             refusal: false,
+            text_calls: false,
         }
     }
 

@@ -31,6 +31,7 @@ fn opts() -> Options {
         resume: false,
         neutral_result: "R".into(),
         refusal: false,
+        text_calls: false,
     }
 }
 

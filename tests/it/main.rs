@@ -85,6 +85,8 @@ mod resume_messages;
 mod resume_responses;
 // Structured output: a withheld call's neutral text as a refusal.
 mod structured;
+// Tool calls written as text in the content.
+mod text_calls;
 // The log: JSON and text, the access line.
 mod logs;
 // /metrics: labels, histograms, errors and tokens.

@@ -18,6 +18,7 @@ fn opts() -> Options {
         resume: false,
         neutral_result: "R".into(),
         refusal: false,
+        text_calls: false,
     }
 }
 

@@ -31,14 +31,18 @@ fn malformed(why: &'static str) -> Error {
 enum Slot {
     Tool(usize),
     Legacy,
+    /// Written as text in the content (`[gate] text_tool_calls`).
+    Text,
 }
 
 struct Choice<'a> {
+    index: u32,
     obj: Obj<'a>,
     message: Option<Obj<'a>>,
     /// Tool-call entries of the message, raw.
     entries: Vec<&'a RawValue>,
     slots: Vec<Slot>,
+    text: Option<TextBody>,
 }
 
 /// A parsed response body, borrowed from its text.
@@ -91,6 +95,8 @@ impl<'a> Completion<'a> {
                 return Err(malformed("choice indices are repeated or out of range"));
             }
             let mut ch = Choice {
+                index,
+                text: None,
                 message: None,
                 entries: Vec::new(),
                 slots: Vec::new(),
@@ -149,6 +155,9 @@ impl<'a> Completion<'a> {
         let [ch] = self.choices.as_deref()? else {
             return None;
         };
+        if ch.text.is_some() {
+            return None;
+        }
         let all = (0..self.calls.len()).all(|i| Release::at(verdicts, i).resumable());
         if self.calls.is_empty() || !all {
             return None;
@@ -165,6 +174,7 @@ impl<'a> Completion<'a> {
                     extra: extra_keys(ch.entries.get(*i).copied()),
                     ..Site::default()
                 },
+                Slot::Text => Site::default(),
             })
             .collect();
         let text = ch
@@ -291,7 +301,14 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], w: &Withhel
         .iter()
         .zip(verdicts)
         .any(|(s, &a)| matches!(s, Slot::Legacy) && a);
-    let none_left = kept_tools.is_empty() && !legacy_kept;
+    let (content, text_kept) = text::content(ch, verdicts);
+    let none_left = kept_tools.is_empty() && !legacy_kept && text_kept == 0;
+    let kept = Kept {
+        tools: &kept_tools,
+        legacy: legacy_kept,
+        none_left,
+        content: content.as_deref(),
+    };
     out.text("{");
     for (i, (k, v)) in ch.obj.entries.iter().enumerate() {
         if i > 0 {
@@ -299,7 +316,7 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], w: &Withhel
         }
         write_key(out, k);
         match k.as_ref() {
-            "message" => write_message(out, msg, &kept_tools, legacy_kept, w),
+            "message" => write_message(out, msg, &kept, w),
             "finish_reason" if none_left => out.text("\"stop\""),
             "native_finish_reason" if none_left && !is_null(v) => out.text("\"stop\""),
             _ => out.raw(v),
@@ -308,18 +325,21 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], w: &Withhel
     out.text("}");
 }
 
+/// What a choice keeps of its calls.
+struct Kept<'k> {
+    tools: &'k [&'k RawValue],
+    legacy: bool,
+    none_left: bool,
+    /// The content rewritten without the blocks of withheld text calls.
+    content: Option<&'k str>,
+}
+
 /// Writes a message with only its kept calls; one left with none says the
 /// neutral text (after its own content, or as its refusal). What stays as
 /// it came is written raw, so a large content is sliced, not copied.
-fn write_message(
-    out: &mut impl Sink,
-    msg: &Obj,
-    kept_tools: &[&RawValue],
-    legacy_kept: bool,
-    w: &Withheld<'_>,
-) {
+fn write_message(out: &mut impl Sink, msg: &Obj, kept: &Kept<'_>, w: &Withheld<'_>) {
     let (neutral, refusal) = (w.neutral, w.refusal);
-    let none_left = kept_tools.is_empty() && !legacy_kept;
+    let (kept_tools, legacy_kept, none_left) = (kept.tools, kept.legacy, kept.none_left);
     let mut first = true;
     let mut wrote_content = false;
     out.text("{");
@@ -341,6 +361,15 @@ fn write_message(
         match k.as_ref() {
             "tool_calls" if !is_null(v) => write_tools(out, kept_tools),
             "reasoning_details" => write_reasoning(out, v, w.ids),
+            "content" if kept.content.is_some() => {
+                let text = kept.content.unwrap_or_default();
+                match (none_left && !refusal, text.is_empty()) {
+                    (true, true) => write_string(out, neutral),
+                    (true, false) => write_string(out, &format!("{text}\n\n{neutral}")),
+                    (false, _) => write_string(out, text),
+                }
+                wrote_content = true;
+            }
             "content" if none_left && !refusal => {
                 append_neutral(out, v, neutral);
                 wrote_content = true;
@@ -460,6 +489,10 @@ fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
         oversized,
     })
 }
+
+#[path = "complete_text.rs"]
+mod text;
+use text::TextBody;
 
 #[cfg(test)]
 #[path = "complete_tests.rs"]

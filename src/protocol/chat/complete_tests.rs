@@ -170,3 +170,49 @@ fn errors_bad_shapes_and_ambiguity_fail() {
         "a repeated key"
     );
 }
+
+fn text_body(content: &str) -> String {
+    json!({"id":"x","choices":[{"index":0,"finish_reason":"stop",
+        "message":{"role":"assistant","content":content}}]})
+    .to_string()
+}
+
+fn text_rewrite(text: &str, allowed: &[bool]) -> (Vec<String>, Option<Value>) {
+    let mut c = Completion::parse(text, 1024).unwrap();
+    c.read_text_calls();
+    let names = c.calls().iter().map(|c| c.name.clone()).collect();
+    let mut out = String::new();
+    let changed = c.rewrite(&verdicts(allowed), "N", &mut out);
+    (names, changed.then(|| serde_json::from_str(&out).unwrap()))
+}
+
+#[test]
+fn calls_written_as_text_are_read_only_when_asked() {
+    let b = text_body("ok <tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>");
+    assert!(Completion::parse(&b, 1024).unwrap().calls().is_empty());
+    let (names, unchanged) = text_rewrite(&b, &[true]);
+    assert_eq!(names, ["shell"]);
+    assert_eq!(unchanged, None);
+}
+
+#[test]
+fn a_withheld_text_call_leaves_the_content_before_it_and_the_neutral_text() {
+    let b = text_body("ok <tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>");
+    let (_, out) = text_rewrite(&b, &[false]);
+    let out = out.unwrap();
+    assert_eq!(out["choices"][0]["message"]["content"], "ok \n\nN");
+    assert_eq!(out["choices"][0]["finish_reason"], "stop");
+}
+
+#[test]
+fn text_calls_follow_their_choices_structured_calls() {
+    let b = json!({"choices":[{"index":0,"finish_reason":"tool_calls","message":{
+        "content":"[TOOL_CALLS]shell[ARGS]{}",
+        "tool_calls":[{"id":"a","type":"function","function":{"name":"one","arguments":"{}"}}]}}]})
+    .to_string();
+    let (names, out) = text_rewrite(&b, &[true, false]);
+    assert_eq!(names, ["one", "shell"]);
+    let m = &out.unwrap()["choices"][0]["message"];
+    assert_eq!(m["content"], "");
+    assert_eq!(m["tool_calls"][0]["id"], "a");
+}

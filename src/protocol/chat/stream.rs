@@ -26,6 +26,7 @@ use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefil
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
+use crate::protocol::text_calls::{Piece, TextScan};
 use crate::protocol::{map_guard, write_raw_data, Options, Resumption, Rewriter, Step};
 use resume::ResumeState;
 
@@ -33,6 +34,8 @@ use resume::ResumeState;
 mod choice;
 #[path = "stream_resume.rs"]
 mod resume;
+#[path = "stream_text.rs"]
+mod text;
 
 /// The finish reason the agent was sent for a choice.
 #[derive(Debug)]
@@ -58,7 +61,14 @@ struct Pending {
     chunk: Option<Map<String, Value>>,
     /// `[DONE]`, emitted last when it triggered the gate.
     then_raw: Option<Bytes>,
+    /// Calls written as text, by choice: their pieces and where their
+    /// calls start in `calls` (after every structured call).
+    texts: Vec<TextCalls>,
 }
+
+/// One choice's calls written as text: its pieces, and where its calls
+/// start in [`Pending::calls`] (after every structured call).
+type TextCalls = (u32, Vec<Piece>, usize);
 
 #[derive(Debug)]
 pub struct StreamRewriter {
@@ -91,11 +101,9 @@ pub struct StreamRewriter {
     /// `max_held` for the stream.
     held_reasoning_bytes: usize,
     max_held: usize,
-}
-
-/// The length of `v` as JSON text.
-pub(super) fn json_len(v: &Value) -> usize {
-    serde_json::to_vec(v).map_or(0, |b| b.len())
+    /// Each choice's text, scanned for calls written as text (`None`:
+    /// `[gate] text_tool_calls` is off).
+    scans: Option<HashMap<u32, TextScan>>,
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -124,24 +132,8 @@ impl StreamRewriter {
             held_reasoning: Vec::new(),
             held_reasoning_bytes: 0,
             max_held: o.max_held_bytes,
+            scans: o.text_calls.then(HashMap::new),
         }
-    }
-
-    /// Writes the chunk that says the neutral text for a choice left without
-    /// calls: as `content` after a paragraph break when text went before, or
-    /// as `refusal` when the request asked for structured output.
-    pub(super) fn write_neutral(&mut self, out: &mut BytesMut, choice: u32) {
-        let delta = match (self.refusal, self.text_seen) {
-            (true, _) => json!({ "refusal": self.neutral }),
-            (false, true) => json!({ "content": format!("\n\n{}", self.neutral) }),
-            (false, false) => json!({ "content": self.neutral }),
-        };
-        self.template.write_chunk(out, choice, &delta, &Value::Null);
-    }
-
-    fn mark_final(&mut self, choice: u32, sent: &str) {
-        let sent = sent.to_string();
-        self.finals.insert(choice, Final { sent });
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
@@ -169,10 +161,13 @@ impl StreamRewriter {
     /// One data event (`raw` its bytes as they go on).
     fn data(&mut self, raw: Bytes, data: &[u8], out: &mut BytesMut) -> Result<(), Error> {
         if data.trim_ascii() == b"[DONE]" {
-            if self.asm.any() {
-                let choices = self
-                    .asm
-                    .held_choices()
+            self.flush_tails(out);
+            if self.asm.any() || self.text_held() {
+                let mut held = self.asm.held_choices();
+                held.extend(self.text_held_choices());
+                held.sort_unstable();
+                held.dedup();
+                let choices = held
                     .into_iter()
                     .map(|choice| PendingChoice {
                         choice,
@@ -197,7 +192,8 @@ impl StreamRewriter {
             return r;
         }
         let Prefilter { names_call, risky } = prefilter(data, &mut self.scratch);
-        if !risky && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
+        let scanned = self.scans.is_some() && has_text(data);
+        if !risky && !scanned && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
             if !self.text_seen && has_text(data) {
                 self.text_seen = true;
             }
@@ -206,7 +202,8 @@ impl StreamRewriter {
         }
         // Data that is not JSON fails the stream only if it could name a call
         // (a non-ASCII byte alone sends an event to the parse, not to an error).
-        self.slow(raw, data, names_call, out)
+        // With text calls gated, text that cannot be read is not let through either.
+        self.slow(raw, data, names_call || scanned, out)
     }
 
     /// Parses the chunk, strips tool deltas into the assembler, and rewrites finishes.
@@ -303,17 +300,19 @@ impl StreamRewriter {
         chunk: Option<Map<String, Value>>,
         then_raw: Option<Bytes>,
     ) {
-        let (calls, sites) = choices
+        let (mut calls, sites): (Vec<Call>, Vec<Site>) = choices
             .iter()
             .flat_map(|pc| self.asm.take(pc.choice))
             .map(ChatCall::into_parts)
             .unzip();
+        let texts = self.take_text_calls(&choices, &mut calls);
         self.pending = Some(Pending {
             choices,
             calls,
             sites,
             chunk,
             then_raw,
+            texts,
         });
     }
 }
@@ -324,7 +323,7 @@ impl Rewriter for StreamRewriter {
     }
 
     fn held_bytes(&self) -> usize {
-        self.asm.held_bytes() + self.held_reasoning_bytes
+        self.asm.held_bytes() + self.held_reasoning_bytes + self.text_held_bytes()
     }
 
     fn push(&mut self, bytes: &[u8]) {
@@ -375,7 +374,7 @@ impl Rewriter for StreamRewriter {
                 }
             }
         }
-        if self.asm.any() {
+        if self.asm.any() || self.text_held() {
             return Err(malformed("stream ended before its tool calls finished"));
         }
         Ok(Step::NeedMore)
@@ -423,7 +422,8 @@ impl Rewriter for StreamRewriter {
                 .filter(|(i, (c, _))| c.choice == pc.choice && Release::at(verdicts, *i).allowed())
                 .map(|(_, cs)| cs)
                 .collect();
-            let one = kept.is_empty() && p.choices.len() == 1;
+            let (texts, text_kept) = self.write_text_calls(&p.texts, pc.choice, verdicts, out);
+            let one = kept.is_empty() && !texts && p.choices.len() == 1;
             if one && self.resumes(pc.choice, &p.calls, &p.sites, verdicts, &mut chunk, out) {
                 self.ended |= p.then_raw.is_some();
                 return;
@@ -446,9 +446,12 @@ impl Rewriter for StreamRewriter {
             for (j, (call, site)) in kept.iter().enumerate() {
                 self.template.write_call(out, pc.choice, j, call, site);
             }
-            let sent = if kept.is_empty() {
+            let sent = if kept.is_empty() && text_kept == 0 {
                 self.write_neutral(out, pc.choice);
                 "stop".to_string()
+            } else if kept.is_empty() {
+                // Only calls written as text went out: an answer in text.
+                pc.finish.clone().unwrap_or_else(|| "stop".to_string())
             } else {
                 pc.finish.clone().unwrap_or_else(|| {
                     let legacy = kept.iter().all(|(_, s)| s.legacy);

@@ -2,7 +2,8 @@
 //! assembler (or are counted as late once the choice finished), and its
 //! finish either starts a gate (calls are held) or is recorded, and repeated
 //! the same way if the upstream says it again. Its `reasoning_details`
-//! entries that name an id are held until its calls are decided.
+//! entries that name an id are held until its calls are decided. Also the
+//! chunks that close a choice: the neutral text, the finish it was sent.
 
 use std::time::Instant;
 
@@ -13,8 +14,32 @@ use crate::error::Error;
 use crate::protocol::chat::chunk::set_finish;
 use crate::protocol::chat::keys;
 use crate::protocol::map_guard;
+use bytes::BytesMut;
+use serde_json::json;
+
+/// The length of `v` as JSON text.
+pub(super) fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
 
 impl StreamRewriter {
+    /// Writes the chunk that says the neutral text for a choice left without
+    /// calls: as `content` after a paragraph break when text went before, or
+    /// as `refusal` when the request asked for structured output.
+    pub(super) fn write_neutral(&mut self, out: &mut BytesMut, choice: u32) {
+        let delta = match (self.refusal, self.text_seen) {
+            (true, _) => json!({ "refusal": self.neutral }),
+            (false, true) => json!({ "content": format!("\n\n{}", self.neutral) }),
+            (false, false) => json!({ "content": self.neutral }),
+        };
+        self.template.write_chunk(out, choice, &delta, &Value::Null);
+    }
+
+    pub(super) fn mark_final(&mut self, choice: u32, sent: &str) {
+        let sent = sent.to_string();
+        self.finals.insert(choice, Final { sent });
+    }
+
     pub(super) fn choice(
         &mut self,
         pos: usize,
@@ -73,6 +98,7 @@ impl StreamRewriter {
             if !late {
                 self.hold_reasoning(idx, d, changed)?;
             }
+            self.scan_text(idx, d, late, changed)?;
             if !self.text_seen {
                 self.text_seen = d
                     .get("content")
@@ -87,11 +113,13 @@ impl StreamRewriter {
         else {
             return Ok(());
         };
-        if !self.asm.holds(idx) {
+        self.finish_text(idx, c, changed);
+        let holds = self.asm.holds(idx) || self.text_holds(idx);
+        if !holds {
             // No calls to decide: what was held goes out with this finish.
             self.release_reasoning(idx, c, changed);
         }
-        if self.asm.holds(idx) {
+        if holds {
             gated.push(PendingChoice {
                 choice: idx,
                 pos: Some(pos),
@@ -157,7 +185,7 @@ impl StreamRewriter {
         let sized: Vec<(u32, Value, usize)> = held
             .into_iter()
             .map(|v| {
-                let len = super::json_len(&v);
+                let len = json_len(&v);
                 (idx, v, len)
             })
             .collect();

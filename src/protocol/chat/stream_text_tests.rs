@@ -1,0 +1,130 @@
+//! Calls written as text in a streamed choice, over hand-written streams.
+
+use serde_json::Value;
+
+use super::super::StreamRewriter;
+use crate::protocol::sync_driver::testing::{options, run_denying};
+
+fn run(deltas: &[&str], finish: &str, deny: &[&str], on: bool) -> String {
+    let mut o = options();
+    o.text_calls = on;
+    let mut input = String::new();
+    for (i, d) in deltas.iter().enumerate() {
+        let last = i + 1 == deltas.len();
+        let delta = serde_json::json!({ "content": d });
+        let fin = if last {
+            format!("\"{finish}\"")
+        } else {
+            "null".into()
+        };
+        input.push_str(&format!(
+            "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{fin}}}]}}\n\n"
+        ));
+    }
+    input.push_str("data: [DONE]\n\n");
+    run_denying(&mut StreamRewriter::new(&o), &input, deny)
+}
+
+/// The text the agent reads, the finishes it is sent, and the events as they came.
+fn read(out: &str) -> (String, Vec<String>, Vec<String>) {
+    let (mut text, mut finishes, mut raw) = (String::new(), Vec::new(), Vec::new());
+    for block in out.split("\n\n").filter_map(|b| b.strip_prefix("data: ")) {
+        raw.push(block.to_string());
+        let Ok(v) = serde_json::from_str::<Value>(block) else {
+            continue;
+        };
+        let c = &v["choices"][0];
+        text.push_str(c["delta"]["content"].as_str().unwrap_or(""));
+        if let Some(f) = c["finish_reason"].as_str() {
+            finishes.push(f.to_string());
+        }
+    }
+    (text, finishes, raw)
+}
+
+const CALL: &str =
+    "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>";
+
+#[test]
+fn an_allowed_text_call_reaches_the_agent_as_it_was_written() {
+    let parts = [
+        "Let me look. <tool",
+        "_call>\n{\"name\": \"shell\", ",
+        "\"arguments\": {\"command\": \"ls\"}}\n</tool_call>",
+    ];
+    let (text, finishes, raw) = read(&run(&parts, "stop", &[], true));
+    assert_eq!(text, format!("Let me look. {CALL}"));
+    assert_eq!(finishes, ["stop"]);
+    // The text before the marker went out at once; the call only as a whole.
+    assert!(raw[0].contains("Let me look. ") && !raw[0].contains("<tool"));
+    assert!(raw
+        .iter()
+        .any(|e| e.contains("\\\"command\\\": \\\"ls\\\"")));
+}
+
+#[test]
+fn a_withheld_text_call_is_taken_out_and_the_turn_ends_neutrally() {
+    let parts = [
+        "Running it.",
+        "\n<tool_call>",
+        "{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}</tool_call>",
+    ];
+    let out = run(&parts, "stop", &["shell"], true);
+    let (text, finishes, _) = read(&out);
+    assert!(
+        !out.contains("tool_call") && !out.contains("shell"),
+        "{out}"
+    );
+    assert!(text.starts_with("Running it.\n\n"), "{text}");
+    assert!(text.ends_with(&options().neutral_message), "{text}");
+    assert_eq!(finishes, ["stop"]);
+}
+
+#[test]
+fn only_the_withheld_block_goes_when_another_is_allowed() {
+    let a = "<tool_call>{\"name\": \"read\", \"arguments\": {}}</tool_call>";
+    let b = "<tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>";
+    let (text, _, _) = read(&run(&[a, "\n", b], "stop", &["shell"], true));
+    assert_eq!(text, format!("{a}\n"));
+}
+
+#[test]
+fn every_format_is_held_and_gated() {
+    for call in [
+        "<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"command\": \"ls\"}}",
+        "[TOOL_CALLS][{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}]",
+        "[TOOL_CALLS]shell[ARGS]{\"command\": \"ls\"}",
+    ] {
+        let (pieces, at) = call.split_at(5);
+        let out = run(&[pieces, at], "stop", &["shell"], true);
+        assert!(!out.contains("shell"), "{call}: {out}");
+        let (text, _, _) = read(&run(&[pieces, at], "stop", &[], true));
+        assert_eq!(text, call);
+    }
+}
+
+#[test]
+fn text_that_only_looked_like_a_marker_goes_out_at_the_finish() {
+    let (text, finishes, _) = read(&run(&["Compare a [TOOL", "_"], "stop", &["shell"], true));
+    assert_eq!(text, "Compare a [TOOL_");
+    assert_eq!(finishes, ["stop"]);
+}
+
+#[test]
+fn off_by_default_the_text_is_not_read() {
+    let out = run(&[CALL], "stop", &["shell"], false);
+    assert_eq!(read(&out).0, CALL);
+}
+
+#[test]
+fn a_stream_that_ends_while_holding_call_text_releases_none_of_it() {
+    let mut o = options();
+    o.text_calls = true;
+    let input = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok <tool_call>{\\\"name\\\": \\\"shell\\\"\"},\"finish_reason\":null}]}\n\n";
+    let out = run_denying(&mut StreamRewriter::new(&o), input, &[]);
+    assert!(
+        !out.contains("shell") && !out.contains("tool_call"),
+        "{out}"
+    );
+    assert!(out.contains("\"error\""), "{out}");
+}
