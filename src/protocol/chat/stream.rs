@@ -192,7 +192,9 @@ impl StreamRewriter {
             return r;
         }
         let Prefilter { names_call, risky } = prefilter(data, &mut self.scratch);
-        let scanned = self.scans.is_some() && has_text(data);
+        // With text calls gated every event is parsed: a byte search for
+        // `content` would miss a key written with escapes.
+        let scanned = self.scans.is_some();
         if !risky && !scanned && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
             if !self.text_seen && has_text(data) {
                 self.text_seen = true;

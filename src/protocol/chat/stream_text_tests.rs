@@ -128,3 +128,16 @@ fn a_stream_that_ends_while_holding_call_text_releases_none_of_it() {
     );
     assert!(out.contains("\"error\""), "{out}");
 }
+
+#[test]
+fn a_content_key_written_with_escapes_is_still_scanned() {
+    let mut o = options();
+    o.text_calls = true;
+    let input = "data: {\"choices\":[{\"index\":0,\"delta\":{\"\\u0063ontent\":\"<tool_call>{\\\"name\\\": \\\"shell\\\", \\\"arguments\\\": {}}</tool_call>\"},\"finish_reason\":null}]}\n\n\
+                 data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let out = run_denying(&mut StreamRewriter::new(&o), input, &["shell"]);
+    assert!(
+        !out.contains("shell") && !out.contains("tool_call"),
+        "{out}"
+    );
+}
