@@ -32,7 +32,9 @@ impl StreamRewriter {
         if late && scan.take_held().is_some() {
             self.late_deltas += 1;
         }
-        if now.len() != text.len() {
+        // Compared as text: a released tail and a new one held back can
+        // leave the length as it was.
+        if now != *text {
             *changed = true;
             match now.is_empty() {
                 true => d.remove("content"),

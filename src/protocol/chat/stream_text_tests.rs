@@ -141,3 +141,9 @@ fn a_content_key_written_with_escapes_is_still_scanned() {
         "{out}"
     );
 }
+
+#[test]
+fn a_held_back_tail_released_as_another_is_held_keeps_the_text_in_order() {
+    let (text, _, _) = read(&run(&["a<", "b<"], "stop", &[], true));
+    assert_eq!(text, "a<b<");
+}
