@@ -29,6 +29,19 @@ pub fn find_marker(s: &str) -> Option<usize> {
     MARKERS.iter().filter_map(|m| s.find(m)).min()
 }
 
+/// The text of a content part that is text (`{"type": "text", "text":
+/// …}`, or one without a type); other parts (images, thinking) are not.
+pub fn part_text(part: &mut Value) -> Option<&mut String> {
+    let p = part.as_object_mut()?;
+    if p.get("type").is_some_and(|t| t != "text") {
+        return None;
+    }
+    match p.get_mut("text")? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
 /// How many bytes at the end of `s` could begin a marker.
 fn partial_marker(s: &str) -> usize {
     MARKERS

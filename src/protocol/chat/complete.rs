@@ -308,6 +308,7 @@ fn write_choice(out: &mut impl Sink, ch: &Choice, verdicts: &[bool], w: &Withhel
         legacy: legacy_kept,
         none_left,
         content: content.as_deref(),
+        parts: text::parts(ch),
     };
     out.text("{");
     for (i, (k, v)) in ch.obj.entries.iter().enumerate() {
@@ -332,6 +333,8 @@ struct Kept<'k> {
     none_left: bool,
     /// The content rewritten without the blocks of withheld text calls.
     content: Option<&'k str>,
+    /// The parts that content came in, when it came in parts.
+    parts: Option<&'k [serde_json::Value]>,
 }
 
 /// Writes a message with only its kept calls; one left with none says the
@@ -363,11 +366,12 @@ fn write_message(out: &mut impl Sink, msg: &Obj, kept: &Kept<'_>, w: &Withheld<'
             "reasoning_details" => write_reasoning(out, v, w.ids),
             "content" if kept.content.is_some() => {
                 let text = kept.content.unwrap_or_default();
-                match (none_left && !refusal, text.is_empty()) {
-                    (true, true) => write_string(out, neutral),
-                    (true, false) => write_string(out, &format!("{text}\n\n{neutral}")),
-                    (false, _) => write_string(out, text),
-                }
+                let text = match (none_left && !refusal, text.is_empty()) {
+                    (true, true) => Cow::Borrowed(neutral),
+                    (true, false) => Cow::Owned(format!("{text}\n\n{neutral}")),
+                    (false, _) => Cow::Borrowed(text),
+                };
+                text::write_content(out, kept.parts, &text);
                 wrote_content = true;
             }
             "content" if none_left && !refusal => {
@@ -385,57 +389,6 @@ fn write_message(out: &mut impl Sink, msg: &Obj, kept: &Kept<'_>, w: &Withheld<'
         write_string(out, neutral);
     }
     out.text("}");
-}
-
-/// `reasoning_details` without the entries that name a withheld call (a
-/// thought signature carries its call's id); as it came when none does.
-fn write_reasoning(out: &mut impl Sink, v: &RawValue, withheld: &[&str]) {
-    let names = |e: &serde_json::Value| {
-        e.get("id")
-            .and_then(serde_json::Value::as_str)
-            .is_some_and(|id| withheld.contains(&id))
-    };
-    match serde_json::from_str::<Vec<serde_json::Value>>(v.get()) {
-        Ok(items) if items.iter().any(names) => {
-            let kept: Vec<serde_json::Value> = items.into_iter().filter(|e| !names(e)).collect();
-            out.text(&serde_json::Value::Array(kept).to_string());
-        }
-        _ => out.raw(v),
-    }
-}
-
-/// The kept tool-call entries, a present `index` renumbered.
-fn write_tools(out: &mut impl Sink, kept: &[&RawValue]) {
-    out.text("[");
-    for (j, e) in kept.iter().enumerate() {
-        if j > 0 {
-            out.text(",");
-        }
-        match Obj::of(e) {
-            Some(o) if o.get("index").is_some() => {
-                write_obj(out, &o, |k, _| (k == "index").then(|| j.to_string()))
-            }
-            _ => out.raw(e),
-        }
-    }
-    out.text("]");
-}
-
-/// `content` followed by a blank line and the neutral text; the neutral
-/// text alone when there was none. A non-empty string is written raw up to
-/// its closing quote and the rest appended, so it is never decoded or
-/// copied.
-fn append_neutral(out: &mut impl Sink, content: &RawValue, neutral: &str) {
-    let raw = content.get();
-    match raw.strip_suffix('"') {
-        Some(open) if raw.starts_with('"') && raw.len() > 2 => {
-            out.slice(open);
-            let mut rest = String::new();
-            write_string(&mut rest, &format!("\n\n{neutral}"));
-            out.text(&rest[1..]);
-        }
-        _ => write_string(out, neutral),
-    }
 }
 
 fn choice_index(ch: &Obj, pos: usize) -> Result<u32, Error> {
@@ -492,7 +445,10 @@ fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
 
 #[path = "complete_text.rs"]
 mod text;
+#[path = "complete_write.rs"]
+mod write;
 use text::TextBody;
+use write::{append_neutral, write_reasoning, write_tools};
 
 #[cfg(test)]
 #[path = "complete_tests.rs"]

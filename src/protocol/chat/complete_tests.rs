@@ -85,11 +85,15 @@ fn the_neutral_text_follows_the_content_escapes_and_all() {
     for (content, want) in [
         (
             r#""said \"hi\" \u00e9\n""#,
-            "said \"hi\" \u{e9}\n\n\nN \"q\"",
+            json!("said \"hi\" \u{e9}\n\n\nN \"q\""),
         ),
-        (r#""""#, "N \"q\""),
-        ("null", "N \"q\""),
-        (r#"[{"type":"text","text":"parts"}]"#, "N \"q\""),
+        (r#""""#, json!("N \"q\"")),
+        ("null", json!("N \"q\"")),
+        // Content in parts keeps them, and the neutral text is one more.
+        (
+            r#"[{"type":"text","text":"parts"}]"#,
+            json!([{"type":"text","text":"parts"},{"type":"text","text":"N \"q\""}]),
+        ),
     ] {
         let t = format!(
             r#"{{"choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":{content},"tool_calls":[{{"id":"a","function":{{"name":"x","arguments":"{{}}"}}}}]}}}}]}}"#
@@ -215,4 +219,34 @@ fn text_calls_follow_their_choices_structured_calls() {
     let m = &out.unwrap()["choices"][0]["message"];
     assert_eq!(m["content"], "");
     assert_eq!(m["tool_calls"][0]["id"], "a");
+}
+
+fn parts_body(parts: Value) -> String {
+    json!({"id":"x","choices":[{"index":0,"finish_reason":"stop",
+        "message":{"role":"assistant","content":parts}}]})
+    .to_string()
+}
+
+#[test]
+fn calls_written_as_text_in_content_parts_are_read_and_withheld() {
+    let b = parts_body(json!([
+        {"type":"thinking","thinking":[{"type":"text","text":"<tool_call>not content"}]},
+        {"type":"text","text":"ok <tool_"},
+        {"type":"image_url","image_url":{"url":"https://x"}},
+        {"type":"text","text":"call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>"}
+    ]));
+    let (names, out) = text_rewrite(&b, &[false]);
+    assert_eq!(names, ["shell"]);
+    let content = &out.unwrap()["choices"][0]["message"]["content"];
+    assert_eq!(
+        content,
+        &json!([
+            {"type":"thinking","thinking":[{"type":"text","text":"<tool_call>not content"}]},
+            {"type":"text","text":"ok \n\nN"},
+            {"type":"image_url","image_url":{"url":"https://x"}}
+        ])
+    );
+    // Allowed, the parts go out as they came.
+    let (_, unchanged) = text_rewrite(&b, &[true]);
+    assert_eq!(unchanged, None);
 }

@@ -2,8 +2,12 @@
 //! text_tool_calls`): read after the structured calls of their choice, and
 //! the content written back without the blocks of withheld ones.
 
+use std::borrow::Cow;
+
+use serde_json::Value;
+
 use super::{Choice, Completion, Slot};
-use crate::protocol::json;
+use crate::protocol::json::{self, Sink};
 use crate::protocol::text_calls;
 
 /// A content with calls written as text: before its first marker, and the
@@ -11,6 +15,9 @@ use crate::protocol::text_calls;
 pub(super) struct TextBody {
     pub(super) before: String,
     pub(super) pieces: Vec<text_calls::Piece>,
+    /// Content that came in parts: the rewritten text takes the place of
+    /// the first text part, the other text parts go, the rest stay.
+    pub(super) parts: Option<Vec<Value>>,
 }
 
 impl Completion<'_> {
@@ -24,11 +31,16 @@ impl Completion<'_> {
         let mut all = Vec::with_capacity(old.len());
         for ch in choices.iter_mut() {
             all.extend(old.by_ref().take(ch.slots.len()));
-            let content = ch
-                .message
-                .as_ref()
-                .and_then(|m| m.present("content"))
-                .and_then(json::string);
+            let raw = ch.message.as_ref().and_then(|m| m.present("content"));
+            let (content, parts) = match raw.map(|c| c.get().trim_start().starts_with('[')) {
+                Some(true) => {
+                    match raw.and_then(|c| serde_json::from_str::<Vec<Value>>(c.get()).ok()) {
+                        Some(mut parts) => (Some(Cow::Owned(joined(&mut parts))), Some(parts)),
+                        None => (None, None),
+                    }
+                }
+                _ => (raw.and_then(json::string), None),
+            };
             let Some(content) = content else {
                 continue;
             };
@@ -42,6 +54,7 @@ impl Completion<'_> {
             ch.text = Some(TextBody {
                 before: content[..at].to_string(),
                 pieces,
+                parts,
             });
         }
         self.ids = all.iter().map(|c| c.id.clone()).collect();
@@ -65,4 +78,40 @@ pub(super) fn content(ch: &Choice, verdicts: &[bool]) -> (Option<String>, usize)
         .collect();
     let (rest, kept) = text_calls::rebuild(&t.pieces, |i| allowed.get(i).copied().unwrap_or(false));
     (Some(format!("{}{rest}", t.before)), kept)
+}
+
+/// The text of a content's text parts, in order.
+fn joined(parts: &mut [Value]) -> String {
+    parts
+        .iter_mut()
+        .filter_map(text_calls::part_text)
+        .fold(String::new(), |mut all, t| {
+            all.push_str(t);
+            all
+        })
+}
+
+/// The parts a choice's content came in, when it was rewritten.
+pub(super) fn parts<'a>(ch: &'a Choice<'_>) -> Option<&'a [Value]> {
+    ch.text.as_ref()?.parts.as_deref()
+}
+
+/// Writes a rewritten content: a string, or the parts it came in with the
+/// text in the first text part and no other.
+pub(super) fn write_content(out: &mut impl Sink, parts: Option<&[Value]>, text: &str) {
+    let Some(parts) = parts else {
+        return json::write_string(out, text);
+    };
+    let mut parts = parts.to_vec();
+    let mut first = true;
+    parts.retain_mut(|p| match text_calls::part_text(p) {
+        Some(t) if first => {
+            first = false;
+            *t = text.to_string();
+            true
+        }
+        Some(_) => false,
+        None => true,
+    });
+    out.text(&Value::Array(parts).to_string());
 }

@@ -100,10 +100,11 @@ impl StreamRewriter {
             }
             self.scan_text(idx, d, late, changed)?;
             if !self.text_seen {
-                self.text_seen = d
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .is_some_and(|s| !s.is_empty());
+                self.text_seen = match d.get("content") {
+                    Some(Value::String(s)) => !s.is_empty(),
+                    Some(Value::Array(parts)) => !parts.is_empty(),
+                    _ => false,
+                };
             }
         }
         let Some(finish) = c

@@ -24,22 +24,43 @@ impl StreamRewriter {
         let Some(scans) = self.scans.as_mut() else {
             return Ok(());
         };
-        let Some(Value::String(text)) = d.get("content") else {
-            return Ok(());
-        };
         let scan = scans.entry(idx).or_default();
-        let now = scan.push(text);
+        match d.get_mut("content") {
+            Some(Value::String(text)) => {
+                let now = scan.push(text);
+                // Compared as text: a released tail and a new one held back
+                // can leave the length as it was.
+                if now != *text {
+                    *changed = true;
+                    match now.is_empty() {
+                        true => d.remove("content"),
+                        false => d.insert("content".into(), Value::String(now)),
+                    };
+                }
+            }
+            // Content in parts: each text part goes through the same scan,
+            // in order, and keeps what may go out of it.
+            Some(Value::Array(parts)) => {
+                let before = parts.len();
+                parts.retain_mut(|p| match text_calls::part_text(p) {
+                    Some(text) => {
+                        let now = scan.push(text);
+                        if now != *text {
+                            *changed = true;
+                            *text = now;
+                        }
+                        !text.is_empty()
+                    }
+                    None => true,
+                });
+                if parts.is_empty() && before > 0 {
+                    d.remove("content");
+                }
+            }
+            _ => return Ok(()),
+        }
         if late && scan.take_held().is_some() {
             self.late_deltas += 1;
-        }
-        // Compared as text: a released tail and a new one held back can
-        // leave the length as it was.
-        if now != *text {
-            *changed = true;
-            match now.is_empty() {
-                true => d.remove("content"),
-                false => d.insert("content".into(), Value::String(now)),
-            };
         }
         if self.text_held_bytes() > self.max_held {
             return Err(malformed("held text is over the limit"));
@@ -56,16 +77,17 @@ impl StreamRewriter {
         let delta = c
             .entry("delta")
             .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(d) = delta {
-            let mut text = d
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            text.push_str(&tail);
-            d.insert("content".into(), Value::String(text));
-            *changed = true;
+        let Value::Object(d) = delta else {
+            return;
+        };
+        match d.get_mut("content") {
+            Some(Value::String(text)) => text.push_str(&tail),
+            Some(Value::Array(parts)) => parts.push(json!({ "type": "text", "text": tail })),
+            _ => {
+                d.insert("content".into(), Value::String(tail));
+            }
         }
+        *changed = true;
     }
 
     fn take_tail(&mut self, idx: u32) -> Option<String> {

@@ -1,17 +1,23 @@
 //! Calls written as text in a streamed choice, over hand-written streams.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::super::StreamRewriter;
 use crate::protocol::sync_driver::testing::{options, run_denying};
 
 fn run(deltas: &[&str], finish: &str, deny: &[&str], on: bool) -> String {
+    let contents: Vec<Value> = deltas.iter().map(|d| json!(d)).collect();
+    run_contents(&contents, finish, deny, on)
+}
+
+/// Like [`run`], each delta's `content` given as JSON (a string, or parts).
+fn run_contents(contents: &[Value], finish: &str, deny: &[&str], on: bool) -> String {
     let mut o = options();
     o.text_calls = on;
     let mut input = String::new();
-    for (i, d) in deltas.iter().enumerate() {
-        let last = i + 1 == deltas.len();
-        let delta = serde_json::json!({ "content": d });
+    for (i, d) in contents.iter().enumerate() {
+        let last = i + 1 == contents.len();
+        let delta = json!({ "content": d });
         let fin = if last {
             format!("\"{finish}\"")
         } else {
@@ -34,7 +40,13 @@ fn read(out: &str) -> (String, Vec<String>, Vec<String>) {
             continue;
         };
         let c = &v["choices"][0];
-        text.push_str(c["delta"]["content"].as_str().unwrap_or(""));
+        match &c["delta"]["content"] {
+            Value::Array(parts) => parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .for_each(|p| text.push_str(p["text"].as_str().unwrap_or(""))),
+            t => text.push_str(t.as_str().unwrap_or("")),
+        }
         if let Some(f) = c["finish_reason"].as_str() {
             finishes.push(f.to_string());
         }
@@ -146,4 +158,40 @@ fn a_content_key_written_with_escapes_is_still_scanned() {
 fn a_held_back_tail_released_as_another_is_held_keeps_the_text_in_order() {
     let (text, _, _) = read(&run(&["a<", "b<"], "stop", &[], true));
     assert_eq!(text, "a<b<");
+}
+
+#[test]
+fn content_in_parts_is_scanned_part_by_part() {
+    let think = json!({"type": "thinking", "thinking": [{"type": "text", "text": "<tool_call>"}]});
+    let contents = [
+        json!([think, {"type": "text", "text": "Running it. <tool"}]),
+        json!([{"type": "text", "text": "_call>{\"name\": \"shell\", "}]),
+        json!([{"text": "\"arguments\": {}}</tool_call>"}]),
+    ];
+    let out = run_contents(&contents, "stop", &["shell"], true);
+    assert!(!out.contains("shell") && !out.contains("<tool\""), "{out}");
+    let (text, finishes, raw) = read(&out);
+    assert!(text.starts_with("Running it. \n\n"), "{text}");
+    assert!(text.ends_with(&options().neutral_message), "{text}");
+    assert_eq!(finishes, ["stop"]);
+    // A part that is not text went out as it came.
+    assert!(raw[0].contains("\"thinking\""), "{}", raw[0]);
+
+    let (text, _, _) = read(&run_contents(&contents, "stop", &[], true));
+    assert_eq!(
+        text,
+        "Running it. <tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>"
+    );
+}
+
+#[test]
+fn a_tail_held_back_from_parts_goes_out_as_a_part() {
+    let contents = [json!([{"type": "text", "text": "a [TOOL"}]), json!([])];
+    let (text, _, raw) = read(&run_contents(&contents, "stop", &[], true));
+    assert_eq!(text, "a [TOOL");
+    assert!(
+        raw.iter()
+            .any(|e| e.contains("{\"text\":\"[TOOL\",\"type\":\"text\"}")),
+        "{raw:?}"
+    );
 }
