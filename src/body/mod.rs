@@ -381,6 +381,11 @@ impl GatedBody {
                 let Phase::Gating { tick, .. } = &mut self.phase else {
                     return Next::Continue;
                 };
+                if tick.is_none() {
+                    // A slow gate (a call waiting for a person) may hold the
+                    // stream for minutes: the empty buffer's room goes now.
+                    self.out = BytesMut::new();
+                }
                 let t = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
                 if t.as_mut().poll(cx).is_ready() {
                     t.as_mut().reset(tokio::time::Instant::now() + every);

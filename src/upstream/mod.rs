@@ -186,6 +186,11 @@ impl Upstream {
         self.pool.sweep()
     }
 
+    /// [`Upstream::sweep`] as it would be at `now` (for tests).
+    pub fn sweep_at(&self, now: std::time::Instant) -> usize {
+        self.pool.sweep_at(now)
+    }
+
     /// The upstream key's raw value, for redaction (never logged).
     pub fn key_header(&self) -> Option<&HeaderValue> {
         self.key.as_ref()

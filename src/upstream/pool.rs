@@ -30,6 +30,15 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How many idle connections are kept; the oldest go first.
 const MAX_IDLE: usize = 256;
 
+/// How many of the newest idle connections are kept for [`IDLE_TIMEOUT`];
+/// older ones, left over from a burst, only for [`EXCESS_TIMEOUT`]: each
+/// holds about 28 KiB of hyper's buffers and channel (heaptrack), and a
+/// burst of calls waiting for a person left 256 of them in the pool.
+const WARM: usize = 32;
+
+/// How long an idle connection beyond the [`WARM`] newest is kept.
+const EXCESS_TIMEOUT: Duration = Duration::from_secs(5);
+
 pub type H1Conn = http1::Connection<TokioIo<Stream>, UpstreamBody>;
 type H2 = http2::SendRequest<UpstreamBody>;
 
@@ -180,14 +189,28 @@ impl Pool {
         }
     }
 
-    /// Closes idle connections past [`IDLE_TIMEOUT`] or closed by the
-    /// server: without traffic nothing else would (their sockets and
+    /// Closes idle connections past [`IDLE_TIMEOUT`] (beyond the [`WARM`]
+    /// newest: [`EXCESS_TIMEOUT`]) or closed by the server: without traffic
+    /// nothing else would (their sockets and
     /// buffers stayed until the next request). Returns how many are left.
     pub fn sweep(&self) -> usize {
+        self.sweep_at(Instant::now())
+    }
+
+    /// [`Pool::sweep`] as it would be at `now`.
+    pub fn sweep_at(&self, now: Instant) -> usize {
         let Ok(mut idle) = self.idle.lock() else {
             return 0;
         };
-        idle.retain_mut(|i| i.since.elapsed() < IDLE_TIMEOUT && alive(&mut i.held));
+        let mut excess = idle.len().saturating_sub(WARM);
+        idle.retain_mut(|i| {
+            let limit = match excess {
+                0 => IDLE_TIMEOUT,
+                _ => EXCESS_TIMEOUT,
+            };
+            excess = excess.saturating_sub(1);
+            now.saturating_duration_since(i.since) < limit && alive(&mut i.held)
+        });
         idle.len()
     }
 

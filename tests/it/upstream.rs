@@ -44,6 +44,8 @@ enum Then {
     AnswerThenClose(u64),
     /// Reads the request and closes without an answer.
     Hang,
+    /// Answers after `ms` and keeps the connection open.
+    AnswerAfter(u64),
 }
 
 /// A keep-alive HTTP/1.1 upstream written by hand, so it can close
@@ -67,6 +69,12 @@ async fn raw_upstream(
                     r.fetch_add(1, Ordering::SeqCst);
                     match then(conn, n) {
                         Then::Hang => return,
+                        Then::AnswerAfter(ms) => {
+                            tokio::time::sleep(Duration::from_millis(ms)).await;
+                            let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", COMPLETION.len());
+                            let _ = s.write_all(head.as_bytes()).await;
+                            let _ = s.write_all(COMPLETION.as_bytes()).await;
+                        }
                         Then::AnswerThenClose(ms) => {
                             let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", COMPLETION.len());
                             let _ = s.write_all(head.as_bytes()).await;
@@ -154,6 +162,28 @@ async fn the_sweep_lets_go_of_kept_connections_the_upstream_closed() {
         1,
         "the connection the upstream closed is gone, the open one stays"
     );
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bursts_extra_connections_are_let_go_sooner_than_the_newest_32() {
+    // 40 requests at once, each answered after 300 ms: 40 connections.
+    let (url, conns, _) = raw_upstream(|_, _| Then::AnswerAfter(300)).await;
+    let gate = start_gate(&url, ALLOW_ALL, "").await;
+    let state = &gate.running.as_ref().unwrap().state;
+    let req = chat_request(false, &[]);
+    let all = futures_util::future::join_all((0..40).map(|_| post_chat(&gate, &req))).await;
+    assert!(all.iter().all(|a| a.status == 200));
+    assert_eq!(conns.load(Ordering::SeqCst), 40);
+    let now = std::time::Instant::now();
+    assert_eq!(state.upstream.sweep_at(now), 40, "all kept at first");
+    assert_eq!(
+        state.upstream.sweep_at(now + Duration::from_secs(6)),
+        32,
+        "the burst's extra ones go after a few seconds"
+    );
+    assert_eq!(state.upstream.sweep_at(now + Duration::from_secs(60)), 32);
+    assert_eq!(state.upstream.sweep_at(now + Duration::from_secs(91)), 0);
     gate.stop().await;
 }
 
