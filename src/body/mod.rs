@@ -383,8 +383,10 @@ impl GatedBody {
                 };
                 if tick.is_none() {
                     // A slow gate (a call waiting for a person) may hold the
-                    // stream for minutes: the empty buffer's room goes now.
+                    // stream for minutes: the empty buffer's room goes now,
+                    // and what the rewriter holds takes its smallest form.
                     self.out = BytesMut::new();
+                    self.rw.compact();
                 }
                 let t = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
                 if t.as_mut().poll(cx).is_ready() {

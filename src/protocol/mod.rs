@@ -320,6 +320,9 @@ pub trait Rewriter: Send {
     fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call>;
     /// When the last call event arrived from upstream.
     fn last_call_delta(&self) -> Option<Instant>;
+    /// The gate is slow (a call waits for a person, maybe for minutes):
+    /// what is held meanwhile is kept in its smallest form.
+    fn compact(&mut self) {}
     /// Call events that arrived after their call was decided (stripped).
     fn late_deltas(&self) -> u64 {
         0

@@ -153,6 +153,16 @@ pub struct SseDecoder {
 }
 
 impl SseDecoder {
+    /// Lets go of the buffers' room when nothing is in them.
+    pub fn compact(&mut self) {
+        if self.buf.is_empty() && self.pos == 0 {
+            self.buf = BytesMut::new();
+        }
+        if self.data.is_empty() {
+            self.data = Vec::new();
+        }
+    }
+
     pub fn new(max_event: usize) -> SseDecoder {
         SseDecoder {
             buf: BytesMut::new(),

@@ -88,6 +88,10 @@ impl Assembler {
         let Some(held) = self.choices.remove(&choice) else {
             return Vec::new();
         };
+        if self.choices.is_empty() {
+            // An emptied map keeps its node: a held stream need not.
+            self.choices = BTreeMap::new();
+        }
         let extra: usize = held.extra_bytes.iter().sum();
         let calls: Vec<ChatCall> = held.calls.into_iter().map(|(_, c)| c).collect();
         let args: usize = calls.iter().map(|c| c.arguments.len()).sum();

@@ -51,6 +51,31 @@ struct PendingChoice {
     finish: Option<String>,
 }
 
+/// A held chunk: parsed, or written out while a slow gate decides (a tree
+/// costs about 1 KiB more).
+#[derive(Debug)]
+enum Held {
+    Tree(Map<String, Value>),
+    Text(Box<str>),
+}
+
+impl Held {
+    fn compact(&mut self) {
+        if let Held::Tree(m) = self {
+            let text = Value::Object(std::mem::take(m)).to_string();
+            *self = Held::Text(text.into_boxed_str());
+        }
+    }
+
+    fn into_tree(self) -> Option<Map<String, Value>> {
+        match self {
+            Held::Tree(m) => Some(m),
+            // Written by `compact` from a map: it reads back as one.
+            Held::Text(t) => serde_json::from_str(&t).ok(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Pending {
     choices: Vec<PendingChoice>,
@@ -58,7 +83,7 @@ struct Pending {
     /// Where each of `calls` sits.
     sites: Vec<Site>,
     /// The finish chunk, tool deltas stripped, emitted after the calls.
-    chunk: Option<Map<String, Value>>,
+    chunk: Option<Held>,
     /// `[DONE]`, emitted last when it triggered the gate.
     then_raw: Option<Bytes>,
     /// Calls written as text, by choice: their pieces and where their
@@ -312,7 +337,7 @@ impl StreamRewriter {
             choices,
             calls,
             sites,
-            chunk,
+            chunk: chunk.map(Held::Tree),
             then_raw,
             texts,
         });
@@ -326,6 +351,14 @@ impl Rewriter for StreamRewriter {
 
     fn held_bytes(&self) -> usize {
         self.asm.held_bytes() + self.held_reasoning_bytes + self.text_held_bytes()
+    }
+
+    fn compact(&mut self) {
+        if let Some(c) = self.pending.as_mut().and_then(|p| p.chunk.as_mut()) {
+            c.compact();
+        }
+        self.decoder.compact();
+        self.scratch = Vec::new();
     }
 
     fn push(&mut self, bytes: &[u8]) {
@@ -414,7 +447,7 @@ impl Rewriter for StreamRewriter {
         let Some(p) = self.pending.take() else {
             return;
         };
-        let mut chunk = p.chunk;
+        let mut chunk = p.chunk.and_then(Held::into_tree);
         for pc in &p.choices {
             let kept: Vec<(&Call, &Site)> = p
                 .calls

@@ -407,3 +407,42 @@ fn held_reasoning_counts_against_the_held_limit_and_a_choice_without_calls_gets_
     );
     assert!(out.contains("\"error\""), "{out}");
 }
+
+#[test]
+fn a_stream_compacted_while_its_gate_is_slow_comes_out_the_same() {
+    // The finish chunk carries more than its choice: it is held, written
+    // out by `compact` and read back at the release.
+    let input = two_calls().replace(
+        "\"finish_reason\":\"tool_calls\"}]}",
+        "\"finish_reason\":\"tool_calls\"}],\"usage\":{\"total_tokens\":7},\"system_fingerprint\":\"fp\"}",
+    );
+    for deny in [&[][..], &["first"], &["first", "second"]] {
+        let plain = run(&input, deny);
+        let mut rw = StreamRewriter::new(&opts());
+        let mut out = BytesMut::new();
+        let mut gates = 0;
+        rw.push(input.as_bytes());
+        loop {
+            match rw.process(&mut out).unwrap() {
+                Step::NeedMore => break,
+                Step::Gate => {
+                    gates += 1;
+                    rw.compact();
+                    let verdicts: Vec<Release> = rw
+                        .pending()
+                        .iter()
+                        .map(|c| match deny.contains(&c.name.as_str()) {
+                            true => Release::Withhold,
+                            false => Release::Allow,
+                        })
+                        .collect();
+                    rw.resolve(&verdicts, &mut out);
+                }
+            }
+        }
+        assert!(matches!(rw.end(&mut out).unwrap(), Step::NeedMore));
+        assert_eq!(gates, 1);
+        assert_eq!(String::from_utf8(out.to_vec()).unwrap(), plain, "{deny:?}");
+        assert!(plain.contains("\"system_fingerprint\":\"fp\""), "{plain}");
+    }
+}
