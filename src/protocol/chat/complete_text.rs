@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::{Choice, Completion, Slot};
@@ -32,16 +33,7 @@ impl Completion<'_> {
         for ch in choices.iter_mut() {
             all.extend(old.by_ref().take(ch.slots.len()));
             let raw = ch.message.as_ref().and_then(|m| m.present("content"));
-            let (content, parts) = match raw.map(|c| c.get().trim_start().starts_with('[')) {
-                Some(true) => {
-                    match raw.and_then(|c| serde_json::from_str::<Vec<Value>>(c.get()).ok()) {
-                        Some(mut parts) => (Some(Cow::Owned(joined(&mut parts))), Some(parts)),
-                        None => (None, None),
-                    }
-                }
-                _ => (raw.and_then(json::string), None),
-            };
-            let Some(content) = content else {
+            let Some((content, parts)) = raw.and_then(content_text) else {
                 continue;
             };
             let Some(at) = text_calls::find_marker(&content) else {
@@ -80,15 +72,19 @@ pub(super) fn content(ch: &Choice, verdicts: &[bool]) -> (Option<String>, usize)
     (Some(format!("{}{rest}", t.before)), kept)
 }
 
-/// The text of a content's text parts, in order.
-fn joined(parts: &mut [Value]) -> String {
-    parts
+/// A message's content as text: a string, or the text parts of a list
+/// joined in order (with the list).
+fn content_text(raw: &RawValue) -> Option<(Cow<'_, str>, Option<Vec<Value>>)> {
+    if !raw.get().trim_start().starts_with('[') {
+        return json::string(raw).map(|s| (s, None));
+    }
+    let mut parts: Vec<Value> = serde_json::from_str(raw.get()).ok()?;
+    let text: String = parts
         .iter_mut()
         .filter_map(text_calls::part_text)
-        .fold(String::new(), |mut all, t| {
-            all.push_str(t);
-            all
-        })
+        .map(|t| t.as_str())
+        .collect();
+    Some((Cow::Owned(text), Some(parts)))
 }
 
 /// The parts a choice's content came in, when it was rewritten.

@@ -24,6 +24,9 @@ impl StreamRewriter {
         let Some(scans) = self.scans.as_mut() else {
             return Ok(());
         };
+        if !matches!(d.get("content"), Some(Value::String(_) | Value::Array(_))) {
+            return Ok(());
+        }
         let scan = scans.entry(idx).or_default();
         match d.get_mut("content") {
             Some(Value::String(text)) => {

@@ -1,0 +1,179 @@
+//! The calls a gate decides: the choices that finished holding them, the
+//! finish chunk held behind them (kept as text while a slow gate decides),
+//! and their release once decided.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{json, Map, Value};
+
+use super::{set_finish, write_event, ChatCall, Final, Site, StreamRewriter};
+use crate::call::{Call, Release};
+use crate::protocol::text_calls::Piece;
+
+#[derive(Debug)]
+pub(super) struct PendingChoice {
+    pub(super) choice: u32,
+    /// Position in the held chunk's `choices`, when a finish chunk triggered the gate.
+    pub(super) pos: Option<usize>,
+    pub(super) finish: Option<String>,
+}
+
+/// A held chunk: parsed, or written out while a slow gate decides (a tree
+/// costs about 1 KiB more).
+#[derive(Debug)]
+pub(super) enum Held {
+    Tree(Map<String, Value>),
+    Text(Box<str>),
+}
+
+impl Held {
+    fn compact(&mut self) {
+        if let Held::Tree(m) = self {
+            let text = Value::Object(std::mem::take(m)).to_string();
+            *self = Held::Text(text.into_boxed_str());
+        }
+    }
+
+    fn into_tree(self) -> Option<Map<String, Value>> {
+        match self {
+            Held::Tree(m) => Some(m),
+            // Written by `compact` from a map: it reads back as one.
+            Held::Text(t) => serde_json::from_str(&t).ok(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Pending {
+    choices: Vec<PendingChoice>,
+    pub(super) calls: Vec<Call>,
+    /// Where each of `calls` sits.
+    sites: Vec<Site>,
+    /// The finish chunk, tool deltas stripped, emitted after the calls.
+    chunk: Option<Held>,
+    /// `[DONE]`, emitted last when it triggered the gate.
+    then_raw: Option<Bytes>,
+    /// Calls written as text, by choice: their pieces and where their
+    /// calls start in `calls` (after every structured call).
+    texts: Vec<TextCalls>,
+}
+
+/// One choice's calls written as text: its pieces, and where its calls
+/// start in [`Pending::calls`] (after every structured call).
+pub(super) type TextCalls = (u32, Vec<Piece>, usize);
+
+impl Pending {
+    /// Keeps the held finish chunk as text while a slow gate decides.
+    pub(super) fn compact(&mut self) {
+        if let Some(c) = self.chunk.as_mut() {
+            c.compact();
+        }
+    }
+}
+
+impl StreamRewriter {
+    pub(super) fn start_pending(
+        &mut self,
+        choices: Vec<PendingChoice>,
+        chunk: Option<Map<String, Value>>,
+        then_raw: Option<Bytes>,
+    ) {
+        let (mut calls, sites): (Vec<Call>, Vec<Site>) = choices
+            .iter()
+            .flat_map(|pc| self.asm.take(pc.choice))
+            .map(ChatCall::into_parts)
+            .unzip();
+        let texts = self.take_text_calls(&choices, &mut calls);
+        self.pending = Some(Pending {
+            choices,
+            calls,
+            sites,
+            chunk: chunk.map(Held::Tree),
+            then_raw,
+            texts,
+        });
+    }
+
+    /// Emits the gated choices: allowed calls (one complete delta each, indices
+    /// from 0), a neutral message when none is left, then the finish.
+    /// `verdicts[i]` answers `pending()[i]`; a missing answer withholds.
+    pub(super) fn release(&mut self, verdicts: &[Release], out: &mut BytesMut) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        let mut chunk = p.chunk.and_then(Held::into_tree);
+        for pc in &p.choices {
+            let kept: Vec<(&Call, &Site)> = p
+                .calls
+                .iter()
+                .zip(&p.sites)
+                .enumerate()
+                .filter(|(i, (c, _))| c.choice == pc.choice && Release::at(verdicts, *i).allowed())
+                .map(|(_, cs)| cs)
+                .collect();
+            let (texts, text_kept) = self.write_text_calls(&p.texts, pc.choice, verdicts, out);
+            let one = kept.is_empty() && !texts && p.choices.len() == 1;
+            if one && self.resumes(pc.choice, &p.calls, &p.sites, verdicts, &mut chunk, out) {
+                self.ended |= p.then_raw.is_some();
+                return;
+            }
+            // Held reasoning goes out unless it names a withheld call.
+            let withheld: Vec<&str> = p
+                .calls
+                .iter()
+                .filter(|c| {
+                    c.choice == pc.choice && !kept.iter().any(|(k, _)| std::ptr::eq(*k, *c))
+                })
+                .map(|c| c.id.as_str())
+                .collect();
+            let reasoning = self.take_reasoning(pc.choice, &withheld);
+            if !reasoning.is_empty() {
+                let delta = json!({ "reasoning_details": reasoning });
+                self.template
+                    .write_chunk(out, pc.choice, &delta, &Value::Null);
+            }
+            for (j, (call, site)) in kept.iter().enumerate() {
+                self.template.write_call(out, pc.choice, j, call, site);
+            }
+            let sent = if kept.is_empty() && text_kept == 0 {
+                self.write_neutral(out, pc.choice);
+                "stop".to_string()
+            } else if kept.is_empty() {
+                // Only calls written as text went out: an answer in text.
+                pc.finish.clone().unwrap_or_else(|| "stop".to_string())
+            } else {
+                pc.finish.clone().unwrap_or_else(|| {
+                    let legacy = kept.iter().all(|(_, s)| s.legacy);
+                    (if legacy {
+                        "function_call"
+                    } else {
+                        "tool_calls"
+                    })
+                    .to_string()
+                })
+            };
+            let rewritten = pc.finish.as_deref() != Some(sent.as_str());
+            self.any_rewritten |= rewritten;
+            match (chunk.as_mut().and_then(|o| o.get_mut("choices")), pc.pos) {
+                (Some(Value::Array(arr)), Some(pos)) => {
+                    if let (true, Some(Value::Object(c))) = (rewritten, arr.get_mut(pos)) {
+                        set_finish(c, &sent);
+                    }
+                }
+                _ => self.template.write_chunk(
+                    out,
+                    pc.choice,
+                    &json!({}),
+                    &Value::String(sent.clone()),
+                ),
+            }
+            self.finals.insert(pc.choice, Final { sent });
+        }
+        if let Some(obj) = chunk {
+            write_event(out, &Value::Object(obj));
+        }
+        if let Some(raw) = p.then_raw {
+            out.put_slice(&raw);
+            self.ended = true;
+        }
+    }
+}
