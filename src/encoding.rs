@@ -9,10 +9,12 @@ use http::HeaderMap;
 
 use crate::error::Error;
 
+/// The decoders are boxed: most bodies are identity, and every open stream
+/// holds one of these (a decoder inline is about 240 bytes).
 pub enum ContentDecoder {
     Identity,
-    Gzip(GzDecoder<Vec<u8>>),
-    Deflate(ZlibDecoder<Vec<u8>>),
+    Gzip(Box<GzDecoder<Vec<u8>>>),
+    Deflate(Box<ZlibDecoder<Vec<u8>>>),
 }
 
 const UNREADABLE: Error = Error::UpstreamUnreadable("unsupported or corrupt content-encoding");
@@ -31,8 +33,12 @@ impl ContentDecoder {
         }
         match first.as_deref() {
             None => Ok(ContentDecoder::Identity),
-            Some("gzip") | Some("x-gzip") => Ok(ContentDecoder::Gzip(GzDecoder::new(Vec::new()))),
-            Some("deflate") => Ok(ContentDecoder::Deflate(ZlibDecoder::new(Vec::new()))),
+            Some("gzip") | Some("x-gzip") => {
+                Ok(ContentDecoder::Gzip(Box::new(GzDecoder::new(Vec::new()))))
+            }
+            Some("deflate") => Ok(ContentDecoder::Deflate(Box::new(ZlibDecoder::new(
+                Vec::new(),
+            )))),
             Some(_) => Err(UNREADABLE),
         }
     }

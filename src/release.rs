@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::approval::Ticket;
 use crate::call::{Call, Release};
-use crate::context::Context;
+use crate::context::{Context, Left};
 use crate::digest::{now_rfc3339, sha256_hex};
 use crate::gate::{Decision, Gates};
 use crate::metrics::labels::Decided;
@@ -111,6 +112,47 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
 /// at once; the batch is released when each is answered. In monitor mode
 /// every audited call is released, its verdict only recorded.
 pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Vec<Release> {
+    judge(state, gates, ctx, calls)
+        .await
+        .answered(&ctx.left)
+        .await
+}
+
+/// A batch whose calls are decided: what each may become, and the calls
+/// that wait for a person. Holds neither the calls nor what the gates
+/// found, so a batch that waits long keeps only its tickets.
+pub struct Judged {
+    releases: Vec<Release>,
+    asked: Vec<(usize, Ticket)>,
+}
+
+impl Judged {
+    /// Waits until every asked call is answered (at once when none was asked).
+    pub async fn answered(mut self, left: &Left) -> Vec<Release> {
+        let approved: Vec<(usize, bool)> = match &mut self.asked[..] {
+            [] => Vec::new(),
+            // The usual case: one wait, in this future rather than a join's.
+            [(i, t)] => vec![(*i, t.wait(left).await)],
+            many => {
+                futures_util::future::join_all(
+                    many.iter_mut()
+                        .map(|(i, t)| async move { (*i, t.wait(left).await) }),
+                )
+                .await
+            }
+        };
+        for (i, yes) in approved {
+            if yes {
+                self.releases[i] = Release::Allow;
+            }
+        }
+        self.releases
+    }
+}
+
+/// [`decide`] up to the wait: gates and audits each call, and asks a
+/// person about those decided `ask`.
+pub async fn judge(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Judged {
     let decisions = gates.decide_all(calls, ctx).await;
     let version = &gates.policy().version;
     let monitor = state.monitor();
@@ -162,23 +204,10 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
             Release::Withhold
         });
     }
-    if !asked.is_empty() {
-        // What the gates found is audited: it is not kept while people answer.
-        drop(decisions);
-        let left = &ctx.left;
-        let answers = futures_util::future::join_all(
-            asked
-                .into_iter()
-                .map(|(i, t)| async move { (i, t.wait(left).await) }),
-        )
-        .await;
-        for (i, approved) in answers {
-            if approved {
-                allowed[i] = Release::Allow;
-            }
-        }
+    Judged {
+        releases: allowed,
+        asked,
     }
-    allowed
 }
 
 /// Counts a decided call in the metrics and in its request's access line.

@@ -134,8 +134,9 @@ impl Ticket {
 
     /// Waits for the answer (or the time-out, or the agent leaving), audits
     /// how it ended, and says whether the call is approved. A record that
-    /// could not be written fails the call closed.
-    pub async fn wait(mut self, left: &Left) -> bool {
+    /// could not be written fails the call closed. The ticket is borrowed,
+    /// not moved in: a waiting call's future then holds no second copy of it.
+    pub async fn wait(&mut self, left: &Left) -> bool {
         let timeout = self.approvals.timeout();
         // The wait stays in `self` while it runs: a ticket dropped mid-wait
         // withdraws its question (`Drop`).
@@ -168,13 +169,15 @@ impl Ticket {
             _ => None,
         };
         let approved = ending.approved();
-        let written = record(
+        // Boxed: the record's future would otherwise widen every waiting
+        // call's state by its size (a thousand may wait).
+        let written = Box::pin(record(
             &self.approvals,
             &self.about,
             id.as_deref(),
             &ending,
             self.started,
-        )
+        ))
         .await;
         self.traced(&ending);
         approved && written

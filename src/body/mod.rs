@@ -104,11 +104,12 @@ pub struct GatedBody {
     /// the stream ends only once they are.
     hosted: Option<Chore>,
     /// What a follow-up (`rewrite = "resume"`) needs, while none is under way.
-    follow: Option<FollowUp>,
+    /// Boxed like `sent`: few streams have one, and every stream holds the field.
+    follow: Option<Box<FollowUp>>,
     /// The follow-up under way (started as soon as the calls are decided),
     /// then its answer.
     sending: Option<Sending>,
-    sent: Option<Result<Sent, Error>>,
+    sent: Option<Box<Result<Sent, Error>>>,
 }
 
 /// Starts gating the upstream response and returns the agent's response body.
@@ -117,10 +118,10 @@ pub fn gated_stream(
     state: Arc<State>,
     gates: Arc<Gates>,
     upstream: Sent,
-    follow: Option<FollowUp>,
+    follow: Option<Box<FollowUp>>,
 ) -> GatedBody {
     let mut options = state.stream_options();
-    options.resume = follow.as_ref().is_some_and(FollowUp::left);
+    options.resume = follow.as_ref().is_some_and(|f| f.left());
     options.refusal = upstream.ctx.structured_output;
     let rw = protocol.rewriter(&options);
     let quiet = state.upstream_for(protocol).idle_timeout;
@@ -213,8 +214,12 @@ impl GatedBody {
     fn start_gate(&mut self, then: Phase) {
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
         let calls = self.rw.pending().to_vec();
-        let decide: Decide =
-            Box::pin(async move { release::decide(&state, &gates, &ctx, &calls).await });
+        let decide: Decide = Box::pin(async move {
+            let judged = release::judge(&state, &gates, &ctx, &calls).await;
+            // A call that waits for a person may wait minutes: its copy goes now.
+            drop(calls);
+            judged.answered(&ctx.left).await
+        });
         self.phase = Phase::Gating {
             decide,
             tick: None,
@@ -255,7 +260,7 @@ impl GatedBody {
         match self.follow.take() {
             Some(f) => {
                 let (state, ctx) = (self.state.clone(), self.ctx.clone());
-                self.sending = Some(resume::send(state, ctx, f, r));
+                self.sending = Some(resume::send(state, ctx, *f, r));
             }
             None => self.rw.give_up(&mut self.out),
         }
@@ -276,15 +281,15 @@ impl GatedBody {
         };
         if let Poll::Ready((f, sent)) = s.as_mut().poll(cx) {
             self.sending = None;
-            self.follow = Some(f);
-            self.sent = Some(sent);
+            self.follow = Some(Box::new(f));
+            self.sent = Some(Box::new(sent));
         }
     }
 
     /// Upstream ended: the follow-up's answer becomes the body read next,
     /// or, when it failed, the response ends as `drop` ends it.
     fn resume(&mut self) -> Next {
-        match self.sent.take() {
+        match self.sent.take().map(|s| *s) {
             None => Next::Wait,
             Some(Ok(sent)) => {
                 self.upstream = sent.body;
@@ -294,7 +299,7 @@ impl GatedBody {
                     i.frame();
                 }
                 self.ctx = sent.ctx;
-                let more = self.follow.as_ref().is_some_and(FollowUp::left);
+                let more = self.follow.as_ref().is_some_and(|f| f.left());
                 self.rw.continue_with(more);
                 self.phase = Phase::Reading;
                 Next::Continue

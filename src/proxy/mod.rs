@@ -140,13 +140,13 @@ async fn respond(
         Ok((principal, r)) => match r.route {
             Route::Gated(protocol) => {
                 access.principal = Some(principal.clone());
-                let asker = Context {
+                let asker = Box::new(Context {
                     request_id: access.request_id.clone(),
                     principal,
                     tally: access.tally.clone(),
                     trace: access.trace.clone(),
                     ..Context::default()
-                };
+                });
                 gated::handle(&state, req, &r, protocol, asker).await
             }
             Route::Pass(protocol) => {
@@ -201,11 +201,18 @@ async fn pass(
         body.boxed(),
     )?;
     let deadline = tokio::time::Instant::now() + upstream.timeout;
-    let resp = upstream.send(up).await?;
+    let resp = Box::pin(upstream.send(up)).await?;
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
     {
-        return Err(upstream_status(state, head.status, &head.headers, body, deadline).await);
+        return Err(Box::pin(upstream_status(
+            state,
+            head.status,
+            &head.headers,
+            body,
+            deadline,
+        ))
+        .await);
     }
     // The body goes on as it came but for upstream keys in it (when not
     // compressed: toolgate asks for none), so its length may change.
