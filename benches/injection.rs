@@ -55,9 +55,7 @@ fn bench(c: &mut Criterion) {
     };
     ctx.declared.insert(
         "send_report".into(),
-        Declared {
-            parameters: Some(json!({"type": "object"})),
-        },
+        Declared::new(Some(&json!({"type": "object"}))),
     );
     let body = "lorem ipsum dolor sit amet ".repeat(72);
     let call = Call {

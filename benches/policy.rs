@@ -62,7 +62,7 @@ fn ctx() -> Context {
         ..Context::default()
     };
     c.user_text = "send the q3 report to finance".into();
-    c.declared.insert("send_report".into(), Declared { parameters: Some(json!({"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}, "required": ["to"]})) });
+    c.declared.insert("send_report".into(), Declared::new(Some(&json!({"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "number"}}, "required": ["to"]}))));
     c
 }
 

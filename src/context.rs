@@ -11,8 +11,19 @@ use serde_json::Value;
 /// A tool the request declares.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Declared {
-    /// The declared JSON Schema of its arguments, if any.
-    pub parameters: Option<Value>,
+    /// The declared JSON Schema of its arguments, if any, as compact JSON
+    /// text: a request's context lives as long as its response, a call
+    /// waiting for a person included, and a schema's tree takes several
+    /// times the room of its text.
+    pub parameters: Option<Box<str>>,
+}
+
+impl Declared {
+    pub fn new(parameters: Option<&Value>) -> Declared {
+        Declared {
+            parameters: parameters.map(|p| p.to_string().into_boxed_str()),
+        }
+    }
 }
 
 /// What the gates know about the request a call answers.

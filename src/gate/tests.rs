@@ -14,12 +14,8 @@ fn ctx(phase: &str) -> Context {
         ..Context::default()
     };
     for t in ["get", "shell", "comm.send", "pay"] {
-        c.declared.insert(
-            t.into(),
-            Declared {
-                parameters: Some(json!({"type": "object"})),
-            },
-        );
+        c.declared
+            .insert(t.into(), Declared::new(Some(&json!({"type": "object"}))));
     }
     c
 }
@@ -95,9 +91,7 @@ async fn the_default_policy_rejects_undeclared_and_invalid_and_gates_comm_by_pha
     let mut c = ctx("execution");
     c.declared.insert(
         "typed".into(),
-        Declared {
-            parameters: Some(json!({"type": "object", "required": ["n"]})),
-        },
+        Declared::new(Some(&json!({"type": "object", "required": ["n"]}))),
     );
     let d = g.decide(&call("typed", "{}"), &c).await;
     assert_eq!(
@@ -314,9 +308,7 @@ async fn remembered_first_passes_answer_by_every_input_they_read() {
     let mut typed = ctx("execution");
     typed.declared.insert(
         "typed".into(),
-        Declared {
-            parameters: Some(json!({"type": "object", "required": ["n"]})),
-        },
+        Declared::new(Some(&json!({"type": "object", "required": ["n"]}))),
     );
     let mut p2 = typed.clone();
     p2.principal = "p2".into();

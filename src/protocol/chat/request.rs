@@ -22,8 +22,7 @@ fn declare(declared: &mut HashMap<String, Declared>, f: &Value, at: &str) -> Res
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(format!("{at}.name must be a non-empty string.")))?;
-    let parameters = f.get("parameters").cloned();
-    declared.insert(name.to_string(), Declared { parameters });
+    declared.insert(name.to_string(), Declared::new(f.get("parameters")));
     Ok(())
 }
 

@@ -74,10 +74,8 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         if let Some(base) = type_base(ty).filter(|b| *b != name) {
             aliases.push((base.to_string(), name.to_string()));
         }
-        let parameters = (ty == "custom")
-            .then(|| t.get("input_schema").cloned())
-            .flatten();
-        declared.insert(name.to_string(), Declared { parameters });
+        let parameters = (ty == "custom").then(|| t.get("input_schema")).flatten();
+        declared.insert(name.to_string(), Declared::new(parameters));
     }
     let mut explicit = Vec::new();
     for (i, s) in array(body.get("mcp_servers"), "mcp_servers")?

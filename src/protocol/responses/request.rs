@@ -57,10 +57,8 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         if !CLIENT_TOOLS.contains(&name) && ty != "function" && ty != "custom" {
             hosted.push(name.to_string());
         }
-        let parameters = (ty == "function")
-            .then(|| t.get("parameters").cloned())
-            .flatten();
-        declared.insert(name.to_string(), Declared { parameters });
+        let parameters = (ty == "function").then(|| t.get("parameters")).flatten();
+        declared.insert(name.to_string(), Declared::new(parameters));
     }
     if let Some(input) = body.get("input") {
         if !input.is_string() && !input.is_array() && !input.is_null() {
