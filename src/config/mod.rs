@@ -403,11 +403,11 @@ impl Config {
                 keep: raw.audit.keep.max(1),
             },
             rewrite: Rewrite {
-                neutral_message: raw.rewrite.neutral_message.into_inner(),
+                neutral_message: raw.rewrite.neutral_message.into_inner().into(),
                 errors: raw.rewrite.errors,
                 mode: raw.rewrite.mode,
                 max_resumes: raw.rewrite.max_resumes.into_inner(),
-                neutral_result: raw.rewrite.neutral_result.into_inner(),
+                neutral_result: raw.rewrite.neutral_result.into_inner().into(),
             },
             limits: Limits {
                 max_request_bytes: l.max_request_bytes,

@@ -190,14 +190,14 @@ pub enum ErrorMode {
 
 #[derive(Debug, Clone)]
 pub struct Rewrite {
-    pub neutral_message: String,
+    pub neutral_message: std::sync::Arc<str>,
     pub errors: ErrorMode,
     /// What replaces withheld calls unless their rule says otherwise.
     pub mode: crate::policy::RewriteMode,
     /// Follow-up requests at most per response; past it, `drop`.
     pub max_resumes: u32,
     /// The tool result a follow-up answers each withheld call with.
-    pub neutral_result: String,
+    pub neutral_result: std::sync::Arc<str>,
 }
 
 #[derive(Debug, Clone, Copy)]

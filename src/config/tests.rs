@@ -71,7 +71,7 @@ fn rewrite_resume_settings_are_read_and_bounded() {
     assert_eq!(c.rewrite.mode, crate::policy::RewriteMode::Resume);
     assert_eq!(c.rewrite.max_resumes, 3);
     assert_eq!(
-        c.rewrite.neutral_result,
+        &*c.rewrite.neutral_result,
         "The action could not be completed."
     );
     let default = Config::embedded().unwrap();

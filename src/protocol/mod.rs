@@ -178,7 +178,7 @@ pub enum Step {
 /// Limits and texts for one response.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub neutral_message: String,
+    pub neutral_message: std::sync::Arc<str>,
     pub max_event_bytes: usize,
     pub max_call_bytes: usize,
     pub max_held_bytes: usize,
@@ -189,7 +189,7 @@ pub struct Options {
     /// are left); else such a choice gets the neutral text.
     pub resume: bool,
     /// The tool result a follow-up answers each withheld call with.
-    pub neutral_result: String,
+    pub neutral_result: std::sync::Arc<str>,
     /// The neutral text is a refusal (the request asked for structured
     /// output); Chat Completions writes it as `refusal`, not `content`.
     pub refusal: bool,

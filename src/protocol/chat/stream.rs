@@ -58,7 +58,7 @@ pub struct StreamRewriter {
     pending: Option<Pending>,
     ended: bool,
     text_seen: bool,
-    neutral: String,
+    neutral: std::sync::Arc<str>,
     /// The neutral text goes in `refusal` (structured output).
     refusal: bool,
     last_call_delta: Option<Instant>,
@@ -288,6 +288,9 @@ impl Rewriter for StreamRewriter {
         }
         self.decoder.compact();
         self.scratch = Vec::new();
+        // Caches of the chunks before: the next chunk is read the long way.
+        self.last = Last::default();
+        self.template.compact();
     }
 
     fn push(&mut self, bytes: &[u8]) {

@@ -62,10 +62,18 @@ pub(super) struct Pending {
 pub(super) type TextCalls = (u32, Vec<Piece>, usize);
 
 impl Pending {
-    /// Keeps the held finish chunk as text while a slow gate decides.
+    /// Keeps the held finish chunk as text while a slow gate decides, and
+    /// the calls in no more room than they take (collected one by one, a
+    /// list has room for four; arguments grew delta by delta).
     pub(super) fn compact(&mut self) {
         if let Some(c) = self.chunk.as_mut() {
             c.compact();
+        }
+        self.calls.shrink_to_fit();
+        self.sites.shrink_to_fit();
+        self.texts.shrink_to_fit();
+        for c in &mut self.calls {
+            c.arguments.shrink_to_fit();
         }
     }
 }

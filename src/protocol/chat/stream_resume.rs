@@ -26,7 +26,7 @@ enum Phase {
 pub(super) struct ResumeState {
     /// A choice whose calls are all withheld for resume may be continued.
     pub(super) allowed: bool,
-    result: String,
+    result: std::sync::Arc<str>,
     phase: Option<Phase>,
     choice: u32,
     /// Usage of responses the agent was not sent, until it can be added.
@@ -35,10 +35,10 @@ pub(super) struct ResumeState {
 }
 
 impl ResumeState {
-    pub(super) fn new(allowed: bool, result: &str) -> ResumeState {
+    pub(super) fn new(allowed: bool, result: &std::sync::Arc<str>) -> ResumeState {
         ResumeState {
             allowed,
-            result: result.to_string(),
+            result: result.clone(),
             ..ResumeState::default()
         }
     }

@@ -88,7 +88,7 @@ fn a_withheld_text_call_is_taken_out_and_the_turn_ends_neutrally() {
         "{out}"
     );
     assert!(text.starts_with("Running it.\n\n"), "{text}");
-    assert!(text.ends_with(&options().neutral_message), "{text}");
+    assert!(text.ends_with(&*options().neutral_message), "{text}");
     assert_eq!(finishes, ["stop"]);
 }
 
@@ -172,7 +172,7 @@ fn content_in_parts_is_scanned_part_by_part() {
     assert!(!out.contains("shell") && !out.contains("<tool\""), "{out}");
     let (text, finishes, raw) = read(&out);
     assert!(text.starts_with("Running it. \n\n"), "{text}");
-    assert!(text.ends_with(&options().neutral_message), "{text}");
+    assert!(text.ends_with(&*options().neutral_message), "{text}");
     assert_eq!(finishes, ["stop"]);
     // A part that is not text went out as it came.
     assert!(raw[0].contains("\"thinking\""), "{}", raw[0]);

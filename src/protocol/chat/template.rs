@@ -24,7 +24,9 @@ pub const FIELDS: [&str; 7] = [
 
 #[derive(Debug, Default)]
 pub struct Template {
-    fields: Map<String, Value>,
+    /// Each field's value as last seen, in [`FIELDS`] order (a map of them
+    /// would cost a 600-byte node in every open stream).
+    fields: [Option<Value>; 7],
     /// The raw text each field last had in a chunk read by
     /// [`super::delta`], while `fields` holds that value (empty when unknown).
     raw: [String; 7],
@@ -37,10 +39,10 @@ pub struct Template {
 impl Template {
     /// Copies the fields of a parsed chunk that changed.
     pub fn remember(&mut self, obj: &Map<String, Value>) {
-        for (key, seen) in FIELDS.iter().zip(&mut self.raw) {
+        for ((key, seen), field) in FIELDS.iter().zip(&mut self.raw).zip(&mut self.fields) {
             // Chunks of one stream mostly repeat these: copied only when changed.
-            if let Some(v) = obj.get(*key).filter(|v| self.fields.get(*key) != Some(*v)) {
-                self.fields.insert(key.to_string(), v.clone());
+            if let Some(v) = obj.get(*key).filter(|v| field.as_ref() != Some(*v)) {
+                *field = Some(v.clone());
                 seen.clear();
                 self.tail.clear();
             }
@@ -50,29 +52,46 @@ impl Template {
     /// The same for a chunk read by [`super::delta`] (its fields raw, in
     /// [`FIELDS`] order): a field is parsed only when its text changed.
     pub fn remember_raw(&mut self, raw: [Option<&RawValue>; 7]) -> Result<(), Error> {
-        for ((key, raw), seen) in FIELDS.iter().zip(raw).zip(&mut self.raw) {
+        for ((raw, seen), field) in raw.into_iter().zip(&mut self.raw).zip(&mut self.fields) {
             let Some(raw) = raw.filter(|r| r.get() != seen) else {
                 continue;
             };
             let v: Value = serde_json::from_str(raw.get())
                 .map_err(|_| Error::UpstreamUnreadable("event data is not a JSON object"))?;
-            self.fields.insert(key.to_string(), v);
+            *field = Some(v);
             raw.get().clone_into(seen);
             self.tail.clear();
         }
         Ok(())
     }
 
+    /// Lets go of the raw texts while the stream waits on a slow gate (the
+    /// next chunk's fields are then parsed once more).
+    pub fn compact(&mut self) {
+        self.raw = Default::default();
+    }
+
     /// A field's value as last seen.
     pub fn field(&self, key: &str) -> Option<&Value> {
-        self.fields.get(key)
+        let i = FIELDS.iter().position(|k| *k == key)?;
+        self.fields[i].as_ref()
+    }
+
+    /// The fields as a chunk's keys, with the default `object`.
+    fn map(&self) -> Map<String, Value> {
+        let mut obj: Map<String, Value> = FIELDS
+            .iter()
+            .zip(&self.fields)
+            .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+            .collect();
+        obj.entry("object")
+            .or_insert_with(|| json!("chat.completion.chunk"));
+        obj
     }
 
     /// A chunk of these fields with one choice.
     pub fn chunk(&self, choice: u32, delta: Value, finish: Value) -> Value {
-        let mut obj = self.fields.clone();
-        obj.entry("object")
-            .or_insert_with(|| json!("chat.completion.chunk"));
+        let mut obj = self.map();
         obj.insert(
             "choices".into(),
             json!([{ "index": choice, "delta": delta, "finish_reason": finish }]),
@@ -151,11 +170,8 @@ impl Template {
         write_delta: impl FnOnce(&mut Vec<u8>),
     ) {
         if self.tail.is_empty() {
-            let mut fields = self.fields.clone();
-            fields
-                .entry("object")
-                .or_insert_with(|| json!("chat.completion.chunk"));
-            for (k, v) in &fields {
+            // In key order, as a tree of the chunk writes them.
+            for (k, v) in &self.map() {
                 self.tail.push(b',');
                 to_writer(&mut self.tail, k);
                 self.tail.push(b':');
@@ -242,6 +258,30 @@ mod tests {
         fields[4] = Some(&*raw);
         t.remember_raw(fields).unwrap();
         written(&mut t, json!({}), Value::Null);
+    }
+
+    #[test]
+    fn a_compacted_template_writes_the_same_chunks() {
+        let raw = |text: &str| -> Box<RawValue> { serde_json::from_str(text).unwrap() };
+        let (id, model) = (raw("\"c-1\""), raw("\"m\\u0041\""));
+        let mut fields = [None; 7];
+        fields[0] = Some(&*id);
+        fields[3] = Some(&*model);
+        let mut t = Template::default();
+        t.remember_raw(fields).unwrap();
+        let mut before = BytesMut::new();
+        t.write_chunk(&mut before, 0, &json!({"content": "x"}), &Value::Null);
+        t.compact();
+        assert!(t.raw.iter().all(|r| r.capacity() == 0));
+        // The same fields again are read once more and change nothing.
+        t.remember_raw(fields).unwrap();
+        let mut after = BytesMut::new();
+        t.write_chunk(&mut after, 0, &json!({"content": "x"}), &Value::Null);
+        assert_eq!(before, after);
+        assert_eq!(t.field("model"), Some(&json!("mA")));
+        assert!(String::from_utf8(after.to_vec())
+            .unwrap()
+            .contains(r#""id":"c-1","model":"mA","object":"chat.completion.chunk"}"#));
     }
 
     #[test]

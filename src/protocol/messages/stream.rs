@@ -113,7 +113,7 @@ enum Place {
 
 pub struct StreamRewriter {
     decoder: SseDecoder,
-    neutral: String,
+    neutral: std::sync::Arc<str>,
     max_call: usize,
     max_held: usize,
     began: bool,

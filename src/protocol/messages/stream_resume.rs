@@ -25,7 +25,7 @@ enum Phase {
 #[derive(Default)]
 pub(super) struct ResumeState {
     pub(super) allowed: bool,
-    result: String,
+    result: std::sync::Arc<str>,
     /// The blocks sent of this message, as the model wrote them; `None`
     /// once one cannot be sent back (then the message is not continued).
     blocks: Option<Vec<Value>>,
@@ -44,10 +44,10 @@ pub(super) struct ResumeState {
 }
 
 impl ResumeState {
-    pub(super) fn new(allowed: bool, result: &str) -> ResumeState {
+    pub(super) fn new(allowed: bool, result: &std::sync::Arc<str>) -> ResumeState {
         ResumeState {
             allowed,
-            result: result.to_string(),
+            result: result.clone(),
             blocks: Some(Vec::new()),
             all: true,
             ..ResumeState::default()

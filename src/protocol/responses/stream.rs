@@ -99,7 +99,7 @@ enum Decided {
 
 pub struct StreamRewriter {
     decoder: SseDecoder,
-    neutral: String,
+    neutral: std::sync::Arc<str>,
     /// Neutral messages say their text as a `refusal` part (structured output).
     refusal: bool,
     ids: Ids,

@@ -31,7 +31,7 @@ pub(super) type Raw = (Bytes, Vec<u8>, Map<String, Value>);
 #[derive(Default)]
 pub(super) struct ResumeState {
     pub(super) allowed: bool,
-    result: String,
+    result: std::sync::Arc<str>,
     phase: Option<Phase>,
     /// Where the withheld calls were: the continuation's items go there on.
     offset: u64,
@@ -51,10 +51,10 @@ pub(super) struct ResumeState {
 }
 
 impl ResumeState {
-    pub(super) fn new(allowed: bool, result: &str) -> ResumeState {
+    pub(super) fn new(allowed: bool, result: &std::sync::Arc<str>) -> ResumeState {
         ResumeState {
             allowed,
-            result: result.to_string(),
+            result: result.clone(),
             ..ResumeState::default()
         }
     }
