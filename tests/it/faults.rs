@@ -73,14 +73,17 @@ async fn raw(reply: &'static [u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_faults_are_generic_502s_counted_by_kind() {
-    // Refused: a port nobody listens on any more.
-    let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", gone.local_addr().unwrap());
-    drop(gone);
+    // Refused: a port that is bound but not listening. It stays bound for
+    // the test: a port freed instead could be handed to the next listener
+    // (the gate's own, say), and then the connection would not be refused.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
     let gate = start_gate(&url, ALLOW_ALL, "").await;
     assert_generic(&post_chat(&gate, &chat_request(true, &["t"])).await, 502);
     assert_eq!(faults(&gate).await, counted("refused"));
     gate.stop().await;
+    drop(closed);
 
     // TLS: the upstream speaks plain HTTP where TLS was expected.
     let url = raw(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
