@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::gate::Gates;
 use crate::protocol::{Protocol, Rewriter, Step, KEEPALIVE};
 use crate::release;
-use crate::resume::{self, FollowUp, Sending, Sent};
+use crate::resume::{FollowUp, Sending, Sent};
 use crate::state::State;
 use crate::upstream::ResponseBody;
 
@@ -34,6 +34,7 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 mod ahead;
 mod end;
+mod follow;
 mod hosted;
 mod idle;
 mod plain;
@@ -251,69 +252,12 @@ impl GatedBody {
         }));
     }
 
-    /// Starts the follow-up when the calls just decided were all withheld
-    /// for `resume` (the rest of this upstream stream is read meanwhile).
-    fn start_follow_up(&mut self) {
-        let Some(r) = self.rw.take_resumption() else {
-            return;
-        };
-        match self.follow.take() {
-            Some(f) => {
-                let (state, ctx) = (self.state.clone(), self.ctx.clone());
-                self.sending = Some(resume::send(state, ctx, *f, r));
-            }
-            None => self.rw.give_up(&mut self.out),
-        }
-    }
-
     /// What the rewriter wrote so far, as it goes to the agent: upstream
     /// keys masked, line separators in JSON strings escaped (the rewriters
     /// write whole events, so neither is ever cut in two here).
     fn take_out(&mut self) -> Bytes {
         let out = self.state.scrub.bytes(self.out.split().freeze());
         crate::protocol::sse::escape_separators(out)
-    }
-
-    /// Drives the follow-up under way; its answer is kept until upstream ends.
-    fn poll_follow(&mut self, cx: &mut TaskContext<'_>) {
-        let Some(s) = &mut self.sending else {
-            return;
-        };
-        if let Poll::Ready((f, sent)) = s.as_mut().poll(cx) {
-            self.sending = None;
-            self.follow = Some(Box::new(f));
-            self.sent = Some(Box::new(sent));
-        }
-    }
-
-    /// Upstream ended: the follow-up's answer becomes the body read next,
-    /// or, when it failed, the response ends as `drop` ends it.
-    fn resume(&mut self) -> Next {
-        match self.sent.take().map(|s| *s) {
-            None => Next::Wait,
-            Some(Ok(sent)) => {
-                self.upstream = sent.body;
-                self.dec = sent.decoder;
-                self.deadline = Box::pin(tokio::time::sleep_until(sent.deadline));
-                if let Some(i) = &mut self.idle {
-                    i.frame();
-                }
-                self.ctx = sent.ctx;
-                let more = self.follow.as_ref().is_some_and(|f| f.left());
-                self.rw.continue_with(more);
-                self.phase = Phase::Reading;
-                Next::Continue
-            }
-            Some(Err(e)) => {
-                self.state.metrics.upstream_fault(&e);
-                self.rw.give_up(&mut self.out);
-                if let Some(w) = self.rw.take_withheld() {
-                    self.state.remember_withheld(w);
-                }
-                self.phase = Phase::Done;
-                Next::Continue
-            }
-        }
     }
 
     /// Reads the next upstream frame.

@@ -116,14 +116,8 @@ pub async fn handle(
         .observe(sent.elapsed().as_secs_f64());
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() {
-        return Err(Box::pin(upstream_status(
-            state,
-            head.status,
-            &head.headers,
-            body,
-            deadline,
-        ))
-        .await);
+        let status = upstream_status(state, head.status, &head.headers, body, deadline);
+        return Err(Box::pin(status).await);
     }
     let (decoder, announced) = read_head(&mut head, req.stream, &state.scrub)?;
     if req.stream {

@@ -205,14 +205,8 @@ async fn pass(
     let (mut head, body) = resp.into_parts();
     if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
     {
-        return Err(Box::pin(upstream_status(
-            state,
-            head.status,
-            &head.headers,
-            body,
-            deadline,
-        ))
-        .await);
+        let status = upstream_status(state, head.status, &head.headers, body, deadline);
+        return Err(Box::pin(status).await);
     }
     // The body goes on as it came but for upstream keys in it (when not
     // compressed: toolgate asks for none), so its length may change.
