@@ -221,7 +221,7 @@ pub async fn response(
         match tokio::time::timeout_at(deadline, body.frame()).await {
             Err(_) => return Err(Error::UpstreamTimeout),
             Ok(None) => break,
-            Ok(Some(Err(e))) => return Err(Error::UpstreamLost(crate::upstream::fault::of(&e))),
+            Ok(Some(Err(e))) => return Err(e),
             Ok(Some(Ok(f))) => {
                 if let Ok(d) = f.into_data() {
                     let piece = dec.decode(&d)?;

@@ -14,7 +14,6 @@ use http_body::Body;
 
 use super::{GatedBody, Phase};
 use crate::encoding::ContentDecoder;
-use crate::error::Error;
 use crate::protocol::Rewriter;
 
 /// Upstream bytes read ahead while one gate decides.
@@ -44,8 +43,7 @@ impl GatedBody {
                 Poll::Ready(None) => None,
                 Poll::Ready(Some(Ok(f))) => Some(f),
                 Poll::Ready(Some(Err(e))) => {
-                    let lost = Error::UpstreamLost(crate::upstream::fault::of(&e));
-                    **then = Phase::Broken(lost);
+                    **then = Phase::Broken(e);
                     return;
                 }
             };

@@ -286,7 +286,7 @@ impl GatedBody {
                 self.process(None)
             }
             Poll::Ready(Some(Err(e))) => {
-                self.fail(Error::UpstreamLost(crate::upstream::fault::of(&e)));
+                self.fail(e);
                 Next::Continue
             }
             Poll::Ready(None) => {

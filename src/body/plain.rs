@@ -144,10 +144,7 @@ where
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Err(e))) => {
                     // The upstream connection's own error, or `Deadline`'s.
-                    if let Some(h) = e.downcast_ref::<hyper::Error>() {
-                        let lost = Error::UpstreamLost(crate::upstream::fault::of(h));
-                        this.state.metrics.upstream_fault(&lost);
-                    } else if let Some(own) = e.downcast_ref::<Error>() {
+                    if let Some(own) = e.downcast_ref::<Error>() {
                         this.state.metrics.upstream_fault(own);
                     }
                     return Poll::Ready(Some(Err(e)));

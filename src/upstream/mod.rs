@@ -1,7 +1,9 @@
 //! The upstream client: header hygiene, key injection and the total timeout,
-//! over pooled HTTP/1.1 and HTTP/2 connections ([`pool`]), plain or rustls.
+//! over pooled HTTP/1.1 ([`h1`], toolgate's own) and HTTP/2 (hyper's)
+//! connections ([`pool`]), plain or rustls.
 
 pub mod fault;
+mod h1;
 mod pool;
 mod response;
 mod stream;

@@ -1,7 +1,8 @@
-//! The upstream response body. On HTTP/1.1 it drives its own connection (see
-//! [`super::pool`]) and gives the connection back once the body has ended.
+//! The upstream response body. On HTTP/1.1 it reads its own connection (see
+//! [`super::h1`]) and gives the connection back once the body has ended;
+//! on HTTP/2 it is hyper's. Its errors are toolgate's: a lost upstream,
+//! with what broke.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -10,69 +11,70 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use super::pool::{Held, Pool};
+use super::h1::Reader;
+use super::pool::Pool;
+use crate::error::Error;
 
-pub struct ResponseBody {
-    body: Incoming,
-    /// The HTTP/1.1 connection this body is read from, until it ends.
-    held: Option<(Held, Arc<Pool>)>,
+pub struct ResponseBody(Inner);
+
+enum Inner {
+    H1(Reader, Arc<Pool>),
+    H2(Incoming),
 }
 
 impl ResponseBody {
-    pub(super) fn new(body: Incoming, held: Option<Held>, pool: Arc<Pool>) -> ResponseBody {
-        ResponseBody {
-            body,
-            held: held.map(|h| (h, pool)),
+    pub(super) fn h1(mut reader: Reader, pool: Arc<Pool>) -> ResponseBody {
+        // A body with nothing in it is never polled by some readers.
+        if let Some(conn) = reader.reusable() {
+            pool.put_back(conn);
         }
+        ResponseBody(Inner::H1(reader, pool))
     }
 
     /// A body whose connection runs on its own task (HTTP/2).
     pub(super) fn shared(body: Incoming) -> ResponseBody {
-        ResponseBody { body, held: None }
+        ResponseBody(Inner::H2(body))
     }
 }
 
 impl Body for ResponseBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = &mut *self;
-        if let Some((held, _)) = &mut this.held {
-            match Pin::new(held.conn.as_mut()).poll(cx) {
-                Poll::Pending => {}
-                // Closed after the last byte: what is left is in the body.
-                Poll::Ready(Ok(())) => this.held = None,
-                Poll::Ready(Err(e)) => {
-                    this.held = None;
-                    return Poll::Ready(Some(Err(e)));
+    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+        match &mut self.0 {
+            Inner::H1(reader, pool) => {
+                let next = reader.poll_data(cx);
+                // At the end, or with its last piece (hyper, and the gated
+                // body, stop polling once `is_end_stream` says so).
+                if let Some(conn) = reader.reusable() {
+                    pool.put_back(conn);
                 }
+                next.map(|d| d.map(|r| r.map(Frame::data)))
             }
+            Inner::H2(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(|e| Error::UpstreamLost(super::fault::of(&e))))),
         }
-        let next = Pin::new(&mut this.body).poll_frame(cx);
-        // At the end, or at the last frame of a body of known length (hyper,
-        // and the gated body, stop polling once `is_end_stream` says so).
-        let ended = match &next {
-            Poll::Ready(None) => true,
-            Poll::Ready(Some(Ok(_))) => this.body.is_end_stream(),
-            _ => false,
-        };
-        if ended {
-            if let Some((held, pool)) = this.held.take() {
-                pool.put_back(held);
-            }
-        }
-        next
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        match &self.0 {
+            Inner::H1(reader, _) => reader.is_done(),
+            Inner::H2(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        match &self.0 {
+            Inner::H1(reader, _) => match reader.remaining() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
+            Inner::H2(body) => body.size_hint(),
+        }
     }
 }

@@ -21,7 +21,7 @@ use crate::support::*;
 const COMPLETION: &str = r#"{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
 
 /// The `toolgate_upstream_faults_total` counts on the admin port, by kind.
-async fn faults(gate: &Gate) -> Vec<(String, u64)> {
+pub(crate) async fn faults(gate: &Gate) -> Vec<(String, u64)> {
     let m = send("GET", &format!("{}/metrics", gate.admin), &[], "").await;
     m.text()
         .lines()
@@ -33,12 +33,12 @@ async fn faults(gate: &Gate) -> Vec<(String, u64)> {
         .collect()
 }
 
-fn counted(kind: &str) -> Vec<(String, u64)> {
+pub(crate) fn counted(kind: &str) -> Vec<(String, u64)> {
     vec![(kind.to_string(), 1)]
 }
 
 /// A generic error in the OpenAI shape, naming nothing of the fault.
-fn assert_generic(a: &Answer, status: u16) {
+pub(crate) fn assert_generic(a: &Answer, status: u16) {
     assert_eq!(a.status, status, "{}", a.text());
     let v = a.json();
     let message = v["error"]["message"].as_str().unwrap_or_default();

@@ -57,6 +57,8 @@ mod auth;
 mod tls;
 // The upstream client: kept connections, closed ones, TLS over h2 and HTTP/1.1.
 mod upstream;
+// toolgate's own HTTP/1.1 client: odd chunking, interim answers, refused framing.
+mod upstream_h1;
 // Docker, compose and Kubernetes files, validated offline; the compose agent for real.
 mod deploy;
 // Output validation: facts, the LLM fact-checker, the trace-to-facts bridge.

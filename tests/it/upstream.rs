@@ -94,7 +94,7 @@ async fn raw_upstream(
 }
 
 /// Reads one request (head and `content-length` body); false at the end.
-async fn read_request(s: &mut TcpStream) -> bool {
+pub(crate) async fn read_request(s: &mut TcpStream) -> bool {
     let mut buf = Vec::new();
     let mut b = [0u8; 4096];
     loop {
