@@ -236,6 +236,39 @@ mod tests {
         assert!(done);
     }
 
+    proptest::proptest! {
+        /// Any bytes, fed in any pieces, decode to the same outcome as fed
+        /// whole: the same data and end, or an error either way.
+        #[test]
+        fn any_split_reads_the_same(
+            input in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(b"0123456789abcdefABCDEF;= \t\r\nx:".to_vec()),
+                    proptest::num::u8::ANY,
+                ],
+                0..200,
+            ),
+            step in 1usize..16,
+        ) {
+            let whole = fed(&input, input.len().max(1));
+            let split = fed(&input, step);
+            match (whole, split) {
+                (Ok((a, done_a, _)), Ok((b, done_b, _))) => {
+                    proptest::prop_assert_eq!(done_a, done_b);
+                    if done_a {
+                        proptest::prop_assert_eq!(a, b);
+                    } else {
+                        // Cut short: the pieces read so far agree.
+                        let n = a.len().min(b.len());
+                        proptest::prop_assert_eq!(&a[..n], &b[..n]);
+                    }
+                }
+                (Err(_), Err(_)) => {}
+                (w, s) => proptest::prop_assert!(false, "whole {w:?} split {s:?}"),
+            }
+        }
+    }
+
     #[test]
     fn a_body_cut_short_is_not_done() {
         let (out, done, _) = fed(b"5\r\nhel", 3).unwrap();
