@@ -28,6 +28,9 @@ admin = "$ADMIN"
 base_url = "http://$MOCK/v1"
 api_key_env = "TOOLGATE_BENCH_KEY"
 timeout_secs = 600
+[limits]
+# The default (1,024) would turn the rest away with a 503.
+max_streams = $STREAMS
 [audit]
 path = "$tmp/audit.jsonl"
 CFG
