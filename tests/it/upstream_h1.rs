@@ -212,3 +212,60 @@ async fn one_answer(answer: Vec<u8>) -> (String, tokio::task::JoinHandle<()>) {
     });
     (url, task)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passed_body_of_unknown_length_goes_up_chunked_and_whole() {
+    let mock = Mock::start(vec![
+        Reply::json(200, r#"{"text":"ok"}"#),
+        Reply::json(200, r#"{"text":"again"}"#),
+    ])
+    .await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    // The agent sends its body chunked, in pieces: toolgate cannot know its
+    // length, so it goes upstream chunked too.
+    let addr = gate.url.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = "POST /v1/audio/transcriptions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer agent-token\r\ncontent-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+    s.write_all(head.as_bytes()).await.unwrap();
+    let audio: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
+    for piece in audio.chunks(9_000) {
+        s.write_all(format!("{:x}\r\n", piece.len()).as_bytes())
+            .await
+            .unwrap();
+        s.write_all(piece).await.unwrap();
+        s.write_all(b"\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    s.write_all(b"0\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let mut b = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains(r#""ok""#) {
+        let n = tokio::io::AsyncReadExt::read(&mut s, &mut b).await.unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&b[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    let seen = mock.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].body.as_ref(),
+        audio.as_slice(),
+        "the body arrived whole"
+    );
+    assert_eq!(seen[0].headers["transfer-encoding"], "chunked");
+    // The connection is kept after the chunked request and its answer.
+    let a = send(
+        "POST",
+        &format!("{}/v1/embeddings", gate.url),
+        &[
+            ("authorization", "Bearer agent-token"),
+            ("content-type", "application/json"),
+        ],
+        r#"{"input":"x"}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(mock.requests()[1].body.as_ref(), br#"{"input":"x"}"#);
+    assert_eq!(mock.connections.load(Ordering::SeqCst), 1);
+    gate.stop().await;
+}
