@@ -36,7 +36,9 @@ fn wrong(e: &Error) -> ExitCode {
 
 /// Runs `fut` on a fresh runtime (multi-threaded when `multi`).
 fn block_on<T>(multi: bool, fut: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
-    let mut b = if multi {
+    // One core to run on (a pinned sidecar): one thread does it all.
+    let one = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+    let mut b = if multi && !one {
         tokio::runtime::Builder::new_multi_thread()
     } else {
         tokio::runtime::Builder::new_current_thread()
