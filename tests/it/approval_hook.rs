@@ -159,7 +159,11 @@ async fn a_webhook_that_is_down_is_retried_then_the_call_times_out_closed() {
     let ids: Vec<Value> = tries.iter().map(|s| verify(s)["id"].clone()).collect();
     assert!(ids.windows(2).all(|w| w[0] == w[1]));
     // Nothing listens at all: the same, a neutral turn after the time-out.
-    let port = crate::bin::free_port();
+    // The port stays bound but not listening for the test, so no other
+    // listener (the gate's own, say) can be handed it meanwhile.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = closed.local_addr().unwrap().port();
     let gate2 = start_gate(
         &mock.base_url(),
         ASK,
@@ -177,6 +181,7 @@ async fn a_webhook_that_is_down_is_retried_then_the_call_times_out_closed() {
         rec.iter().any(|r| r["approval"]["decision"] == "timeout"),
         "{rec:?}"
     );
+    drop(closed);
 }
 
 fn cli(admin: &str, args: &[&str]) -> std::process::Output {
