@@ -101,6 +101,8 @@ pub struct GatedBody {
     /// The shared budget's charge for what the rewriter holds back.
     held: Charge,
     phase: Phase,
+    /// When the frame with the last call event came (noted once a frame).
+    last_call_delta: Option<std::time::Instant>,
     /// Audit records of provider-run calls being written beside the stream;
     /// the stream ends only once they are.
     hosted: Option<Chore>,
@@ -138,6 +140,7 @@ pub fn gated_stream(
         deadline: Box::pin(tokio::time::sleep_until(upstream.deadline)),
         out: BytesMut::with_capacity(OUT_CAPACITY),
         phase: Phase::Reading,
+        last_call_delta: None,
         hosted: None,
         follow,
         sending: None,
@@ -164,6 +167,9 @@ impl GatedBody {
             Some(true) => self.rw.end(&mut self.out),
             _ => self.rw.process(&mut self.out),
         };
+        if self.rw.take_call_delta() {
+            self.last_call_delta = Some(std::time::Instant::now());
+        }
         let held = self.rw.held_bytes();
         let step = step.and_then(|s| self.held.hold(held).map(|()| s));
         self.audit_hosted();
@@ -224,7 +230,7 @@ impl GatedBody {
         self.phase = Phase::Gating {
             decide,
             tick: None,
-            since: self.rw.last_call_delta(),
+            since: self.last_call_delta,
             started: tokio::time::Instant::now(),
             ahead: 0,
             then: Box::new(then),

@@ -28,7 +28,6 @@ pub mod text_calls;
 pub mod usage;
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
@@ -318,8 +317,10 @@ pub trait Rewriter: Send {
     /// Ends the stream after `err` with the format's error ending. Returns
     /// the calls that were held and are now dropped without release.
     fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call>;
-    /// When the last call event arrived from upstream.
-    fn last_call_delta(&self) -> Option<Instant>;
+    /// Whether a call event was read since the last ask. The body notes the
+    /// time once per upstream frame, not once per event: the clock is read
+    /// once for every event that arrived together.
+    fn take_call_delta(&mut self) -> bool;
     /// The gate is slow (a call waits for a person, maybe for minutes):
     /// what is held meanwhile is kept in its smallest form.
     fn compact(&mut self) {}

@@ -35,8 +35,9 @@ pub struct SseEvent {
     /// The `event:` field, if any.
     pub event: Option<String>,
     /// The `data:` lines joined by `\n`; `None` when the block had no data field
-    /// (a comment-only or empty block, which dispatches nothing).
-    pub data: Option<Vec<u8>>,
+    /// (a comment-only or empty block, which dispatches nothing). A block with
+    /// one data line (every provider's) shares `raw`'s bytes: no copy.
+    pub data: Option<Bytes>,
     /// True when `raw` holds only lines every SSE reader reads the same way:
     /// `data`, `event`, `id`, `retry` fields and comments, ended by LF or CRLF.
     /// A block with an unknown field line or a bare-CR line end is not clean and
@@ -143,6 +144,9 @@ pub struct SseDecoder {
     pos: usize,
     bom_checked: bool,
     event: Option<String>,
+    /// Where the block's one data line's value is in `buf`, until a second
+    /// data line makes the joined copy in `data` necessary.
+    line: Option<(usize, usize)>,
     data: Vec<u8>,
     has_data: bool,
     /// The current block so far is clean (see [`SseEvent::clean`]).
@@ -169,6 +173,7 @@ impl SseDecoder {
             pos: 0,
             bom_checked: false,
             event: None,
+            line: None,
             data: Vec::new(),
             has_data: false,
             clean: true,
@@ -186,6 +191,7 @@ impl SseDecoder {
         self.buf.clear();
         self.pos = 0;
         self.has_data = false;
+        self.line = None;
         self.data.clear();
         self.event = None;
         self.clean = true;
@@ -278,12 +284,13 @@ impl SseDecoder {
             self.foreign |= has_control(line) || find_separator(line).is_some();
             return;
         }
-        let (name, value) = match memchr::memchr(b':', line) {
+        let (name, value, from) = match memchr::memchr(b':', line) {
             Some(c) => {
                 let v = &line[c + 1..];
-                (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
+                let space = usize::from(v.first() == Some(&b' '));
+                (&line[..c], &v[space..], start + c + 1 + space)
             }
-            None => (line, &b""[..]),
+            None => (line, &b""[..], end),
         };
         if name != b"data" {
             self.foreign |= has_control(line) || find_separator(line).is_some();
@@ -292,10 +299,15 @@ impl SseDecoder {
         }
         match name {
             b"data" => {
-                if self.has_data {
+                if !self.has_data {
+                    self.line = Some((from, end));
+                } else {
+                    if let Some((a, b)) = self.line.take() {
+                        self.data.extend_from_slice(&self.buf[a..b]);
+                    }
                     self.data.push(b'\n');
+                    self.data.extend_from_slice(&self.buf[from..end]);
                 }
-                self.data.extend_from_slice(value);
                 self.has_data = true;
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
@@ -309,7 +321,10 @@ impl SseDecoder {
         self.pos = 0;
         let data = if self.has_data {
             self.has_data = false;
-            Some(std::mem::take(&mut self.data))
+            Some(match self.line.take() {
+                Some((a, b)) => raw.slice(a..b),
+                None => Bytes::from(std::mem::take(&mut self.data)),
+            })
         } else {
             None
         };

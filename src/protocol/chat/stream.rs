@@ -12,7 +12,6 @@
 //! recognised and stripped.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
@@ -61,7 +60,8 @@ pub struct StreamRewriter {
     neutral: std::sync::Arc<str>,
     /// The neutral text goes in `refusal` (structured output).
     refusal: bool,
-    last_call_delta: Option<Instant>,
+    /// A call event was read since `take_call_delta` last asked.
+    call_delta: bool,
     late_deltas: u64,
     /// Reused by the prefilter's case-insensitive search.
     scratch: Vec<u8>,
@@ -101,7 +101,7 @@ impl StreamRewriter {
             text_seen: false,
             neutral: o.neutral_message.clone(),
             refusal: o.refusal,
-            last_call_delta: None,
+            call_delta: false,
             late_deltas: 0,
             scratch: Vec::new(),
             resume: ResumeState::new(o.resume, &o.neutral_result),
@@ -268,7 +268,7 @@ impl StreamRewriter {
         for (p, e) in entries.into_iter().enumerate() {
             self.asm.push_delta(idx, p, e)?;
         }
-        self.last_call_delta = Some(Instant::now());
+        self.call_delta = true;
         Ok(())
     }
 }
@@ -303,8 +303,8 @@ impl Rewriter for StreamRewriter {
         self.pending.as_ref().map(|p| &p.calls[..]).unwrap_or(&[])
     }
 
-    fn last_call_delta(&self) -> Option<Instant> {
-        self.last_call_delta
+    fn take_call_delta(&mut self) -> bool {
+        std::mem::take(&mut self.call_delta)
     }
 
     /// Tool-call deltas that arrived after their choice had finished (stripped).

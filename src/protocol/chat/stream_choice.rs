@@ -5,8 +5,6 @@
 //! entries that name an id are held until its calls are decided. Also the
 //! chunks that close a choice: the neutral text, the finish it was sent.
 
-use std::time::Instant;
-
 use serde_json::Value;
 
 use super::{malformed, Final, PendingChoice, StreamRewriter};
@@ -76,7 +74,7 @@ impl StreamRewriter {
                             for (p, e) in entries.into_iter().enumerate() {
                                 self.asm.push_tool(idx, p, e)?;
                             }
-                            self.last_call_delta = Some(Instant::now());
+                            self.call_delta = true;
                         }
                     }
                     _ => return Err(malformed("tool_calls is not an array")),
@@ -91,7 +89,7 @@ impl StreamRewriter {
                         self.late_deltas += 1;
                     } else {
                         self.asm.push_legacy(idx, fc)?;
-                        self.last_call_delta = Some(Instant::now());
+                        self.call_delta = true;
                     }
                 }
             }

@@ -23,8 +23,6 @@
 //! deltas, and a stream that ends before its message does. The stream
 //! then ends with an `error` event.
 
-use std::time::Instant;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 
@@ -72,7 +70,7 @@ fn malformed(why: &'static str) -> Error {
 /// One parsed event.
 struct Event {
     raw: Bytes,
-    data: Vec<u8>,
+    data: Bytes,
     obj: Map<String, Value>,
     ty: String,
     /// It came with an `event:` line naming its type.
@@ -132,7 +130,8 @@ pub struct StreamRewriter {
     withheld: usize,
     turn_closed: bool,
     hosted: Vec<Call>,
-    last_call_delta: Option<Instant>,
+    /// A call event was read since `take_call_delta` last asked.
+    call_delta: bool,
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
@@ -161,7 +160,7 @@ impl StreamRewriter {
             withheld: 0,
             turn_closed: false,
             hosted: Vec::new(),
-            last_call_delta: None,
+            call_delta: false,
             resume: resume::ResumeState::new(o.resume, &o.neutral_result),
         }
     }
@@ -205,7 +204,7 @@ impl StreamRewriter {
             ));
         }
         if ty == "error" {
-            return Err(Error::UpstreamEvent(Bytes::from(data)));
+            return Err(Error::UpstreamEvent(data));
         }
         let named = ev.event.is_some();
         let ev = Event {
@@ -446,8 +445,8 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
-    fn last_call_delta(&self) -> Option<Instant> {
-        self.last_call_delta
+    fn take_call_delta(&mut self) -> bool {
+        std::mem::take(&mut self.call_delta)
     }
 
     fn take_hosted(&mut self) -> Vec<Call> {

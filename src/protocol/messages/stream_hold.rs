@@ -2,8 +2,6 @@
 //! slot at `content_block_start`, its events are kept in order, its input
 //! fragments joined, and its size bounded; other blocks get their place.
 
-use std::time::Instant;
-
 use bytes::BytesMut;
 use serde_json::{Map, Value};
 
@@ -121,12 +119,12 @@ impl StreamRewriter {
         if !slot.oversized {
             slot.json.push_str(part);
         }
-        self.last_call_delta = Some(Instant::now());
+        self.call_delta = true;
         Ok(())
     }
 
     pub(super) fn hold(&mut self, i: usize, ev: Event) -> Result<(), Error> {
-        self.last_call_delta = Some(Instant::now());
+        self.call_delta = true;
         let size = ev.raw.len() + ev.data.len();
         let slot = &mut self.batch[i];
         slot.bytes += size;

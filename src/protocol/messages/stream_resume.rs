@@ -240,7 +240,7 @@ fn event_of(ty: String, obj: Map<String, Value>) -> Event {
     let data = serde_json::to_vec(&obj).unwrap_or_default();
     Event {
         raw: Bytes::new(),
-        data,
+        data: data.into(),
         obj,
         ty,
         named: false,

@@ -20,7 +20,6 @@
 //! ends with an `error` event (and `response.failed` when the response began).
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
@@ -69,7 +68,7 @@ fn malformed(why: &'static str) -> Error {
 struct Held {
     raw: Bytes,
     ty: String,
-    data: Vec<u8>,
+    data: Bytes,
     seq: Option<u64>,
     /// The call (position in the batch) it belongs to; `None` for an event of
     /// another item held only to keep the order.
@@ -110,7 +109,7 @@ pub struct StreamRewriter {
     held_bytes: usize,
     pending: Vec<Call>,
     /// The event that closed the batch; handled after the verdicts.
-    lookahead: Option<(Bytes, Vec<u8>, Map<String, Value>)>,
+    lookahead: Option<(Bytes, Bytes, Map<String, Value>)>,
     decided: HashMap<String, Decided>,
     withheld: Vec<(String, String)>,
     response_id: String,
@@ -121,7 +120,8 @@ pub struct StreamRewriter {
     began: bool,
     terminal: bool,
     ended: bool,
-    last_call_delta: Option<Instant>,
+    /// A call event was read since `take_call_delta` last asked.
+    call_delta: bool,
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
@@ -151,7 +151,7 @@ impl StreamRewriter {
             began: false,
             terminal: false,
             ended: false,
-            last_call_delta: None,
+            call_delta: false,
             resume: resume::ResumeState::new(o.resume, &o.neutral_result),
         }
     }
@@ -186,7 +186,7 @@ impl StreamRewriter {
             return Err(malformed("event name differs from its type"));
         }
         if ty == "error" {
-            return Err(Error::UpstreamEvent(Bytes::from(data)));
+            return Err(Error::UpstreamEvent(data));
         }
         self.began = true;
         if self.resume.active() {
@@ -201,7 +201,7 @@ impl StreamRewriter {
     fn dispatch(
         &mut self,
         raw: Bytes,
-        data: Vec<u8>,
+        data: Bytes,
         obj: Map<String, Value>,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
@@ -449,8 +449,8 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
-    fn last_call_delta(&self) -> Option<Instant> {
-        self.last_call_delta
+    fn take_call_delta(&mut self) -> bool {
+        std::mem::take(&mut self.call_delta)
     }
 
     fn take_resumption(&mut self) -> Option<Resumption> {

@@ -18,7 +18,7 @@ impl StreamRewriter {
     pub(super) fn pass(
         &mut self,
         raw: Bytes,
-        data: Vec<u8>,
+        data: Bytes,
         obj: Map<String, Value>,
         seq: Option<u64>,
         out: &mut BytesMut,

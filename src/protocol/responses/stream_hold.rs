@@ -2,8 +2,6 @@
 //! slot at `response.output_item.added`, its events are kept in order, its
 //! deltas checked against its final text, and its size bounded.
 
-use std::time::Instant;
-
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
@@ -81,7 +79,7 @@ impl StreamRewriter {
                 bytes: 0,
                 oversized: false,
             });
-            self.last_call_delta = Some(Instant::now());
+            self.call_delta = true;
             return Ok(Some(self.batch.len() - 1));
         }
         match (by_id, by_index) {
@@ -104,7 +102,7 @@ impl StreamRewriter {
         &mut self,
         i: usize,
         raw: Bytes,
-        data: Vec<u8>,
+        data: Bytes,
         obj: &Map<String, Value>,
         seq: Option<u64>,
     ) -> Result<(), Error> {
@@ -153,7 +151,7 @@ impl StreamRewriter {
                 }
             }
         }
-        self.last_call_delta = Some(Instant::now());
+        self.call_delta = true;
         slot.bytes += raw.len();
         if slot.oversized {
             return Ok(());

@@ -26,7 +26,7 @@ enum Phase {
 }
 
 /// An event as `dispatch` takes it.
-pub(super) type Raw = (Bytes, Vec<u8>, Map<String, Value>);
+pub(super) type Raw = (Bytes, Bytes, Map<String, Value>);
 
 #[derive(Default)]
 pub(super) struct ResumeState {
@@ -176,7 +176,7 @@ impl StreamRewriter {
             serde_json::to_vec(&obj).map_err(|_| Error::UpstreamUnreadable("event is not JSON"))?;
         let mut raw = BytesMut::with_capacity(data.len() + ty.len() + 16);
         write_event(&mut raw, &ty, &data);
-        Ok(Some((raw.freeze(), data, obj)))
+        Ok(Some((raw.freeze(), data.into(), obj)))
     }
 
     /// The first response's usage and the items the agent saw of it.
