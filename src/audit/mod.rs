@@ -95,7 +95,9 @@ impl AuditLog {
     /// Writes one record (one JSON line, capped); see the module doc for what
     /// an error means.
     pub async fn record(&self, record: &impl serde::Serialize) -> Result<(), Error> {
-        let mut line = serde_json::to_vec(record).map_err(|_| Error::AuditUnavailable)?;
+        // Room for a typical record (its signals are most of it): no regrowth.
+        let mut line = Vec::with_capacity(2048);
+        serde_json::to_writer(&mut line, record).map_err(|_| Error::AuditUnavailable)?;
         if line.len() >= MAX_LINE {
             line = clipped(&line);
         }

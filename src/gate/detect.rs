@@ -43,8 +43,16 @@ pub fn strings<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a str)>)
         }
         Value::Object(o) => {
             for (k, x) in o {
-                let k = k.replace('~', "~0").replace('/', "~1");
-                strings(x, format!("{path}/{k}"), out);
+                // One allocation a key: escaped (RFC 6901) only when it must be.
+                let mut p = String::with_capacity(path.len() + 1 + k.len());
+                p.push_str(&path);
+                p.push('/');
+                if k.contains(['~', '/']) {
+                    p.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                } else {
+                    p.push_str(k);
+                }
+                strings(x, p, out);
             }
         }
         _ => {}

@@ -442,7 +442,7 @@ impl PolicyGate {
                     tracing::warn!(sensor = name, tool = %call.name, error = %e, "sensor failed");
                     self.metrics.sensor_failed(sensor.name(), e.kind);
                     // A fact about this decision, audited (the error text names no argument).
-                    sig.set(&format!("{name}.error"), json!(e.message));
+                    sig.set(format!("{name}.error"), json!(e.message));
                     failed.push(name);
                 }
             }

@@ -205,8 +205,9 @@ pub(crate) fn read_head(
 /// must not be read as the JSON the agent will parse.
 fn structured_output(body: &Value) -> bool {
     let ty = body
-        .pointer("/response_format/type")
-        .or_else(|| body.pointer("/text/format/type"))
+        .get("response_format")
+        .and_then(|f| f.get("type"))
+        .or_else(|| body.get("text")?.get("format")?.get("type"))
         .and_then(Value::as_str);
     matches!(ty, Some("json_schema" | "json_object"))
 }

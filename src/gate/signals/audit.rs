@@ -50,7 +50,7 @@ impl Serialize for AuditView<'_> {
             .0
             .map
             .iter()
-            .filter(|(k, _)| !NOT_AUDITED.contains(&k.as_str()))
+            .filter(|(k, _)| !NOT_AUDITED.contains(&k.as_ref()))
         {
             let counted = k.starts_with("detect.") || k == "output.claims";
             let value = match (&s.value, counted) {
