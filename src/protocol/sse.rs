@@ -369,6 +369,31 @@ mod tests {
     }
 
     #[test]
+    fn one_data_line_is_a_slice_of_raw_and_more_are_joined() {
+        let input: &[u8] =
+            b"data: one\n\n: c\ndata:two\r\ndata: three\n\nevent: e\ndata\n\ndata: four\r\n\rdata: 5";
+        for split in 0..input.len() {
+            let ev = decode_all(&[&input[..split], &input[split..]]);
+            let data: Vec<_> = ev.iter().map(|e| e.data.as_deref()).collect();
+            assert_eq!(
+                data,
+                [
+                    Some(&b"one"[..]),
+                    Some(b"two\nthree"),
+                    Some(b""),
+                    Some(b"four"),
+                    Some(b"5"),
+                ],
+                "split at {split}"
+            );
+            // The one-line value points into the block's own bytes.
+            let (raw, one) = (&ev[0].raw, ev[0].data.as_ref().unwrap());
+            let at = one.as_ptr() as usize - raw.as_ptr() as usize;
+            assert_eq!(&raw[at..at + one.len()], b"one");
+        }
+    }
+
+    #[test]
     fn a_line_another_reader_would_split_fails_the_stream() {
         let call = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[]}}]}";
         for sep in [
