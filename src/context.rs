@@ -160,9 +160,20 @@ pub struct Texts {
 }
 
 impl Texts {
+    /// Adds one user message's text (read only when a rule reads the texts).
+    pub fn push_user(&mut self, text: &str) {
+        // Room for the newline too: pushed after a full buffer, it alone
+        // would double the buffer (a copy of every message so far, at once).
+        self.user.reserve(text.len() + 1);
+        self.user.push_str(text);
+        self.user.push('\n');
+    }
+
     /// Adds one tool result's text.
     pub fn push_tool(&mut self, call_id: &str, text: &str) {
         let start = self.tool.len();
+        // With its newline (see `push_user`).
+        self.tool.reserve(text.len() + 1);
         self.tool.push_str(text);
         self.tool_results
             .push((start..self.tool.len(), call_id.to_string()));

@@ -78,8 +78,7 @@ pub fn texts(body: &Value, all: bool) -> Texts {
                     t.first_user = Some(text.to_string());
                 }
                 if all {
-                    t.user.push_str(&text);
-                    t.user.push('\n');
+                    t.push_user(&text);
                 }
                 t.last_user = Some(text.into_owned());
             }

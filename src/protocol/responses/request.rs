@@ -110,8 +110,7 @@ pub fn texts(body: &Value, all: bool) -> Texts {
             t.first_user = Some(text.clone());
         }
         if all {
-            t.user.push_str(&text);
-            t.user.push('\n');
+            t.push_user(&text);
         }
         t.last_user = Some(text);
     };
