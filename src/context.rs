@@ -227,6 +227,20 @@ mod tests {
     }
 
     #[test]
+    fn a_text_pushed_whole_takes_its_own_size_not_double() {
+        // The newline after a text that filled the buffer would double it:
+        // a second copy of every result so far, at once.
+        let big = "x".repeat(1 << 20);
+        let mut t = Texts::default();
+        t.push_tool("c1", &big);
+        t.push_user(&big);
+        assert_eq!(t.tool.len(), big.len() + 1);
+        assert_eq!(t.tool.capacity(), big.len() + 1);
+        assert_eq!(t.user.capacity(), big.len() + 1);
+        assert_eq!(t.tool_results, vec![(0..big.len(), "c1".to_string())]);
+    }
+
+    #[test]
     fn headers_win_then_path_then_default_then_unknown() {
         let mut h = HeaderMap::new();
         let mut c = Context {
