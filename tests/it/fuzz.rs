@@ -49,6 +49,22 @@ fn rewriters() -> Vec<(&'static str, Box<dyn Rewriter>)> {
     ]
 }
 
+/// The same rewriters with every event read the whole-tree way (where a
+/// typed reader can be turned off).
+fn long_rewriters() -> Vec<(&'static str, Box<dyn Rewriter>)> {
+    vec![
+        ("chat", Box::new(chat::stream::StreamRewriter::new(&opts()))),
+        (
+            "responses",
+            Box::new(responses::stream::StreamRewriter::new(&opts()).whole_tree_only()),
+        ),
+        (
+            "messages",
+            Box::new(messages::stream::StreamRewriter::new(&opts()).whole_tree_only()),
+        ),
+    ]
+}
+
 fn run(rw: &mut dyn Rewriter, chunks: &[&[u8]], deny: &str) -> Vec<u8> {
     run_sync(rw, chunks, |c: &Call| c.name != deny).to_vec()
 }
@@ -71,6 +87,17 @@ fn fragment() -> impl Strategy<Value = String> {
         Just(": keep-alive\n\n".to_string()),
         Just("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"shell_exec\",\"input\":{}}}\n\n".to_string()),
         Just("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".to_string()),
+        Just("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n".to_string()),
+        // A denied call block, then text: the text block is renumbered.
+        Just(concat!(
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"shell_exec\",\"input\":{}}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"after\"}}\n\n",
+        ).to_string()),
+        (0u8..2).prop_map(|i| format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{i},\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n")),
+        (0u8..2, "[ -~]{0,12}").prop_map(|(i, t)| format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{i},\"delta\":{{\"type\":\"text_delta\",\"text\":{}}}}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
+        (0u8..6, "[ -~]{0,12}").prop_map(|(n, t)| format!("event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{n},\"item_id\":\"f\",\"output_index\":0,\"content_index\":0,\"delta\":{},\"logprobs\":[]}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
         Just("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"\"}}\n\n".to_string()),
         proptest::collection::vec(any::<u8>(), 0..24).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
         Just("\r\n".to_string()),
@@ -181,7 +208,8 @@ proptest! {
     fn the_fast_readers_answer_as_the_long_way_does(input in stream()) {
         // The caches of the chunks before (a fragment that repeats the last,
         // the template) are dropped after every step on one side only.
-        for ((name, mut fast), (_, mut long)) in rewriters().into_iter().zip(rewriters()) {
+        // The typed text readers are off on that side too.
+        for ((name, mut fast), (_, mut long)) in rewriters().into_iter().zip(long_rewriters()) {
             let a = run(fast.as_mut(), &[&input], "shell_exec");
             let b = run_uncached(long.as_mut(), &input, "shell_exec");
             prop_assert!(a == b, "{}: {} vs {}", name, String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
@@ -220,5 +248,58 @@ proptest! {
         }
         mutated.insert_str(at, &splice);
         let _ = toolgate::policy::PolicySet::from_sources(&[("p.toml".into(), mutated)]);
+    }
+}
+
+/// Every recorded Responses and Messages stream gives the same output with
+/// its text deltas read typed as read the whole-tree way: every call
+/// allowed, every call withheld, and only the first withheld.
+#[test]
+fn recorded_streams_pass_the_same_with_the_typed_text_readers() {
+    let mut seen = 0;
+    for (path, responses) in responses_fixtures()
+        .into_iter()
+        .map(|p| (p, true))
+        .chain(messages_fixtures().into_iter().map(|p| (p, false)))
+    {
+        let input = std::fs::read(&path).unwrap();
+        let make = |typed: bool| -> Box<dyn Rewriter> {
+            match (responses, typed) {
+                (true, true) => Box::new(responses::stream::StreamRewriter::new(&opts())),
+                (true, false) => {
+                    Box::new(responses::stream::StreamRewriter::new(&opts()).whole_tree_only())
+                }
+                (false, true) => Box::new(messages::stream::StreamRewriter::new(&opts())),
+                (false, false) => {
+                    Box::new(messages::stream::StreamRewriter::new(&opts()).whole_tree_only())
+                }
+            }
+        };
+        for mode in 0..3 {
+            let outputs: Vec<Vec<u8>> = [true, false]
+                .into_iter()
+                .map(|typed| {
+                    let mut first = None::<String>;
+                    let mut rw = make(typed);
+                    run_sync(rw.as_mut(), &[&input], |c: &Call| match mode {
+                        0 => true,
+                        1 => false,
+                        _ => first.get_or_insert_with(|| c.id.clone()) != &c.id,
+                    })
+                    .to_vec()
+                })
+                .collect();
+            assert!(
+                outputs[0] == outputs[1],
+                "{} (mode {mode}) differs:\n{}\nvs\n{}",
+                path.display(),
+                String::from_utf8_lossy(&outputs[0]),
+                String::from_utf8_lossy(&outputs[1])
+            );
+        }
+        seen += 1;
+    }
+    if std::env::var("TOOLGATE_REQUIRE_FIXTURES").is_ok() {
+        assert!(seen >= 4, "only {seen} Responses and Messages fixtures");
     }
 }

@@ -19,22 +19,42 @@ pub use write::{write_key, write_obj, write_string, Sink, Spliced};
 /// An object key, borrowed unless it held escapes.
 pub struct Key<'a>(pub Cow<'a, str>);
 
-impl<'de> Deserialize<'de> for Key<'de> {
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Key<'de>;
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Key<'a>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string")
             }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Key<'a>, E> {
                 Ok(Key(Cow::Borrowed(s)))
             }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'a>, E> {
                 Ok(Key(Cow::Owned(s.to_string())))
             }
-            fn visit_string<E: de::Error>(self, s: String) -> Result<Key<'de>, E> {
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Key<'a>, E> {
                 Ok(Key(Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
+}
+
+/// A JSON string, checked and not kept (a typed reader's field whose
+/// value toolgate passes on as it came).
+pub struct AnyStr;
+
+impl<'de> Deserialize<'de> for AnyStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = AnyStr;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<AnyStr, E> {
+                Ok(AnyStr)
             }
         }
         d.deserialize_str(V)

@@ -60,6 +60,8 @@ mod emit;
 mod hold;
 #[path = "stream_resume.rs"]
 mod resume;
+#[path = "stream_text.rs"]
+mod text;
 
 use crate::protocol::write_named_event as write_event;
 
@@ -135,6 +137,9 @@ pub struct StreamRewriter {
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
+    /// Text deltas are read typed ([`text`]); off only to compare with the
+    /// whole-tree path.
+    typed: bool,
 }
 
 impl StreamRewriter {
@@ -162,7 +167,16 @@ impl StreamRewriter {
             hosted: Vec::new(),
             call_delta: false,
             resume: resume::ResumeState::new(o.resume, &o.neutral_result),
+            typed: true,
         }
+    }
+
+    /// Every event read the whole-tree way (the typed text reader off): for
+    /// tests that compare the two.
+    #[doc(hidden)]
+    pub fn whole_tree_only(mut self) -> Self {
+        self.typed = false;
+        self
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
@@ -184,6 +198,9 @@ impl StreamRewriter {
             b"[DONE]" if self.batch.is_empty() && self.open.is_none() => return Ok(()),
             b"[DONE]" => return Err(malformed("stream ended before its tool calls finished")),
             _ => {}
+        }
+        if self.typed && self.pass_text(ev.event.as_deref(), &raw, &data, out) {
+            return Ok(());
         }
         let obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,

@@ -36,6 +36,8 @@ mod emit;
 mod hold;
 #[path = "stream_resume.rs"]
 mod resume;
+#[path = "stream_text.rs"]
+mod text;
 
 use crate::protocol::write_named_event as write_event;
 
@@ -125,6 +127,9 @@ pub struct StreamRewriter {
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
+    /// Text deltas are read typed ([`text`]); off only to compare with the
+    /// whole-tree path.
+    typed: bool,
 }
 
 impl StreamRewriter {
@@ -153,7 +158,16 @@ impl StreamRewriter {
             ended: false,
             call_delta: false,
             resume: resume::ResumeState::new(o.resume, &o.neutral_result),
+            typed: true,
         }
+    }
+
+    /// Every event read the whole-tree way (the typed text reader off): for
+    /// tests that compare the two.
+    #[doc(hidden)]
+    pub fn whole_tree_only(mut self) -> Self {
+        self.typed = false;
+        self
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
@@ -171,6 +185,9 @@ impl StreamRewriter {
                 return Err(malformed("stream ended before its tool calls finished"));
             }
             out.put_slice(&raw);
+            return Ok(());
+        }
+        if self.typed && self.pass_text(ev.event.as_deref(), &raw, &data, out) {
             return Ok(());
         }
         let obj = match crate::protocol::json::strict_value(&data) {
