@@ -88,6 +88,13 @@ fn fragment() -> impl Strategy<Value = String> {
         Just("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"shell_exec\",\"input\":{}}}\n\n".to_string()),
         Just("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".to_string()),
         Just("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n".to_string()),
+        (0u8..2, "[ -~]{0,8}").prop_map(|(i, t)| format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{i},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":{}}}}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
+        // A message holding a call block with a fragment of its input.
+        Just(concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"get_weather\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\" {\\\"a\\\"\"}}\n\n",
+        ).to_string()),
         // A denied call block, then text: the text block is renumbered.
         Just(concat!(
             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"shell_exec\",\"input\":{}}}\n\n",
@@ -97,6 +104,8 @@ fn fragment() -> impl Strategy<Value = String> {
         ).to_string()),
         (0u8..2).prop_map(|i| format!("event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":{i},\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n")),
         (0u8..2, "[ -~]{0,12}").prop_map(|(i, t)| format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{i},\"delta\":{{\"type\":\"text_delta\",\"text\":{}}}}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
+        (0u8..6, "[ -~]{0,8}").prop_map(|(n, t)| format!("event: response.function_call_arguments.delta\ndata: {{\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":{n},\"item_id\":\"f\",\"output_index\":0,\"delta\":{}}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
+        Just("event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"\"}}\n\n".to_string()),
         (0u8..6, "[ -~]{0,12}").prop_map(|(n, t)| format!("event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{n},\"item_id\":\"f\",\"output_index\":0,\"content_index\":0,\"delta\":{},\"logprobs\":[]}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
         Just("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"\"}}\n\n".to_string()),
         proptest::collection::vec(any::<u8>(), 0..24).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
@@ -120,16 +129,19 @@ fn fragment() -> impl Strategy<Value = String> {
 }
 
 /// Runs `rw` over `input` one byte at a time, its caches of the events
-/// before dropped after every step: every event is read the long way.
-fn run_uncached(rw: &mut dyn Rewriter, input: &[u8], deny: &str) -> Vec<u8> {
+/// before dropped after every step: every event is read the long way. The
+/// output, and each call the gate was asked about with its arguments.
+fn run_uncached(rw: &mut dyn Rewriter, input: &[u8], deny: &str) -> (Vec<u8>, Vec<String>) {
     use toolgate::call::Release;
     use toolgate::protocol::Step;
     let mut out = bytes::BytesMut::new();
-    let gate = |rw: &mut dyn Rewriter, out: &mut bytes::BytesMut| {
+    let mut asked = Vec::new();
+    let mut gate = |rw: &mut dyn Rewriter, out: &mut bytes::BytesMut| {
         let v: Vec<Release> = rw
             .pending()
             .iter()
             .map(|c| {
+                asked.push(format!("{}({})", c.name, c.arguments));
                 if c.name != deny {
                     Release::Allow
                 } else {
@@ -149,21 +161,31 @@ fn run_uncached(rw: &mut dyn Rewriter, input: &[u8], deny: &str) -> Vec<u8> {
                 Ok(Step::Gate) => gate(rw, &mut out),
                 Err(e) => {
                     rw.fail(&e, false, &mut out);
-                    return out.to_vec();
+                    return (out.to_vec(), asked);
                 }
             }
         }
     }
     loop {
         match rw.end(&mut out) {
-            Ok(Step::NeedMore) => return out.to_vec(),
+            Ok(Step::NeedMore) => return (out.to_vec(), asked),
             Ok(Step::Gate) => gate(rw, &mut out),
             Err(e) => {
                 rw.fail(&e, false, &mut out);
-                return out.to_vec();
+                return (out.to_vec(), asked);
             }
         }
     }
+}
+
+/// [`run`], with each call the gate was asked about and its arguments.
+fn run_asked(rw: &mut dyn Rewriter, chunks: &[&[u8]], deny: &str) -> (Vec<u8>, Vec<String>) {
+    let mut asked = Vec::new();
+    let out = run_sync(rw, chunks, |c: &Call| {
+        asked.push(format!("{}({})", c.name, c.arguments));
+        c.name != deny
+    });
+    (out.to_vec(), asked)
 }
 
 fn stream() -> impl Strategy<Value = Vec<u8>> {
@@ -210,9 +232,10 @@ proptest! {
         // the template) are dropped after every step on one side only.
         // The typed text readers are off on that side too.
         for ((name, mut fast), (_, mut long)) in rewriters().into_iter().zip(long_rewriters()) {
-            let a = run(fast.as_mut(), &[&input], "shell_exec");
-            let b = run_uncached(long.as_mut(), &input, "shell_exec");
+            let (a, asked_a) = run_asked(fast.as_mut(), &[&input], "shell_exec");
+            let (b, asked_b) = run_uncached(long.as_mut(), &input, "shell_exec");
             prop_assert!(a == b, "{}: {} vs {}", name, String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+            prop_assert_eq!(asked_a, asked_b, "{}: the calls asked about", name);
         }
     }
 
@@ -252,10 +275,10 @@ proptest! {
 }
 
 /// Every recorded Responses and Messages stream gives the same output with
-/// its text deltas read typed as read the whole-tree way: every call
+/// its text and call deltas read typed as read the whole-tree way: every call
 /// allowed, every call withheld, and only the first withheld.
 #[test]
-fn recorded_streams_pass_the_same_with_the_typed_text_readers() {
+fn recorded_streams_pass_the_same_with_the_typed_readers() {
     let mut seen = 0;
     for (path, responses) in responses_fixtures()
         .into_iter()
@@ -276,25 +299,31 @@ fn recorded_streams_pass_the_same_with_the_typed_text_readers() {
             }
         };
         for mode in 0..3 {
-            let outputs: Vec<Vec<u8>> = [true, false]
+            let outputs: Vec<(Vec<u8>, Vec<String>)> = [true, false]
                 .into_iter()
                 .map(|typed| {
                     let mut first = None::<String>;
+                    let mut asked = Vec::new();
                     let mut rw = make(typed);
-                    run_sync(rw.as_mut(), &[&input], |c: &Call| match mode {
-                        0 => true,
-                        1 => false,
-                        _ => first.get_or_insert_with(|| c.id.clone()) != &c.id,
-                    })
-                    .to_vec()
+                    let out = run_sync(rw.as_mut(), &[&input], |c: &Call| {
+                        asked.push(format!("{} {}({})", c.id, c.name, c.arguments));
+                        match mode {
+                            0 => true,
+                            1 => false,
+                            _ => first.get_or_insert_with(|| c.id.clone()) != &c.id,
+                        }
+                    });
+                    (out.to_vec(), asked)
                 })
                 .collect();
+            assert_eq!(outputs[0].1, outputs[1].1, "{}: the calls", path.display());
+            assert!(!outputs[0].1.is_empty(), "{}: no call", path.display());
             assert!(
-                outputs[0] == outputs[1],
+                outputs[0].0 == outputs[1].0,
                 "{} (mode {mode}) differs:\n{}\nvs\n{}",
                 path.display(),
-                String::from_utf8_lossy(&outputs[0]),
-                String::from_utf8_lossy(&outputs[1])
+                String::from_utf8_lossy(&outputs[0].0),
+                String::from_utf8_lossy(&outputs[1].0)
             );
         }
         seen += 1;

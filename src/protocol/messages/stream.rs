@@ -54,6 +54,8 @@ const EVENTS: [&str; 8] = [
     "error",
 ];
 
+#[path = "stream_delta.rs"]
+mod delta;
 #[path = "stream_emit.rs"]
 mod emit;
 #[path = "stream_hold.rs"]
@@ -137,8 +139,8 @@ pub struct StreamRewriter {
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
-    /// Text deltas are read typed ([`text`]); off only to compare with the
-    /// whole-tree path.
+    /// Text and call deltas are read typed ([`text`], [`delta`]); off only
+    /// to compare with the whole-tree path.
     typed: bool,
 }
 
@@ -199,8 +201,14 @@ impl StreamRewriter {
             b"[DONE]" => return Err(malformed("stream ended before its tool calls finished")),
             _ => {}
         }
-        if self.typed && self.pass_text(ev.event.as_deref(), &raw, &data, out) {
-            return Ok(());
+        if self.typed {
+            let name = ev.event.as_deref();
+            if self.pass_text(name, &raw, &data, out) {
+                return Ok(());
+            }
+            if let Some(held) = self.hold_fragment(name, &raw, &data) {
+                return held;
+            }
         }
         let obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,

@@ -30,6 +30,8 @@ use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step, Withheld};
 
+#[path = "stream_delta.rs"]
+mod delta;
 #[path = "stream_emit.rs"]
 mod emit;
 #[path = "stream_hold.rs"]
@@ -127,8 +129,8 @@ pub struct StreamRewriter {
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
-    /// Text deltas are read typed ([`text`]); off only to compare with the
-    /// whole-tree path.
+    /// Text and call deltas are read typed ([`text`], [`delta`]); off only
+    /// to compare with the whole-tree path.
     typed: bool,
 }
 
@@ -187,8 +189,14 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         }
-        if self.typed && self.pass_text(ev.event.as_deref(), &raw, &data, out) {
-            return Ok(());
+        if self.typed {
+            let name = ev.event.as_deref();
+            if self.pass_text(name, &raw, &data, out) {
+                return Ok(());
+            }
+            if let Some(held) = self.hold_delta(name, &raw, &data) {
+                return held;
+            }
         }
         let obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,

@@ -106,8 +106,6 @@ impl StreamRewriter {
         obj: &Map<String, Value>,
         seq: Option<u64>,
     ) -> Result<(), Error> {
-        let (max_call, max_held) = (self.max_call, self.max_held);
-        let held_bytes = self.held_bytes;
         let slot = &mut self.batch[i];
         if slot.done.is_some() {
             return Err(malformed("an event came after its call item was done"));
@@ -151,6 +149,23 @@ impl StreamRewriter {
                 }
             }
         }
+        let ty = ty.to_string();
+        self.keep_call_event(i, raw, data, ty, seq)
+    }
+
+    /// Keeps an event of the call in slot `i` (its text already taken),
+    /// within the bounds of one call and of all that is held.
+    pub(super) fn keep_call_event(
+        &mut self,
+        i: usize,
+        raw: Bytes,
+        data: Bytes,
+        ty: String,
+        seq: Option<u64>,
+    ) -> Result<(), Error> {
+        let (max_call, max_held) = (self.max_call, self.max_held);
+        let held_bytes = self.held_bytes;
+        let slot = &mut self.batch[i];
         self.call_delta = true;
         slot.bytes += raw.len();
         if slot.oversized {
@@ -170,7 +185,6 @@ impl StreamRewriter {
             self.held_bytes -= freed;
             return Ok(());
         }
-        let ty = ty.to_string();
         self.keep(Held {
             raw,
             ty,
