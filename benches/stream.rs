@@ -81,6 +81,26 @@ fn tool_stream(frags: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// [`tool_stream`] in OpenAI's shape: every chunk ends with an
+/// `obfuscation` padding whose length changes from chunk to chunk.
+fn padded_tool_stream(frags: usize) -> Vec<u8> {
+    let pads = ["gjAvBXnGHOazDwM", "6l", "Hdw", "S", "kT0tx", ""];
+    let mut n = 0;
+    String::from_utf8(tool_stream(frags))
+        .unwrap()
+        .split_inclusive("\n\n")
+        .map(|ev| match ev.strip_prefix("data: {") {
+            Some(_) if ev.contains("\"choices\"") => {
+                n += 1;
+                let body = ev.trim_end().strip_suffix('}').unwrap();
+                format!("{body},\"obfuscation\":\"{}\"}}\n\n", pads[n % pads.len()])
+            }
+            _ => ev.to_string(),
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// A Responses stream: `n` text deltas, then two calls of `frags` argument deltas each.
 fn responses_stream(n: usize, frags: usize) -> Vec<u8> {
     let mut events = vec![
@@ -203,6 +223,26 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(tools.len() as u64));
     g.bench_function("tool_calls_allowed", |b| b.iter(|| run(&tools, false)));
     g.bench_function("tool_calls_one_denied", |b| b.iter(|| run(&tools, true)));
+    let padded = padded_tool_stream(200);
+    let out = |input: &[u8]| {
+        let chunks: Vec<&[u8]> = input.chunks(16 * 1024).collect();
+        let mut rw = StreamRewriter::new(&opts());
+        let text = String::from_utf8(rw.run_sync(&chunks, |_| true).to_vec()).unwrap();
+        // Passing chunks keep their padding; released calls have none.
+        let mut plain = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(",\"obfuscation\":\"") {
+            plain.push_str(&rest[..at]);
+            rest = &rest[at + 16..];
+            rest = &rest[rest.find('"').unwrap() + 1..];
+        }
+        plain + rest
+    };
+    assert_eq!(out(&padded), out(&tools), "the same but for the padding");
+    g.throughput(Throughput::Bytes(padded.len() as u64));
+    g.bench_function("tool_calls_allowed_openai_padding", |b| {
+        b.iter(|| run(&padded, false))
+    });
     let turn = one_turn();
     g.throughput(Throughput::Elements(1));
     g.bench_function("one_agent_turn", |b| b.iter(|| run(&turn, false)));

@@ -89,6 +89,16 @@ fn fragment() -> impl Strategy<Value = String> {
         Just("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".to_string()),
         Just("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n".to_string()),
         (0u8..2, "[ -~]{0,8}").prop_map(|(i, t)| format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{i},\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":{}}}}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
+        // OpenAI's shape: padding after the arguments, of any length; the
+        // second written raw, so it may not be one string.
+        ("[ -~]{0,10}", "[ -~]{0,8}").prop_map(|(a, p)| {
+            let (a, p) = (serde_json::to_string(&a).unwrap_or_default(), serde_json::to_string(&p).unwrap_or_default());
+            format!("data: {{\"id\":\"chatcmpl-t\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":{a}}}}}]}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null,\"obfuscation\":{p}}}\n\n")
+        }),
+        ("[ -~]{0,10}", "[ -~]{0,8}").prop_map(|(a, p)| {
+            let a = serde_json::to_string(&a).unwrap_or_default();
+            format!("data: {{\"id\":\"chatcmpl-t\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"arguments\":{a}}}}}]}},\"logprobs\":null,\"finish_reason\":null}}],\"usage\":null,\"obfuscation\":\"{p}\"}}\n\n")
+        }),
         // A message holding a call block with a fragment of its input.
         Just(concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[]}}\n\n",

@@ -39,9 +39,10 @@ struct DeltaChunk<'a> {
     choices: Vec<DeltaChoice<'a>>,
     #[serde(default, rename = "usage")]
     _usage: Option<Null>,
-    /// OpenAI's padding against length side channels; dropped with the chunk.
-    #[serde(borrow, default, rename = "obfuscation")]
-    _obfuscation: Option<Text<'a>>,
+    /// OpenAI's padding against length side channels; dropped with the
+    /// chunk. Raw, so its place in the chunk is known ([`super::repeat`]).
+    #[serde(borrow, default, deserialize_with = "raw")]
+    obfuscation: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -144,6 +145,9 @@ pub struct Read<'a> {
     /// For one choice with one entry whose `arguments` is a string: where
     /// the string's content (quotes excluded) is in the chunk.
     pub span: Option<(usize, usize)>,
+    /// Where the `obfuscation` string's content (quotes excluded) is in
+    /// the chunk, when there is one.
+    pub obfuscation: Option<(usize, usize)>,
 }
 
 /// Reads `data` when it is such a chunk, with at least one choice.
@@ -154,6 +158,16 @@ pub fn read(data: &[u8]) -> Option<Read<'_>> {
     if chunk.choices.is_empty() {
         return None;
     }
+    // A string, null or nothing.
+    let obfuscation = match chunk.obfuscation {
+        None => None,
+        Some(r) if r.get() == "null" => None,
+        Some(r) => {
+            string(r.get())?;
+            let at = r.get().as_ptr() as usize - text.as_ptr() as usize;
+            Some((at + 1, at + r.get().len() - 1))
+        }
+    };
     let template = [
         chunk.id,
         chunk.object,
@@ -202,6 +216,7 @@ pub fn read(data: &[u8]) -> Option<Read<'_>> {
         template,
         choices,
         span,
+        obfuscation,
     })
 }
 
@@ -222,6 +237,8 @@ mod tests {
         assert_eq!(e[0].arguments, "{\"a");
         let (s, end) = r.span.unwrap();
         assert_eq!(&d[s..end], br#"{\"a"#);
+        let (s, end) = r.obfuscation.unwrap();
+        assert_eq!(&d[s..end], b"xy");
         let d = br#"{"choices":[{"delta":{"tool_calls":[{"id":"x","type":"function","function":{"name":"get","arguments":"ab"}}]}}]}"#;
         let r = read(d).unwrap();
         let e = &r.choices[0].1;
@@ -257,6 +274,7 @@ mod tests {
             r#"{"choices":[{"delta":{"content":null}}]}"#,
             r#"{"choices":[]}"#,
             // values of another type
+            r#"{"choices":[{"delta":{"tool_calls":[]}}],"obfuscation":["a"]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":{"a":1}}}]}}]}"#,
             r#"{"choices":[{"index":1.0,"delta":{"tool_calls":[]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#,

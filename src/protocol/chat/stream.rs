@@ -196,7 +196,8 @@ impl StreamRewriter {
         // typed reader is not tried on it.
         if let Some(r) = (!has_finish(data)).then(|| delta::read(data)).flatten() {
             if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {
-                self.last.remember(data, span, *choice, &entries[0]);
+                self.last
+                    .remember(data, span, r.obfuscation, *choice, &entries[0]);
             }
             self.template.remember_raw(r.template)?;
             for (pos, (choice, entries)) in r.choices.into_iter().enumerate() {
