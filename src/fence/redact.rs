@@ -118,10 +118,60 @@ impl Redactor {
     }
 }
 
-/// Runs that may be base64 (standard or URL-safe alphabet, optional padding).
-#[allow(clippy::expect_used)] // constant pattern, exercised by the tests
-static BASE64_RUN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_\-]{24,}={0,2}").expect("base64 pattern"));
+/// The shortest run that may be base64.
+const MIN_ENCODED: usize = 24;
+
+/// Whether each byte is in either base64 alphabet (standard or URL-safe).
+static BASE64_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'_' | b'-');
+        b += 1;
+    }
+    t
+};
+
+/// Runs that may be base64: each maximal run of at least [`MIN_ENCODED`]
+/// characters of either alphabet, with up to two `=` after it (what the
+/// regex `[A-Za-z0-9+/_\-]{24,}={0,2}` finds). This scan reads every tool
+/// result, so it skips: a run long enough to start at `i` must hold the
+/// byte at `i + 23`, so when that byte is not in the alphabet nothing before
+/// it can start one, and when it is, only the bytes back to the last one
+/// that is not need reading. ASCII only, so each range lies on character
+/// boundaries.
+fn base64_runs(text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let b = text.as_bytes();
+    let class = |c: u8| BASE64_BYTE[usize::from(c)];
+    // Invariant: `i` is 0, or the byte before it or at it is not in the
+    // alphabet: no run of it starts before `i` or runs on through `i`.
+    let mut i = 0;
+    std::iter::from_fn(move || loop {
+        let p = i + MIN_ENCODED - 1;
+        let &last = b.get(p)?;
+        if !class(last) {
+            i = p + 1;
+            continue;
+        }
+        let mut j = p;
+        while j > i && class(b[j - 1]) {
+            j -= 1;
+        }
+        if j > i {
+            i = j;
+            continue;
+        }
+        let start = i;
+        let mut end = p + 1;
+        while end < b.len() && class(b[end]) {
+            end += 1;
+        }
+        let pad = b[end..].iter().take(2).take_while(|&&c| c == b'=').count();
+        i = end + pad;
+        return Some(start..i);
+    })
+}
 
 /// The longest base64 run that is decoded and looked into.
 const MAX_ENCODED: usize = 64 * 1024;
@@ -138,22 +188,20 @@ impl Redactor {
                         || self.exact.iter().any(|(v, _)| d.contains(v.as_str()))
                 })
         };
-        let hits = BASE64_RUN
-            .find_iter(text)
-            .filter(|m| holds_secret(m.as_str()))
-            .count();
-        if hits == 0 {
-            return None;
+        let mut hits = base64_runs(text).filter(|r| holds_secret(&text[r.clone()]));
+        let first = hits.next()?;
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        let mut n = 0u64;
+        for r in std::iter::once(first).chain(hits) {
+            out.push_str(&text[last..r.start]);
+            out.push_str("[REDACTED:base64_secret]");
+            last = r.end;
+            n += 1;
         }
-        *counts.entry("base64_secret").or_default() += hits as u64;
-        let out = BASE64_RUN.replace_all(text, |c: &regex::Captures| {
-            if holds_secret(&c[0]) {
-                "[REDACTED:base64_secret]".to_string()
-            } else {
-                c[0].to_string()
-            }
-        });
-        Some(out.into_owned())
+        out.push_str(&text[last..]);
+        *counts.entry("base64_secret").or_default() += n;
+        Some(out)
     }
 }
 
@@ -175,6 +223,33 @@ fn decode_base64(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_base64_scan_finds_what_its_regex_finds() {
+        let re = Regex::new(r"[A-Za-z0-9+/_\-]{24,}={0,2}").unwrap();
+        let check = |text: &str| {
+            let want: Vec<_> = re.find_iter(text).map(|m| m.range()).collect();
+            let got: Vec<_> = base64_runs(text).collect();
+            assert_eq!(got, want, "{text:?}");
+        };
+        for text in [
+            "",
+            "abcdefghijklmnopqrstuvwx",
+            "abcdefghijklmnopqrstuvw",
+            "x abcdefghijklmnopqrstuvwxyz=== y",
+            "abcdefghijklmnopqrstuvwxyz==abcdefghijklmnopqrstuvwxyz=",
+            "é abcdefghijklmnopqrstuvwxyz+/_- é",
+        ] {
+            check(text);
+        }
+        let mut runner = proptest::test_runner::TestRunner::default();
+        runner
+            .run(&"[a-c=+/_ .é-]{0,80}", |t| {
+                check(&t.replace('a', "aaaaaaaaaaa"));
+                Ok(())
+            })
+            .unwrap();
+    }
 
     fn red(text: &str) -> (String, Counts) {
         let r = Redactor::new(vec![("upstream-secret-value-123".into(), "upstream_key")]);
