@@ -79,6 +79,26 @@ pub fn neutralise(content: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Whether ASCII `text` holds the first marker word in any case: every
+/// marker in ASCII text (where nothing is invisible) does, so text without
+/// it skips the pattern, whose automaton reads every byte. A byte search
+/// for its first letter, then a look at the word.
+fn holds_first_word(text: &[u8]) -> bool {
+    const WORD: &[u8] = b"untrusted";
+    let mut from = 0;
+    while let Some(i) = memchr::memchr2(b'u', b'U', &text[from..]) {
+        let at = from + i;
+        if text
+            .get(at..at + WORD.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(WORD))
+        {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
+}
+
 /// Where marker words start in `text` (byte offsets, increasing). Text that
 /// is not all ASCII is searched in its skeleton (each character's NFKD
 /// form, so `Ú` is `U` and a mark, with combining marks left out), and each find mapped back to the
@@ -87,6 +107,9 @@ pub(crate) fn marker_starts(text: &str) -> Vec<usize> {
     use unicode_normalization::char::is_combining_mark;
     use unicode_normalization::UnicodeNormalization;
     if text.is_ascii() {
+        if !holds_first_word(text.as_bytes()) {
+            return Vec::new();
+        }
         return MARKER_WORD.find_iter(text).map(|m| m.start()).collect();
     }
     let mut skeleton = String::with_capacity(text.len());
@@ -237,6 +260,36 @@ pub fn notice(modes_used: &[Mode]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_text_finds_what_the_pattern_finds() {
+        let mut runner = proptest::test_runner::TestRunner::default();
+        let piece = proptest::sample::select(vec![
+            "untrusted",
+            "UnTrUsTeD",
+            "untruste",
+            "external",
+            "EXTERNAL",
+            "content",
+            "Content",
+            " ",
+            "_",
+            "-",
+            "\n",
+            "x",
+            "<<",
+            "u",
+        ]);
+        runner
+            .run(&proptest::collection::vec(piece, 0..12), |parts| {
+                let text = parts.concat();
+                let want: Vec<usize> = MARKER_WORD.find_iter(&text).map(|m| m.start()).collect();
+                assert_eq!(marker_starts(&text), want, "{text:?}");
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(marker_starts("a UNTRUSTED external-content b"), vec![2]);
+    }
 
     #[test]
     fn hmac_matches_rfc_4231_test_case_2() {
