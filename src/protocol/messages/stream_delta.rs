@@ -46,21 +46,25 @@ impl StreamRewriter {
         raw: &Bytes,
         data: &Bytes,
     ) -> Option<Result<(), Error>> {
+        // A call block must be open and held; its index is checked below.
+        let (held_index, i) = match self.open {
+            Some(Open {
+                in_index,
+                place: Place::Held(i),
+            }) => (in_index, i),
+            _ => return None,
+        };
         if name != Some("content_block_delta") || self.resume.active() {
             return None;
         }
         let text = std::str::from_utf8(data).ok()?;
         let d = serde_json::from_str::<BlockDelta>(text).ok()?;
-        if d.ty.0 != "content_block_delta" || d.delta.ty.0 != "input_json_delta" {
+        if d.ty.0 != "content_block_delta"
+            || d.delta.ty.0 != "input_json_delta"
+            || d.index != held_index
+        {
             return None;
         }
-        let i = match self.open {
-            Some(Open {
-                in_index,
-                place: Place::Held(i),
-            }) if in_index == d.index => i,
-            _ => return None,
-        };
         let slot = &mut self.batch[i];
         if !slot.oversized {
             slot.json.push_str(&d.delta.partial_json.0);
@@ -81,21 +85,11 @@ impl StreamRewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Options, Rewriter};
+    use crate::protocol::Rewriter;
     use bytes::BytesMut;
 
     fn rw() -> StreamRewriter {
-        StreamRewriter::new(&Options {
-            neutral_message: "N".into(),
-            max_event_bytes: 1 << 20,
-            max_call_bytes: 1 << 20,
-            max_held_bytes: 1 << 20,
-            id_key: [0; 32],
-            resume: false,
-            neutral_result: "R".into(),
-            refusal: false,
-            text_calls: false,
-        })
+        StreamRewriter::new(&crate::protocol::sync_driver::testing::options())
     }
 
     /// A rewriter holding the call block open at index 1.

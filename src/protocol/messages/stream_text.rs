@@ -82,15 +82,8 @@ mod tests {
 
     fn rw(resume: bool) -> StreamRewriter {
         StreamRewriter::new(&Options {
-            neutral_message: "N".into(),
-            max_event_bytes: 1 << 20,
-            max_call_bytes: 1 << 20,
-            max_held_bytes: 1 << 20,
-            id_key: [0; 32],
             resume,
-            neutral_result: "R".into(),
-            refusal: false,
-            text_calls: false,
+            ..crate::protocol::sync_driver::testing::options()
         })
     }
 

@@ -89,21 +89,11 @@ impl StreamRewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Options, Rewriter};
+    use crate::protocol::Rewriter;
     use bytes::BytesMut;
 
     fn rw() -> StreamRewriter {
-        StreamRewriter::new(&Options {
-            neutral_message: "N".into(),
-            max_event_bytes: 1 << 20,
-            max_call_bytes: 1 << 20,
-            max_held_bytes: 1 << 20,
-            id_key: [0; 32],
-            resume: false,
-            neutral_result: "R".into(),
-            refusal: false,
-            text_calls: false,
-        })
+        StreamRewriter::new(&crate::protocol::sync_driver::testing::options())
     }
 
     /// A rewriter holding one open call, `fc_1` at output index 1.

@@ -91,20 +91,10 @@ impl StreamRewriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Options, Rewriter};
+    use crate::protocol::Rewriter;
 
     fn rw() -> StreamRewriter {
-        StreamRewriter::new(&Options {
-            neutral_message: "N".into(),
-            max_event_bytes: 1 << 20,
-            max_call_bytes: 1 << 20,
-            max_held_bytes: 1 << 20,
-            id_key: [0; 32],
-            resume: false,
-            neutral_result: "R".into(),
-            refusal: false,
-            text_calls: false,
-        })
+        StreamRewriter::new(&crate::protocol::sync_driver::testing::options())
     }
 
     const PLAIN: &str = r#"{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi \"you\"\n","logprobs":[],"obfuscation":"Ab3"}"#;
