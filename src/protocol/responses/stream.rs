@@ -36,6 +36,8 @@ mod delta;
 mod emit;
 #[path = "stream_hold.rs"]
 mod hold;
+#[path = "stream_release.rs"]
+mod release;
 #[path = "stream_resume.rs"]
 mod resume;
 #[path = "stream_text.rs"]
@@ -370,61 +372,7 @@ impl Rewriter for StreamRewriter {
     }
 
     fn resolve(&mut self, verdicts: &[Release], out: &mut BytesMut) {
-        if self.pending.is_empty() {
-            return;
-        }
-        let pending = std::mem::take(&mut self.pending);
-        let batch = std::mem::take(&mut self.batch);
-        if self.resumes(&batch, verdicts) {
-            self.begin_resume(&batch, &pending, verdicts);
-            for h in std::mem::take(&mut self.queue) {
-                if h.slot.is_none() {
-                    self.release(&h, out);
-                }
-            }
-            self.held_bytes = 0;
-            return;
-        }
-        let allowed: Vec<bool> = (0..batch.len())
-            .map(|i| Release::at(verdicts, i).allowed() && !batch[i].oversized)
-            .collect();
-        let mut message_ids = Vec::with_capacity(batch.len());
-        for ((slot, call), ok) in batch.iter().zip(&pending).zip(&allowed) {
-            let key = slot.item_id.clone();
-            if *ok {
-                let arguments = call.arguments.clone();
-                self.decided.insert(key, Decided::Released { arguments });
-                message_ids.push(String::new());
-            } else {
-                let id = self.ids.message_id(&slot.item_id);
-                let message = neutral_item(&id, &self.neutral, self.refusal);
-                self.decided.insert(key, Decided::Withheld { message });
-                self.withheld
-                    .push((call.id.clone(), slot.item_type.clone()));
-                message_ids.push(id);
-            }
-        }
-        let queue = std::mem::take(&mut self.queue);
-        let mut replaced = vec![false; batch.len()];
-        for h in &queue {
-            match h.slot {
-                Some(i) if allowed[i] => self.release(h, out),
-                Some(i) => {
-                    if !replaced[i] {
-                        replaced[i] = true;
-                        self.replacement(batch[i].output_index, &message_ids[i], out);
-                    }
-                }
-                None => self.release(h, out),
-            }
-        }
-        // An oversized call kept no events: its replacement still goes out.
-        for (i, slot) in batch.iter().enumerate() {
-            if !allowed[i] && !replaced[i] {
-                self.replacement(slot.output_index, &message_ids[i], out);
-            }
-        }
-        self.held_bytes = 0;
+        self.apply(verdicts, out);
     }
 
     fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call> {
