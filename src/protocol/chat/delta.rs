@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::assemble::Delta;
+use crate::protocol::json::{from_object, Braced};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,7 +37,7 @@ struct DeltaChunk<'a> {
     #[serde(borrow, default, deserialize_with = "raw")]
     provider: Option<&'a RawValue>,
     #[serde(borrow)]
-    choices: Vec<DeltaChoice<'a>>,
+    choices: Vec<Braced<DeltaChoice<'a>>>,
     #[serde(default, rename = "usage")]
     _usage: Option<Null>,
     /// OpenAI's padding against length side channels; dropped with the
@@ -51,7 +52,7 @@ struct DeltaChoice<'a> {
     #[serde(default)]
     index: Option<u32>,
     #[serde(borrow)]
-    delta: Calls<'a>,
+    delta: Braced<Calls<'a>>,
     #[serde(default, rename = "finish_reason")]
     _finish_reason: Option<Null>,
     #[serde(default, rename = "native_finish_reason")]
@@ -64,7 +65,7 @@ struct DeltaChoice<'a> {
 #[serde(deny_unknown_fields)]
 struct Calls<'a> {
     #[serde(borrow)]
-    tool_calls: Vec<Entry<'a>>,
+    tool_calls: Vec<Braced<Entry<'a>>>,
     #[serde(default, rename = "content")]
     _content: Option<Null>,
     #[serde(default, rename = "role")]
@@ -81,7 +82,7 @@ struct Entry<'a> {
     #[serde(borrow, default, rename = "type")]
     kind: Option<Text<'a>>,
     #[serde(borrow, default)]
-    function: Option<Function<'a>>,
+    function: Option<Braced<Function<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -95,7 +96,7 @@ struct Function<'a> {
 }
 
 /// JSON `null` only (an `Option<Null>` is absent, null, or an error).
-struct Null;
+pub(super) struct Null;
 
 impl<'de> Deserialize<'de> for Null {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Null, D::Error> {
@@ -104,7 +105,7 @@ impl<'de> Deserialize<'de> for Null {
 }
 
 /// A string, borrowed unless it had escapes.
-struct Text<'a>(Cow<'a, str>);
+pub(super) struct Text<'a>(pub(super) Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Text<'a>, D::Error> {
@@ -132,8 +133,15 @@ pub fn string(quoted: &str) -> Option<Cow<'_, str>> {
 }
 
 /// A present value's raw text, `null` included.
-fn raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+pub(super) fn raw<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
     <&RawValue>::deserialize(d).map(Some)
+}
+
+/// A raw value that is not an object or an array: one whose text holds no
+/// key the reader has not checked (the whole-tree parse refuses repeated
+/// keys at any depth).
+pub(super) fn scalar(r: &RawValue) -> bool {
+    !r.get().starts_with(['{', '['])
 }
 
 /// Such a chunk, read: its template fields, and each choice's index (if
@@ -154,7 +162,7 @@ pub struct Read<'a> {
 pub fn read(data: &[u8]) -> Option<Read<'_>> {
     // Checked once as a whole (fast on ASCII), not string by string.
     let text = std::str::from_utf8(data).ok()?;
-    let chunk: DeltaChunk = serde_json::from_str(text).ok()?;
+    let chunk: DeltaChunk = from_object(text)?;
     if chunk.choices.is_empty() {
         return None;
     }
@@ -177,15 +185,19 @@ pub fn read(data: &[u8]) -> Option<Read<'_>> {
         chunk.service_tier,
         chunk.provider,
     ];
+    if !template.iter().flatten().all(|r| scalar(r)) {
+        return None;
+    }
     let mut span = None;
     let one = chunk.choices.len() == 1;
     let mut choices = Vec::with_capacity(chunk.choices.len());
-    for ch in chunk.choices {
-        let one = one && ch.delta.tool_calls.len() == 1;
-        let mut entries = Vec::with_capacity(ch.delta.tool_calls.len());
-        for e in ch.delta.tool_calls {
+    for Braced(ch) in chunk.choices {
+        let calls = ch.delta.0.tool_calls;
+        let one = one && calls.len() == 1;
+        let mut entries = Vec::with_capacity(calls.len());
+        for Braced(e) in calls {
             let (name, raw_args) = match e.function {
-                Some(f) => (f.name, f.arguments),
+                Some(Braced(f)) => (f.name, f.arguments),
                 None => (None, None),
             };
             let arguments = match raw_args {
@@ -279,6 +291,15 @@ mod tests {
             r#"{"choices":[{"index":1.0,"delta":{"tool_calls":[]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[]}}]} x"#,
+            // an object written as an array of its fields
+            r#"[null,null,null,null,null,null,null,[{"delta":{"tool_calls":[]}}]]"#,
+            r#"{"choices":[[0,{"tool_calls":[]}]]}"#,
+            r#"{"choices":[{"delta":[[]]}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[[0,"x","function",{"name":"a"}]]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":["a","{}"]}]}}]}"#,
+            // an envelope field that is not a scalar
+            r#"{"model":{"a":1,"a":2},"choices":[{"delta":{"tool_calls":[]}}]}"#,
+            r#"{"provider":["x"],"choices":[{"delta":{"tool_calls":[]}}]}"#,
         ] {
             assert!(read(d.as_bytes()).is_none(), "{d}");
         }

@@ -5,6 +5,7 @@
 //! - [`assemble`]: tool-call deltas → complete calls.
 //! - [`delta`]: a chunk of tool-call deltas only, read without a tree;
 //!   [`repeat`]: one that repeats the last but for its arguments' text.
+//! - [`finish`]: a chunk that only finishes a choice, read the same way.
 //! - [`template`]: the chunks toolgate writes (upstream fields, a released call).
 //! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
 //! - [`complete`]: the same gating over a non-streaming response.
@@ -13,6 +14,7 @@ pub mod assemble;
 pub mod chunk;
 pub mod complete;
 pub mod delta;
+pub mod finish;
 pub mod follow;
 pub mod hide;
 pub mod repeat;

@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::assemble::{Assembler, Delta};
 use super::chunk::{is_empty_chunk, set_finish};
 use super::delta;
+use super::finish;
 use super::repeat::Last;
 use super::template::Template;
 use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefilter, Site, DONE};
@@ -37,7 +38,7 @@ mod pending;
 mod resume;
 #[path = "stream_text.rs"]
 mod text;
-use pending::{Pending, PendingChoice, TextCalls};
+use pending::{Held, Pending, PendingChoice, TextCalls};
 
 /// The finish reason the agent was sent for a choice.
 #[derive(Debug)]
@@ -80,6 +81,9 @@ pub struct StreamRewriter {
     /// Each choice's text, scanned for calls written as text (`None`:
     /// `[gate] text_tool_calls` is off).
     scans: Option<HashMap<u32, TextScan>>,
+    /// Call deltas and finishes are read typed ([`delta`], [`finish`]);
+    /// off only to compare with the whole-tree way in tests.
+    typed: bool,
 }
 
 fn malformed(why: &'static str) -> Error {
@@ -109,7 +113,16 @@ impl StreamRewriter {
             held_reasoning_bytes: 0,
             max_held: o.max_held_bytes,
             scans: o.text_calls.then(HashMap::new),
+            typed: true,
         }
+    }
+
+    /// Every chunk read the whole-tree way (the typed readers off): for
+    /// tests that compare the two.
+    #[doc(hidden)]
+    pub fn whole_tree_only(mut self) -> Self {
+        self.typed = false;
+        self
     }
 
     fn handle(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
@@ -118,15 +131,15 @@ impl StreamRewriter {
         let Some(raw) = ev.forwardable() else {
             return Ok(());
         };
-        let event = ev.event.as_deref();
-        let Some(data) = ev.data.as_deref() else {
+        let SseEvent { event, data, .. } = ev;
+        let Some(data) = data else {
             // Comments (keep-alives).
             out.put_slice(&raw);
             return Ok(());
         };
-        self.usage.sniff(data);
-        if event == Some("error") {
-            return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
+        self.usage.sniff(&data);
+        if event.as_deref() == Some("error") {
+            return Err(Error::UpstreamEvent(data));
         }
         if self.resume.active() {
             return self.resumed_event(raw, data, out);
@@ -135,7 +148,7 @@ impl StreamRewriter {
     }
 
     /// One data event (`raw` its bytes as they go on).
-    fn data(&mut self, raw: Bytes, data: &[u8], out: &mut BytesMut) -> Result<(), Error> {
+    fn data(&mut self, raw: Bytes, data: Bytes, out: &mut BytesMut) -> Result<(), Error> {
         if data.trim_ascii() == b"[DONE]" {
             self.flush_tails(out);
             if self.asm.any() || self.text_held() {
@@ -161,22 +174,32 @@ impl StreamRewriter {
         // Most fragments of a call repeat the chunk before but for their text.
         let mut last = std::mem::take(&mut self.last);
         let repeated = last
-            .repeat(data)
+            .repeat(&data)
             .map(|(choice, e)| self.tool_entries(0, choice, [e]));
         self.last = last;
         if let Some(r) = repeated {
             return r;
         }
-        let Prefilter { names_call, risky } = prefilter(data, &mut self.scratch);
+        let Prefilter { names_call, risky } = prefilter(&data, &mut self.scratch);
         // With text calls gated every event is parsed: a byte search for
         // `content` would miss a key written with escapes.
         let scanned = self.scans.is_some();
-        if !risky && !scanned && !self.asm.any() && !self.any_rewritten && !has_finish(data) {
-            if !self.text_seen && has_text(data) {
+        let finish = has_finish(&data);
+        if !risky && !scanned && !self.asm.any() && !self.any_rewritten && !finish {
+            if !self.text_seen && has_text(&data) {
                 self.text_seen = true;
             }
             out.put_slice(&raw);
             return Ok(());
+        }
+        // The typed reader names every key it takes, so a finish of calls
+        // (`"tool_calls"`, which the prefilter flags) is read there too.
+        if !scanned && finish && self.typed {
+            if let Some(f) = finish::read(&data) {
+                if self.finish_only(&raw, &data, f, out)? {
+                    return Ok(());
+                }
+            }
         }
         // Data that is not JSON fails the stream only if it could name a call
         // (a non-ASCII byte alone sends an event to the parse, not to an error).
@@ -188,16 +211,17 @@ impl StreamRewriter {
     fn slow(
         &mut self,
         raw: Bytes,
-        data: &[u8],
+        data: Bytes,
         risky: bool,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
         // A chunk with a finish is never one of tool deltas only: the
         // typed reader is not tried on it.
-        if let Some(r) = (!has_finish(data)).then(|| delta::read(data)).flatten() {
+        let typed = self.typed && !has_finish(&data);
+        if let Some(r) = typed.then(|| delta::read(&data)).flatten() {
             if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {
                 self.last
-                    .remember(data, span, r.obfuscation, *choice, &entries[0]);
+                    .remember(&data, span, r.obfuscation, *choice, &entries[0]);
             }
             self.template.remember_raw(r.template)?;
             for (pos, (choice, entries)) in r.choices.into_iter().enumerate() {
@@ -208,7 +232,7 @@ impl StreamRewriter {
         self.last.clear();
         // Repeated keys are refused: the tree would keep one value of a key and
         // a reader could act on the other.
-        let mut obj = match crate::protocol::json::strict_value(data) {
+        let mut obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,
             _ if risky => return Err(malformed("event data is not a JSON object")),
             _ => {
@@ -218,7 +242,7 @@ impl StreamRewriter {
         };
         map_guard(&obj, &keys::TOP)?;
         if obj.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(Error::UpstreamEvent(Bytes::copy_from_slice(data)));
+            return Err(Error::UpstreamEvent(data));
         }
         let mut changed = false;
         let mut gated = Vec::new();
@@ -232,7 +256,7 @@ impl StreamRewriter {
             Some(_) if risky => return Err(malformed("choices is not an array")),
             Some(_) => {}
         }
-        if !changed {
+        if !changed && gated.is_empty() {
             out.put_slice(&raw);
             return Ok(());
         }
@@ -243,7 +267,12 @@ impl StreamRewriter {
             }
             return Ok(());
         }
-        self.start_pending(gated, Some(obj), None);
+        let held = if changed {
+            Held::Tree(obj)
+        } else {
+            Held::Raw { event: raw, data }
+        };
+        self.start_pending(gated, Some(held), None);
         Ok(())
     }
 

@@ -7,12 +7,13 @@
 
 use serde_json::Value;
 
-use super::{malformed, Final, PendingChoice, StreamRewriter};
+use super::finish::Finish;
+use super::{malformed, Final, Held, PendingChoice, StreamRewriter};
 use crate::error::Error;
 use crate::protocol::chat::chunk::set_finish;
 use crate::protocol::chat::keys;
 use crate::protocol::map_guard;
-use bytes::BytesMut;
+use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::json;
 
 /// The length of `v` as JSON text.
@@ -31,6 +32,55 @@ impl StreamRewriter {
             (false, false) => json!({ "content": self.neutral }),
         };
         self.template.write_chunk(out, choice, &delta, &Value::Null);
+    }
+
+    /// A chunk that only finishes one choice, read typed ([`finish`]):
+    /// what [`Self::choice`] does with its tree when that is to hold the
+    /// chunk behind the choice's calls or to let it go on, both as it came.
+    /// `Ok(false)` when the chunk must change (a finish said otherwise
+    /// before, reasoning held for the choice): nothing is done, and it goes
+    /// the whole-tree way.
+    pub(super) fn finish_only(
+        &mut self,
+        raw: &Bytes,
+        data: &Bytes,
+        f: Finish,
+        out: &mut BytesMut,
+    ) -> Result<bool, Error> {
+        // The only choice: its position is 0.
+        let idx = f.index.unwrap_or(0);
+        let holds = self.asm.holds(idx) || self.text_holds(idx);
+        if !holds {
+            let reasoning = self.held_reasoning.iter().any(|(c, _, _)| *c == idx);
+            let differs = self
+                .finals
+                .get(&idx)
+                .is_some_and(|fin| fin.sent != f.reason);
+            if reasoning || differs {
+                return Ok(false);
+            }
+        }
+        self.last.clear();
+        self.text_seen |= f.text;
+        if !holds {
+            if !self.finals.contains_key(&idx) {
+                self.mark_final(idx, &f.reason);
+            }
+            out.put_slice(raw);
+            return Ok(true);
+        }
+        self.template.remember_raw(f.template)?;
+        let choice = PendingChoice {
+            choice: idx,
+            pos: Some(0),
+            finish: Some(f.reason.into_owned()),
+        };
+        let held = Held::Raw {
+            event: raw.clone(),
+            data: data.clone(),
+        };
+        self.start_pending(vec![choice], Some(held), None);
+        Ok(true)
     }
 
     pub(super) fn mark_final(&mut self, choice: u32, sent: &str) {
@@ -119,12 +169,13 @@ impl StreamRewriter {
             self.release_reasoning(idx, c, changed);
         }
         if holds {
+            // The chunk is held, not changed: it goes on as it came unless
+            // the gate changes its finish.
             gated.push(PendingChoice {
                 choice: idx,
                 pos: Some(pos),
                 finish: Some(finish.to_string()),
             });
-            *changed = true;
         } else if let Some(fin) = self.finals.get(&idx) {
             // Once a choice's finish is sent, later finishes repeat it.
             if fin.sent != finish {

@@ -18,18 +18,32 @@ pub(super) struct PendingChoice {
 }
 
 /// A held chunk: parsed, or written out while a slow gate decides (a tree
-/// costs about 1 KiB more).
+/// costs about 1 KiB more), or as it came when nothing in it had to change.
 #[derive(Debug)]
 pub(super) enum Held {
     Tree(Map<String, Value>),
     Text(Box<str>),
+    /// The event as it came (`event`) and its data: it goes on so unless
+    /// its finish must change.
+    Raw {
+        event: Bytes,
+        data: Bytes,
+    },
 }
 
 impl Held {
     fn compact(&mut self) {
-        if let Held::Tree(m) = self {
-            let text = Value::Object(std::mem::take(m)).to_string();
-            *self = Held::Text(text.into_boxed_str());
+        match self {
+            Held::Tree(m) => {
+                let text = Value::Object(std::mem::take(m)).to_string();
+                *self = Held::Text(text.into_boxed_str());
+            }
+            // Its own bytes, not a view that keeps the read buffer alive.
+            Held::Raw { event, data } => {
+                *event = Bytes::copy_from_slice(event);
+                *data = Bytes::copy_from_slice(data);
+            }
+            Held::Text(_) => {}
         }
     }
 
@@ -38,6 +52,12 @@ impl Held {
             Held::Tree(m) => Some(m),
             // Written by `compact` from a map: it reads back as one.
             Held::Text(t) => serde_json::from_str(&t).ok(),
+            // Read whole before it was held (strictly, or by the typed reader,
+            // which takes less).
+            Held::Raw { data, .. } => match crate::protocol::json::strict_value(&data) {
+                Ok(Value::Object(m)) => Some(m),
+                _ => None,
+            },
         }
     }
 }
@@ -82,7 +102,7 @@ impl StreamRewriter {
     pub(super) fn start_pending(
         &mut self,
         choices: Vec<PendingChoice>,
-        chunk: Option<Map<String, Value>>,
+        chunk: Option<Held>,
         then_raw: Option<Bytes>,
     ) {
         let (mut calls, sites): (Vec<Call>, Vec<Site>) = choices
@@ -95,7 +115,7 @@ impl StreamRewriter {
             choices,
             calls,
             sites,
-            chunk: chunk.map(Held::Tree),
+            chunk,
             then_raw,
             texts,
         });
@@ -108,7 +128,7 @@ impl StreamRewriter {
         let Some(p) = self.pending.take() else {
             return;
         };
-        let mut chunk = p.chunk.and_then(Held::into_tree);
+        let mut held = p.chunk;
         for pc in &p.choices {
             let kept: Vec<(&Call, &Site)> = p
                 .calls
@@ -120,9 +140,13 @@ impl StreamRewriter {
                 .collect();
             let (texts, text_kept) = self.write_text_calls(&p.texts, pc.choice, verdicts, out);
             let one = kept.is_empty() && !texts && p.choices.len() == 1;
-            if one && self.resumes(pc.choice, &p.calls, &p.sites, verdicts, &mut chunk, out) {
-                self.ended |= p.then_raw.is_some();
-                return;
+            if one {
+                let mut chunk = held.take().and_then(Held::into_tree);
+                if self.resumes(pc.choice, &p.calls, &p.sites, verdicts, &mut chunk, out) {
+                    self.ended |= p.then_raw.is_some();
+                    return;
+                }
+                held = chunk.map(Held::Tree);
             }
             // Held reasoning goes out unless it names a withheld call.
             let withheld: Vec<&str> = p
@@ -161,11 +185,25 @@ impl StreamRewriter {
             };
             let rewritten = pc.finish.as_deref() != Some(sent.as_str());
             self.any_rewritten |= rewritten;
-            match (chunk.as_mut().and_then(|o| o.get_mut("choices")), pc.pos) {
-                (Some(Value::Array(arr)), Some(pos)) => {
-                    if let (true, Some(Value::Object(c))) = (rewritten, arr.get_mut(pos)) {
-                        set_finish(c, &sent);
+            match (held.is_some(), pc.pos) {
+                // The held chunk says the finish: as it came unless it changes.
+                (true, Some(_)) if !rewritten => {}
+                (true, Some(pos)) => {
+                    let mut chunk = held.take().and_then(Held::into_tree);
+                    match chunk.as_mut().and_then(|o| o.get_mut("choices")) {
+                        Some(Value::Array(arr)) => {
+                            if let Some(Value::Object(c)) = arr.get_mut(pos) {
+                                set_finish(c, &sent);
+                            }
+                        }
+                        _ => self.template.write_chunk(
+                            out,
+                            pc.choice,
+                            &json!({}),
+                            &Value::String(sent.clone()),
+                        ),
                     }
+                    held = chunk.map(Held::Tree);
                 }
                 _ => self.template.write_chunk(
                     out,
@@ -176,8 +214,14 @@ impl StreamRewriter {
             }
             self.finals.insert(pc.choice, Final { sent });
         }
-        if let Some(obj) = chunk {
-            write_event(out, &Value::Object(obj));
+        match held {
+            Some(Held::Raw { event, .. }) => out.put_slice(&event),
+            Some(other) => {
+                if let Some(obj) = other.into_tree() {
+                    write_event(out, &Value::Object(obj));
+                }
+            }
+            None => {}
         }
         if let Some(raw) = p.then_raw {
             out.put_slice(&raw);

@@ -124,7 +124,7 @@ impl StreamRewriter {
     pub(super) fn resumed_event(
         &mut self,
         raw: Bytes,
-        data: &[u8],
+        data: Bytes,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
         let done = data.trim_ascii() == b"[DONE]";
@@ -132,7 +132,7 @@ impl StreamRewriter {
             Some(Phase::Waiting) => {
                 if done {
                     self.ended = true;
-                } else if let Some(mut obj) = object_of(data) {
+                } else if let Some(mut obj) = object_of(&data) {
                     self.resume.carry(obj.remove("usage"));
                 }
                 return Ok(());
@@ -140,7 +140,7 @@ impl StreamRewriter {
             Some(Phase::Continuing { join }) => join,
             None => return self.data(raw, data, out),
         };
-        let obj = match object_of(data) {
+        let obj = match object_of(&data) {
             Some(obj) if !done => obj,
             _ => return self.data(raw, data, out),
         };
@@ -154,7 +154,7 @@ impl StreamRewriter {
         raw.put_slice(b"data: ");
         raw.put_slice(&data);
         raw.put_slice(b"\n\n");
-        self.data(raw.freeze(), &data, out)
+        self.data(raw.freeze(), Bytes::from(data), out)
     }
 
     /// A follow-up chunk as part of the agent's response; whether its text

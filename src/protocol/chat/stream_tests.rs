@@ -446,3 +446,62 @@ fn a_stream_compacted_while_its_gate_is_slow_comes_out_the_same() {
         assert!(plain.contains("\"system_fingerprint\":\"fp\""), "{plain}");
     }
 }
+
+#[test]
+fn a_held_finish_goes_on_as_it_came_unless_the_gate_changes_it() {
+    let call = chunk(
+        r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"first","arguments":"{}"}}]}"#,
+        "null",
+    );
+    // Written with spaces: a tree written again would lose them. The second
+    // shape is one the typed reader leaves to the tree (a usage object).
+    for finish in [
+        "data: {\"id\": \"c1\", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"tool_calls\"}]}\n\n",
+        "data: {\"id\": \"c1\", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"tool_calls\"}], \"usage\": {\"total_tokens\": 3}}\n\n",
+    ] {
+        let input = format!("{call}{finish}data: [DONE]\n\n");
+        for whole_tree in [false, true] {
+            let mut rw = StreamRewriter::new(&opts());
+            if whole_tree {
+                rw = rw.whole_tree_only();
+            }
+            let out = crate::protocol::sync_driver::testing::run_denying(&mut rw, &input, &[]);
+            assert!(
+                out.ends_with(&format!("{finish}data: [DONE]\n\n")),
+                "allowed, the finish is as it came: {out}"
+            );
+            assert_eq!(calls(&out).len(), 1);
+            let mut rw = StreamRewriter::new(&opts());
+            if whole_tree {
+                rw = rw.whole_tree_only();
+            }
+            let out =
+                crate::protocol::sync_driver::testing::run_denying(&mut rw, &input, &["first"]);
+            assert!(calls(&out).is_empty(), "{out}");
+            assert_eq!(finishes(&out), ["stop"], "denied, the finish is rewritten");
+            assert!(!out.contains("\"tool_calls\""), "{out}");
+        }
+    }
+}
+
+#[test]
+fn a_finish_without_calls_passes_and_a_later_one_says_the_same() {
+    let input = [
+        chunk(r#"{"content":"hi"}"#, "null"),
+        "data: {\"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"stop\"}]}\n\n"
+            .to_string(),
+        chunk("{}", "\"length\""),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let out = run(&input, &[]);
+    assert!(
+        out.contains("\"delta\": {}, \"finish_reason\": \"stop\"}]}\n\n"),
+        "{out}"
+    );
+    assert_eq!(
+        finishes(&out),
+        ["stop", "stop"],
+        "a later finish repeats the first"
+    );
+}

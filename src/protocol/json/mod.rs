@@ -61,6 +61,33 @@ impl<'de> Deserialize<'de> for AnyStr {
     }
 }
 
+/// A `T` read from a JSON object only. serde's derived structs also take
+/// an array of their fields in order, which no provider sends and the
+/// whole-tree path refuses: a typed reader must not read more than that
+/// path would. Each struct of a typed reader is read through this.
+pub struct Braced<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Braced<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData)).map(Braced)
+    }
+}
+
+/// `text` read as a `T` when it is one JSON object of `T`'s shape.
+pub fn from_object<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+    serde_json::from_str::<Braced<T>>(text).ok().map(|b| b.0)
+}
+
 /// One JSON object: every member in order, values unparsed.
 pub struct Obj<'a> {
     pub entries: Vec<(Cow<'a, str>, &'a RawValue)>,
@@ -443,5 +470,33 @@ mod tests {
             assert_eq!(ambiguous_keys(ok), Some(false), "{ok}");
         }
         assert_eq!(ambiguous_keys("not json"), None, "not JSON is told apart");
+    }
+
+    #[test]
+    fn a_typed_reader_takes_objects_only() {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Pair<'a> {
+            #[serde(borrow)]
+            a: Key<'a>,
+            b: Option<u8>,
+        }
+        let read = |t: &'static str| from_object::<Pair>(t);
+        assert!(matches!(read(r#"{"a":"x","b":1}"#), Some(Pair { a, b: Some(1) }) if a.0 == "x"));
+        assert!(
+            serde_json::from_str::<Pair>(r#"["x",1]"#).is_ok(),
+            "what serde takes"
+        );
+        for bad in [
+            r#"["x",1]"#,
+            r#"["x"]"#,
+            "[]",
+            r#"{"a":"x","a":"y"}"#,
+            r#"{"a":"x"} 1"#,
+        ] {
+            assert!(read(bad).is_none(), "{bad}");
+        }
+        let nested: Option<Vec<Braced<Pair>>> = serde_json::from_str(r#"[["x",1]]"#).ok();
+        assert!(nested.is_none(), "an array in place of a nested object");
     }
 }

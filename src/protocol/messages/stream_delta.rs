@@ -16,7 +16,7 @@ use serde_json::Map;
 
 use super::{Event, Open, Place, StreamRewriter};
 use crate::error::Error;
-use crate::protocol::json::Key;
+use crate::protocol::json::{from_object, Braced, Key};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,7 +25,7 @@ struct BlockDelta<'a> {
     ty: Key<'a>,
     index: u64,
     #[serde(borrow)]
-    delta: InputPart<'a>,
+    delta: Braced<InputPart<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -58,16 +58,16 @@ impl StreamRewriter {
             return None;
         }
         let text = std::str::from_utf8(data).ok()?;
-        let d = serde_json::from_str::<BlockDelta>(text).ok()?;
+        let d = from_object::<BlockDelta>(text)?;
         if d.ty.0 != "content_block_delta"
-            || d.delta.ty.0 != "input_json_delta"
+            || d.delta.0.ty.0 != "input_json_delta"
             || d.index != held_index
         {
             return None;
         }
         let slot = &mut self.batch[i];
         if !slot.oversized {
-            slot.json.push_str(&d.delta.partial_json.0);
+            slot.json.push_str(&d.delta.0.partial_json.0);
         }
         self.call_delta = true;
         // The tree is never read again for a held fragment.

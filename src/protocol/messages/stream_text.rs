@@ -14,7 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::{Open, Place, StreamRewriter};
-use crate::protocol::json::{AnyStr, Key};
+use crate::protocol::json::{from_object, AnyStr, Braced, Key};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,7 +23,7 @@ struct BlockDelta<'a> {
     ty: Key<'a>,
     index: u64,
     #[serde(borrow)]
-    delta: TextPart<'a>,
+    delta: Braced<TextPart<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -57,12 +57,12 @@ impl StreamRewriter {
         let Ok(text) = std::str::from_utf8(data) else {
             return false;
         };
-        let Ok(d) = serde_json::from_str::<BlockDelta>(text) else {
+        let Some(d) = from_object::<BlockDelta>(text) else {
             return false;
         };
-        let fits = match d.delta.ty.0.as_ref() {
-            "text_delta" => d.delta.text.is_some() && d.delta.thinking.is_none(),
-            "thinking_delta" => d.delta.thinking.is_some() && d.delta.text.is_none(),
+        let fits = match d.delta.0.ty.0.as_ref() {
+            "text_delta" => d.delta.0.text.is_some() && d.delta.0.thinking.is_none(),
+            "thinking_delta" => d.delta.0.thinking.is_some() && d.delta.0.text.is_none(),
             _ => false,
         };
         let open = matches!(self.open, Some(Open { in_index, place: Place::Out(o) })

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::StreamRewriter;
 use crate::error::Error;
-use crate::protocol::json::{AnyStr, Key};
+use crate::protocol::json::{from_object, AnyStr, Key};
 
 /// The argument delta types of call items.
 const DELTAS: [&str; 2] = [
@@ -53,7 +53,7 @@ impl StreamRewriter {
             return None;
         }
         let text = std::str::from_utf8(data).ok()?;
-        let d = serde_json::from_str::<CallDelta>(text).ok()?;
+        let d = from_object::<CallDelta>(text)?;
         let ty = d.ty.0.as_ref();
         if !DELTAS.contains(&ty) || name.is_some_and(|n| n != ty) {
             return None;

@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::StreamRewriter;
-use crate::protocol::json::{AnyStr, Key};
+use crate::protocol::json::{from_object, AnyStr, Key};
 
 /// The text-only delta types: they never carry a call.
 const TEXT: [&str; 4] = [
@@ -63,7 +63,7 @@ impl StreamRewriter {
         let Ok(text) = std::str::from_utf8(data) else {
             return false;
         };
-        let Ok(d) = serde_json::from_str::<TextDelta>(text) else {
+        let Some(d) = from_object::<TextDelta>(text) else {
             return false;
         };
         let ty = d.ty.0.as_ref();
