@@ -22,6 +22,12 @@ pub const FIELDS: [&str; 7] = [
     "provider",
 ];
 
+/// [`FIELDS`]' positions in the order of their names.
+const BY_NAME: [usize; 7] = [2, 0, 3, 1, 6, 5, 4];
+
+/// The `object` of a chunk written before the upstream named one.
+const DEFAULT_OBJECT: &str = "chat.completion.chunk";
+
 #[derive(Debug, Default)]
 pub struct Template {
     /// Each field's value as last seen, in [`FIELDS`] order (a map of them
@@ -84,8 +90,7 @@ impl Template {
             .zip(&self.fields)
             .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
             .collect();
-        obj.entry("object")
-            .or_insert_with(|| json!("chat.completion.chunk"));
+        obj.entry("object").or_insert_with(|| json!(DEFAULT_OBJECT));
         obj
     }
 
@@ -170,12 +175,20 @@ impl Template {
         write_delta: impl FnOnce(&mut Vec<u8>),
     ) {
         if self.tail.is_empty() {
-            // In key order, as a tree of the chunk writes them.
-            for (k, v) in &self.map() {
+            // In key order, as a tree of the chunk writes them (without
+            // building one).
+            for i in BY_NAME {
+                let (key, v) = (FIELDS[i], &self.fields[i]);
+                if v.is_none() && key != "object" {
+                    continue;
+                }
                 self.tail.push(b',');
-                to_writer(&mut self.tail, k);
+                to_writer(&mut self.tail, key);
                 self.tail.push(b':');
-                to_writer(&mut self.tail, v);
+                match v {
+                    Some(v) => to_writer(&mut self.tail, v),
+                    None => to_writer(&mut self.tail, DEFAULT_OBJECT),
+                }
             }
         }
         let mut w = Vec::with_capacity(128 + self.tail.len());
@@ -258,6 +271,22 @@ mod tests {
         fields[4] = Some(&*raw);
         t.remember_raw(fields).unwrap();
         written(&mut t, json!({}), Value::Null);
+    }
+
+    #[test]
+    fn the_fields_are_written_in_the_order_of_their_names() {
+        let mut sorted = FIELDS;
+        sorted.sort_unstable();
+        assert_eq!(BY_NAME.map(|i| FIELDS[i]), sorted);
+        let mut t = Template::default();
+        let all: Map<String, Value> = FIELDS
+            .iter()
+            .map(|k| (k.to_string(), json!(format!("{k}-v"))))
+            .collect();
+        t.remember(&all);
+        let mut out = BytesMut::new();
+        t.write_chunk(&mut out, 0, &json!({}), &Value::Null);
+        assert_eq!(out.to_vec(), by_tree(&t.chunk(0, json!({}), Value::Null)));
     }
 
     #[test]
