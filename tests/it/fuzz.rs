@@ -84,8 +84,13 @@ fn fragment() -> impl Strategy<Value = String> {
     prop_oneof![
         "[ -~]{0,30}".prop_map(|t| chunk(0, serde_json::json!({"content": t}), None)),
         (name, args.clone()).prop_map(|(n, a)| chunk(0, call_delta(0, "call_1", &n, &a), None)),
-        args.prop_map(|a| chunk(0, serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None)),
+        args.clone().prop_map(|a| chunk(0, serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None)),
         Just(chunk(0, serde_json::json!({}), Some("tool_calls"))),
+        // OpenRouter's shape: the role again beside every fragment; Azure's:
+        // empty filter results.
+        args.clone().prop_map(|a| chunk(0, serde_json::json!({"content": null, "role": "assistant", "tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None)),
+        args.prop_map(|a| format!("data: {{\"choices\":[{{\"content_filter_results\":{{}},\"delta\":{{\"tool_calls\":[{{\"function\":{{\"arguments\":{a}}},\"index\":0}}]}},\"finish_reason\":null,\"index\":0}}]}}\n\n")),
+        Just(chunk(0, serde_json::json!({"role": "tool"}), None)),
         // Finishes of other kinds and shapes: another reason, with text, of
         // another choice, written with spaces, with a native reason.
         Just(chunk(0, serde_json::json!({}), Some("stop"))),

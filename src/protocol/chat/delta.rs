@@ -59,7 +59,16 @@ struct DeltaChoice<'a> {
     _native_finish_reason: Option<Null>,
     #[serde(default, rename = "logprobs")]
     _logprobs: Option<Null>,
+    /// Azure's, empty beside a call fragment (the whole-tree path reads
+    /// nothing of it, and a chunk stripped of its calls is not sent).
+    #[serde(default, rename = "content_filter_results")]
+    _filter: Option<Braced<Nothing>>,
 }
+
+/// `{}` only.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Nothing {}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,8 +77,9 @@ struct Calls<'a> {
     tool_calls: Vec<Braced<Entry<'a>>>,
     #[serde(default, rename = "content")]
     _content: Option<Null>,
-    #[serde(default, rename = "role")]
-    _role: Option<Null>,
+    /// A role the agent was already sent for the choice ([`read`]).
+    #[serde(borrow, default)]
+    role: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -158,8 +168,10 @@ pub struct Read<'a> {
     pub obfuscation: Option<(usize, usize)>,
 }
 
-/// Reads `data` when it is such a chunk, with at least one choice.
-pub fn read(data: &[u8]) -> Option<Read<'_>> {
+/// Reads `data` when it is such a chunk, with at least one choice, each
+/// naming no role but one `sent(choice index, role)` accepts (the role the
+/// agent was already sent, which the whole-tree path leaves out too).
+pub fn read(data: &[u8], sent: impl Fn(u32, &str) -> bool) -> Option<Read<'_>> {
     // Checked once as a whole (fast on ASCII), not string by string.
     let text = std::str::from_utf8(data).ok()?;
     let chunk: DeltaChunk = from_object(text)?;
@@ -191,7 +203,13 @@ pub fn read(data: &[u8]) -> Option<Read<'_>> {
     let mut span = None;
     let one = chunk.choices.len() == 1;
     let mut choices = Vec::with_capacity(chunk.choices.len());
-    for Braced(ch) in chunk.choices {
+    for (pos, Braced(ch)) in chunk.choices.into_iter().enumerate() {
+        if let Some(role) = &ch.delta.0.role {
+            let at = ch.index.or(u32::try_from(pos).ok())?;
+            if !sent(at, &role.0) {
+                return None;
+            }
+        }
         let calls = ch.delta.0.tool_calls;
         let one = one && calls.len() == 1;
         let mut entries = Vec::with_capacity(calls.len());
@@ -239,7 +257,7 @@ mod tests {
     #[test]
     fn a_plain_fragment_is_read_and_borrowed() {
         let d = br#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","system_fingerprint":null,"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a"}}]},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"xy"}"#;
-        let r = read(d).unwrap();
+        let r = read(d, |_, _| false).unwrap();
         assert_eq!(r.template[0].unwrap().get(), "\"c1\"");
         assert_eq!(r.template[4].unwrap().get(), "null");
         assert!(r.template[6].is_none());
@@ -251,15 +269,30 @@ mod tests {
         assert_eq!(&d[s..end], br#"{\"a"#);
         let (s, end) = r.obfuscation.unwrap();
         assert_eq!(&d[s..end], b"xy");
-        let d = br#"{"choices":[{"delta":{"tool_calls":[{"id":"x","type":"function","function":{"name":"get","arguments":"ab"}}]}}]}"#;
-        let r = read(d).unwrap();
+        let d = br#"{"choices":[{"content_filter_results":{},"delta":{"tool_calls":[{"id":"x","type":"function","function":{"name":"get","arguments":"ab"}}]}}]}"#;
+        let r = read(d, |_, _| false).unwrap();
         let e = &r.choices[0].1;
         assert!(matches!(e[0].name, Some(Cow::Borrowed("get"))));
         assert!(matches!(e[0].arguments, Cow::Borrowed("ab")));
         let d = br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"a"}},{"index":1,"function":{"arguments":null}}]}}]}"#;
-        let r = read(d).unwrap();
+        let r = read(d, |_, _| false).unwrap();
         assert!(r.span.is_none(), "two entries: no single span");
         assert_eq!(r.choices[0].1[1].arguments, "");
+    }
+
+    #[test]
+    fn a_role_is_read_only_when_it_was_sent_before() {
+        let d = br#"{"choices":[{"index":1,"delta":{"content":null,"role":"assistant","tool_calls":[{"index":0,"function":{"arguments":"a"}}]}}]}"#;
+        assert!(
+            read(d, |_, _| false).is_none(),
+            "not sent yet: the tree writes it"
+        );
+        assert!(read(d, |i, r| i == 1 && r == "assistant").is_some());
+        assert!(
+            read(d, |i, r| i == 0 && r == "assistant").is_none(),
+            "another choice's"
+        );
+        assert!(read(d, |_, r| r == "tool").is_none(), "another role");
     }
 
     #[test]
@@ -277,6 +310,9 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"extra_content":{}}]}}]}"#,
             r#"{"x_groq":{},"choices":[{"delta":{"tool_calls":[]}}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[],"function_call":{}}}]}"#,
+            // Azure's filter results, when they say something
+            r#"{"choices":[{"content_filter_results":{"hate":{"filtered":false}},"delta":{"tool_calls":[]}}]}"#,
+            r#"{"choices":[{"content_filter_results":[],"delta":{"tool_calls":[]}}]}"#,
             // something to send or to decide
             r#"{"choices":[{"delta":{"tool_calls":[]},"finish_reason":"tool_calls"}]}"#,
             r#"{"choices":[{"delta":{"tool_calls":[],"content":"hi"}}]}"#,
@@ -301,7 +337,7 @@ mod tests {
             r#"{"model":{"a":1,"a":2},"choices":[{"delta":{"tool_calls":[]}}]}"#,
             r#"{"provider":["x"],"choices":[{"delta":{"tool_calls":[]}}]}"#,
         ] {
-            assert!(read(d.as_bytes()).is_none(), "{d}");
+            assert!(read(d.as_bytes(), |_, _| false).is_none(), "{d}");
         }
     }
 }

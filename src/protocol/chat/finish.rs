@@ -64,8 +64,8 @@ struct FinishChoice<'a> {
 struct Quiet<'a> {
     #[serde(borrow, default)]
     content: Option<Text<'a>>,
-    #[serde(borrow, default, rename = "role")]
-    _role: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    role: Option<Text<'a>>,
 }
 
 /// Such a chunk, read.
@@ -77,6 +77,8 @@ pub struct Finish<'a> {
     pub reason: Cow<'a, str>,
     /// Its delta carries text.
     pub text: bool,
+    /// The role its delta names.
+    pub role: Option<Cow<'a, str>>,
 }
 
 /// Reads `data` when it is such a chunk.
@@ -96,15 +98,16 @@ pub fn read(data: &[u8]) -> Option<Finish<'_>> {
         return None;
     }
     let [Braced(choice)] = chunk.choices;
-    let text = choice
-        .delta
-        .and_then(|d| d.0.content)
-        .is_some_and(|t| !t.0.is_empty());
+    let (content, role) = match choice.delta {
+        Some(Braced(d)) => (d.content, d.role),
+        None => (None, None),
+    };
     Some(Finish {
         template,
         index: choice.index,
         reason: choice.finish_reason.0,
-        text,
+        text: content.is_some_and(|t| !t.0.is_empty()),
+        role: role.map(|r| r.0),
     })
 }
 
@@ -124,6 +127,7 @@ mod tests {
         let f = read(br#"{"choices":[{"delta":{"role":"assistant","content":"hi"},"finish_reason":"stop","native_finish_reason":"STOP"}]}"#).unwrap();
         assert_eq!(f.index, None);
         assert!(f.text);
+        assert_eq!(f.role.as_deref(), Some("assistant"));
         let f =
             read(br#"{"choices":[{"finish_reason":"length","delta":{"content":null}}]}"#).unwrap();
         assert!(!f.text);

@@ -153,7 +153,7 @@ mod tests {
     use super::*;
 
     fn last(data: &[u8]) -> Last {
-        let r = delta::read(data).unwrap();
+        let r = delta::read(data, |_, _| false).unwrap();
         let mut l = Last::default();
         l.remember(
             data,

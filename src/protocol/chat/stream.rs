@@ -17,7 +17,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::Value;
 
 use super::assemble::{Assembler, Delta};
-use super::chunk::{is_empty_chunk, set_finish};
+use super::chunk::{is_empty_after, roles, set_finish};
 use super::delta;
 use super::finish;
 use super::repeat::Last;
@@ -81,6 +81,10 @@ pub struct StreamRewriter {
     /// Each choice's text, scanned for calls written as text (`None`:
     /// `[gate] text_tool_calls` is off).
     scans: Option<HashMap<u32, TextScan>>,
+    /// The role each choice's agent was sent, by choice index (as the
+    /// whole-tree path sends it): repeated in a chunk whose calls are held,
+    /// it is not sent again.
+    roles_sent: Vec<(u32, String)>,
     /// Call deltas and finishes are read typed ([`delta`], [`finish`]);
     /// off only to compare with the whole-tree way in tests.
     typed: bool,
@@ -114,6 +118,22 @@ impl StreamRewriter {
             max_held: o.max_held_bytes,
             scans: o.text_calls.then(HashMap::new),
             typed: true,
+            roles_sent: Vec::new(),
+        }
+    }
+
+    /// The role the agent was sent for `choice`, if any.
+    pub(super) fn role_sent(&self, choice: u32) -> Option<&str> {
+        let (_, role) = self.roles_sent.iter().find(|(c, _)| *c == choice)?;
+        Some(role)
+    }
+
+    /// Remembers the roles a chunk that goes out sends (the first for each choice).
+    fn note_roles(&mut self, obj: &serde_json::Map<String, Value>) {
+        for (choice, role) in roles(obj) {
+            if self.role_sent(choice).is_none() {
+                self.roles_sent.push((choice, role));
+            }
         }
     }
 
@@ -218,7 +238,8 @@ impl StreamRewriter {
         // A chunk with a finish is never one of tool deltas only: the
         // typed reader is not tried on it.
         let typed = self.typed && !has_finish(&data);
-        if let Some(r) = typed.then(|| delta::read(&data)).flatten() {
+        let sent = |choice: u32, role: &str| self.role_sent(choice) == Some(role);
+        if let Some(r) = typed.then(|| delta::read(&data, sent)).flatten() {
             if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {
                 self.last
                     .remember(&data, span, r.obfuscation, *choice, &entries[0]);
@@ -257,12 +278,14 @@ impl StreamRewriter {
             Some(_) => {}
         }
         if !changed && gated.is_empty() {
+            self.note_roles(&obj);
             out.put_slice(&raw);
             return Ok(());
         }
         self.template.remember(&obj);
         if gated.is_empty() {
-            if !is_empty_chunk(&obj) {
+            if !is_empty_after(&obj, |c| self.role_sent(c)) {
+                self.note_roles(&obj);
                 write_event(out, &Value::Object(obj));
             }
             return Ok(());

@@ -66,6 +66,9 @@ impl StreamRewriter {
             if !self.finals.contains_key(&idx) {
                 self.mark_final(idx, &f.reason);
             }
+            if let (Some(role), None) = (&f.role, self.role_sent(idx)) {
+                self.roles_sent.push((idx, role.to_string()));
+            }
             out.put_slice(raw);
             return Ok(true);
         }

@@ -505,3 +505,50 @@ fn a_finish_without_calls_passes_and_a_later_one_says_the_same() {
         "a later finish repeats the first"
     );
 }
+
+/// OpenRouter repeats `"content":null,"role":"assistant"` in every chunk.
+fn role_in_every_chunk() -> String {
+    let c = |delta: &str, finish: &str| {
+        format!("data: {{\"id\":\"gen-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"provider\":\"P\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish},\"native_finish_reason\":{finish}}}]}}\n\n")
+    };
+    [
+        c(r#"{"content":null,"role":"assistant","tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"first","arguments":""}}]}"#, "null"),
+        c(r#"{"content":null,"role":"assistant","tool_calls":[{"index":0,"function":{"arguments":"{\"x\""}}]}"#, "null"),
+        c(r#"{"content":null,"role":"assistant","tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}"#, "null"),
+        c(r#"{"content":null,"role":"assistant","tool_calls":[{"index":0,"function":{"arguments":""}}]}"#, "null"),
+        c(r#"{"content":"","role":"assistant"}"#, "\"tool_calls\""),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat()
+}
+
+#[test]
+fn a_role_repeated_beside_held_fragments_is_sent_once() {
+    let input = role_in_every_chunk();
+    for whole_tree in [false, true] {
+        for deny in [&[][..], &["first"][..]] {
+            let mut rw = StreamRewriter::new(&opts());
+            if whole_tree {
+                rw = rw.whole_tree_only();
+            }
+            let out = crate::protocol::sync_driver::testing::run_denying(&mut rw, &input, deny);
+            let evs = events(&out);
+            let roles: Vec<&Value> = evs
+                .iter()
+                .filter_map(|e| e["choices"][0]["delta"].get("role"))
+                .collect();
+            // The first chunk's, stripped of its call; the finish chunk
+            // carries its own as it came.
+            assert_eq!(roles.len(), 2, "{out}");
+            assert_eq!(
+                evs[0]["choices"][0]["delta"],
+                serde_json::json!({"content": null, "role": "assistant"})
+            );
+            let n = if deny.is_empty() { 1 } else { 0 };
+            assert_eq!(calls(&out).len(), n, "{out}");
+            // Nothing went out for the fragments: the first chunk, the call
+            // or the neutral text, the finish.
+            assert_eq!(evs.len(), 3, "{out}");
+        }
+    }
+}
