@@ -149,6 +149,11 @@ mod tests {
             PLAIN.replace(r#""index":1"#, r#""index":0"#),
             PLAIN.replace(r#""index":1"#, r#""index":"1""#),
             format!("{PLAIN} x"),
+            // an object written as an array of its fields
+            r#"["content_block_delta",1,{"type":"input_json_delta","partial_json":"{"}]"#
+                .to_string(),
+            r#"{"type":"content_block_delta","index":1,"delta":["input_json_delta","{"]}"#
+                .to_string(),
         ] {
             assert!(!holds(&mut open(), NAME, &d), "{d}");
         }

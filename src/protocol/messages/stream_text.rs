@@ -139,6 +139,12 @@ mod tests {
             PLAIN.replace(r#""text":"Hi \"you\"\n""#, r#""text":{"a":1,"a":2}"#),
             PLAIN.replace(r#""index":0"#, r#""index":0.0"#),
             format!("{PLAIN} x"),
+            // an object written as an array of its fields
+            r#"["content_block_delta",0,{"type":"text_delta","text":"Hi"}]"#.to_string(),
+            PLAIN.replace(
+                r#"{"type":"text_delta","text":"Hi \"you\"\n"}"#,
+                r#"["text_delta","Hi"]"#,
+            ),
         ] {
             assert!(!passes(&mut open_at(false, 0), NAME, &d), "{d}");
         }

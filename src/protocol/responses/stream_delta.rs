@@ -164,6 +164,8 @@ mod tests {
                 .replace("fc_1", "fc_9")
                 .replace(r#""output_index":1"#, r#""output_index":9"#),
             format!("{PLAIN} x"),
+            // an object written as an array of its fields
+            r#"["response.function_call_arguments.delta",2,"fc_1",1,"{","xY"]"#.to_string(),
         ] {
             assert!(!holds(&mut open(), None, &d), "{d}");
         }

@@ -142,6 +142,8 @@ mod tests {
             PLAIN.replace(r#""output_index":0"#, r#""output_index":-1"#),
             PLAIN.replace(r#""item_id":"msg_1""#, r#""item_id":7"#),
             format!("{PLAIN} x"),
+            // an object written as an array of its fields
+            r#"["response.output_text.delta",4,"msg_1",0,0,null,"Hi",[],"Ab3"]"#.to_string(),
         ] {
             assert!(!passes(&mut rw(), None, &d), "{d}");
         }
