@@ -27,7 +27,7 @@ pub fn is_empty_after<'a>(obj: &Map<String, Value>, sent: impl Fn(u32) -> Option
     };
     !usage
         && choices.iter().enumerate().all(|(pos, c)| {
-            let role = choice_index(c, pos).and_then(&sent);
+            let role = choice_index(c.get("index"), pos).and_then(&sent);
             c.get("finish_reason").is_none_or(Value::is_null)
                 && ["delta", "message"].iter().all(|k| {
                     c.get(*k).is_none_or(|d| {
@@ -41,9 +41,10 @@ pub fn is_empty_after<'a>(obj: &Map<String, Value>, sent: impl Fn(u32) -> Option
         })
 }
 
-/// A choice's `index`, or its position when it has none (null or absent).
-pub fn choice_index(c: &Value, pos: usize) -> Option<u32> {
-    match c.get("index") {
+/// A choice's number from its `index`, or its position `pos` when it has
+/// none (null or absent); `None` when the index is not a small integer.
+pub fn choice_index(index: Option<&Value>, pos: usize) -> Option<u32> {
+    match index {
         None | Some(Value::Null) => u32::try_from(pos).ok(),
         Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()),
     }
@@ -51,16 +52,13 @@ pub fn choice_index(c: &Value, pos: usize) -> Option<u32> {
 
 /// The roles a chunk sends: `(index, role)` for each choice whose delta
 /// names one.
-pub fn roles(obj: &Map<String, Value>) -> Vec<(u32, String)> {
-    let Some(Value::Array(choices)) = obj.get("choices") else {
-        return Vec::new();
+pub fn roles(obj: &Map<String, Value>) -> impl Iterator<Item = (u32, &str)> {
+    let choices = match obj.get("choices") {
+        Some(Value::Array(a)) => &a[..],
+        _ => &[],
     };
-    choices
-        .iter()
-        .enumerate()
-        .filter_map(|(pos, c)| {
-            let role = c.get("delta")?.get("role")?.as_str()?;
-            Some((choice_index(c, pos)?, role.to_string()))
-        })
-        .collect()
+    choices.iter().enumerate().filter_map(|(pos, c)| {
+        let role = c.get("delta")?.get("role")?.as_str()?;
+        Some((choice_index(c.get("index"), pos)?, role))
+    })
 }

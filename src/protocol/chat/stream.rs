@@ -128,12 +128,17 @@ impl StreamRewriter {
         Some(role)
     }
 
-    /// Remembers the roles a chunk that goes out sends (the first for each choice).
+    /// Remembers the roles a chunk that goes out sends.
     fn note_roles(&mut self, obj: &serde_json::Map<String, Value>) {
         for (choice, role) in roles(obj) {
-            if self.role_sent(choice).is_none() {
-                self.roles_sent.push((choice, role));
-            }
+            self.note_role(choice, role);
+        }
+    }
+
+    /// Remembers that `choice`'s agent was sent `role` (the first only).
+    pub(super) fn note_role(&mut self, choice: u32, role: &str) {
+        if self.role_sent(choice).is_none() {
+            self.roles_sent.push((choice, role.to_string()));
         }
     }
 
@@ -224,20 +229,22 @@ impl StreamRewriter {
         // Data that is not JSON fails the stream only if it could name a call
         // (a non-ASCII byte alone sends an event to the parse, not to an error).
         // With text calls gated, text that cannot be read is not let through either.
-        self.slow(raw, data, names_call || scanned, out)
+        self.slow(raw, data, names_call || scanned, finish, out)
     }
 
-    /// Parses the chunk, strips tool deltas into the assembler, and rewrites finishes.
+    /// Parses the chunk, strips tool deltas into the assembler, and rewrites
+    /// finishes (`finish`: [`has_finish`] said it may hold one).
     fn slow(
         &mut self,
         raw: Bytes,
         data: Bytes,
         risky: bool,
+        finish: bool,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
         // A chunk with a finish is never one of tool deltas only: the
         // typed reader is not tried on it.
-        let typed = self.typed && !has_finish(&data);
+        let typed = self.typed && !finish;
         let sent = |choice: u32, role: &str| self.role_sent(choice) == Some(role);
         if let Some(r) = typed.then(|| delta::read(&data, sent)).flatten() {
             if let (Some(span), [(choice, entries)]) = (r.span, &r.choices[..]) {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::finish::Finish;
 use super::{malformed, Final, Held, PendingChoice, StreamRewriter};
 use crate::error::Error;
-use crate::protocol::chat::chunk::set_finish;
+use crate::protocol::chat::chunk::{choice_index, set_finish};
 use crate::protocol::chat::keys;
 use crate::protocol::map_guard;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -66,8 +66,8 @@ impl StreamRewriter {
             if !self.finals.contains_key(&idx) {
                 self.mark_final(idx, &f.reason);
             }
-            if let (Some(role), None) = (&f.role, self.role_sent(idx)) {
-                self.roles_sent.push((idx, role.to_string()));
+            if let Some(role) = &f.role {
+                self.note_role(idx, role);
             }
             out.put_slice(raw);
             return Ok(true);
@@ -102,12 +102,8 @@ impl StreamRewriter {
             return Err(malformed("choice is not an object"));
         };
         map_guard(c, &keys::CHOICE)?;
-        let idx = match c.get("index") {
-            None | Some(Value::Null) => u32::try_from(pos).ok(),
-            Some(Value::Number(n)) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
-            Some(_) => None,
-        }
-        .ok_or_else(|| malformed("choice index is not a small integer"))?;
+        let idx = choice_index(c.get("index"), pos)
+            .ok_or_else(|| malformed("choice index is not a small integer"))?;
         for key in ["delta", "message"] {
             let Some(Value::Object(d)) = c.get_mut(key) else {
                 continue;

@@ -196,21 +196,11 @@ impl StreamRewriter {
                                 set_finish(c, &sent);
                             }
                         }
-                        _ => self.template.write_chunk(
-                            out,
-                            pc.choice,
-                            &json!({}),
-                            &Value::String(sent.clone()),
-                        ),
+                        _ => self.template.write_finish(out, pc.choice, &sent),
                     }
                     held = chunk.map(Held::Tree);
                 }
-                _ => self.template.write_chunk(
-                    out,
-                    pc.choice,
-                    &json!({}),
-                    &Value::String(sent.clone()),
-                ),
+                _ => self.template.write_finish(out, pc.choice, &sent),
             }
             self.finals.insert(pc.choice, Final { sent });
         }

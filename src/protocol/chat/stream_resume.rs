@@ -207,8 +207,7 @@ impl StreamRewriter {
     pub(super) fn end_without_follow_up(&mut self, out: &mut BytesMut) {
         let choice = self.resume.choice;
         self.write_neutral(out, choice);
-        self.template
-            .write_chunk(out, choice, &json!({}), &json!("stop"));
+        self.template.write_finish(out, choice, "stop");
         if let Some(u) = self.resume.carried.take() {
             let mut usage = self.template.chunk(choice, json!({}), Value::Null);
             usage["choices"] = json!([]);

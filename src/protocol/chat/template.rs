@@ -110,6 +110,11 @@ impl Template {
         self.write(out, choice, finish, |w| to_writer(w, delta));
     }
 
+    /// Writes the chunk that says a choice's finish, and nothing else.
+    pub fn write_finish(&mut self, out: &mut BytesMut, choice: u32, sent: &str) {
+        self.write_chunk(out, choice, &json!({}), &Value::String(sent.to_string()));
+    }
+
     /// Writes a released call as one chunk: the whole call in one delta at
     /// index `j` (keys in the order a tree of it would write them).
     pub fn write_call(
