@@ -441,5 +441,8 @@ impl Rewriter for StreamRewriter {
 }
 
 #[cfg(test)]
+#[path = "stream_held_tests.rs"]
+mod held_tests;
+#[cfg(test)]
 #[path = "stream_tests.rs"]
 mod tests;
