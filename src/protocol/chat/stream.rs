@@ -162,17 +162,18 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         };
-        self.usage.sniff(&data);
         if event.as_deref() == Some("error") {
             return Err(Error::UpstreamEvent(data));
         }
         if self.resume.active() {
+            self.usage.sniff(&data);
             return self.resumed_event(raw, data, out);
         }
         self.data(raw, data, out)
     }
 
-    /// One data event (`raw` its bytes as they go on).
+    /// One data event (`raw` its bytes as they go on). Its usage is read
+    /// unless a typed reader took it: they take `usage` only as null.
     fn data(&mut self, raw: Bytes, data: Bytes, out: &mut BytesMut) -> Result<(), Error> {
         if data.trim_ascii() == b"[DONE]" {
             self.flush_tails(out);
@@ -214,6 +215,7 @@ impl StreamRewriter {
             if !self.text_seen && has_text(&data) {
                 self.text_seen = true;
             }
+            self.usage.sniff(&data);
             out.put_slice(&raw);
             return Ok(());
         }
@@ -258,6 +260,7 @@ impl StreamRewriter {
             return Ok(());
         }
         self.last.clear();
+        self.usage.sniff(&data);
         // Repeated keys are refused: the tree would keep one value of a key and
         // a reader could act on the other.
         let mut obj = match crate::protocol::json::strict_value(&data) {

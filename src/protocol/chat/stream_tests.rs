@@ -446,3 +446,68 @@ fn a_stream_compacted_while_its_gate_is_slow_comes_out_the_same() {
         assert!(plain.contains("\"system_fingerprint\":\"fp\""), "{plain}");
     }
 }
+
+#[test]
+fn usage_is_counted_wherever_it_comes_on_both_paths() {
+    let usage = r#""usage":{"prompt_tokens":7,"completion_tokens":3}"#;
+    let with_usage = |c: String| c.replacen("]}\n\n", &format!("],{usage}}}\n\n"), 1);
+    let frag = |a: &str| {
+        chunk(
+            &format!(r#"{{"tool_calls":[{{"index":0,"function":{{"arguments":"{a}"}}}}]}}"#),
+            "null",
+        )
+    };
+    let head = chunk(
+        r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]}"#,
+        "null",
+    );
+    let done = "data: [DONE]\n\n".to_string();
+    let cases = [
+        // OpenAI's own chunk: no choices, after the finish.
+        [
+            head.clone(),
+            frag("{}"),
+            chunk("{}", "\"tool_calls\""),
+            format!("data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"m\",\"choices\":[],{usage}}}\n\n"),
+            done.clone(),
+        ],
+        // In the finish chunk.
+        [
+            head.clone(),
+            frag("{"),
+            frag("}"),
+            with_usage(chunk("{}", "\"tool_calls\"")),
+            done.clone(),
+        ],
+        // In a fragment, which then is not read typed.
+        [
+            head.clone(),
+            frag("{"),
+            with_usage(frag("}")),
+            chunk("{}", "\"tool_calls\""),
+            done.clone(),
+        ],
+        // In a text chunk that passes as it came.
+        [
+            with_usage(chunk(r#"{"content":"hi"}"#, "null")),
+            head.clone(),
+            frag("{}"),
+            chunk("{}", "\"tool_calls\""),
+            done.clone(),
+        ],
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let input = case.concat();
+        for typed in [true, false] {
+            let mut rw = StreamRewriter::new(&opts());
+            if !typed {
+                rw = rw.whole_tree_only();
+            }
+            let out = rw.run_sync(&[input.as_bytes()], |_| true);
+            let out = std::str::from_utf8(&out).unwrap();
+            assert_eq!(calls(out).len(), 1, "case {i}, typed {typed}: {out}");
+            let u = rw.take_usage();
+            assert_eq!((u.input, u.output), (7, 3), "case {i}, typed {typed}");
+        }
+    }
+}
