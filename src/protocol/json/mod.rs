@@ -13,9 +13,11 @@ use serde_json::value::RawValue;
 
 use crate::fold;
 
+mod check;
 mod tree;
 mod write;
-pub use tree::{lean_value, strict_value, tree_cost};
+pub use check::{is_strict, Checked};
+pub use tree::{lean_value, strict_value, tree_cost, Strict};
 pub use write::{write_key, write_obj, write_string, Sink, Spliced};
 
 /// An object key, borrowed unless it held escapes.

@@ -9,66 +9,71 @@ use serde_json::value::RawValue;
 
 use super::Obj;
 
+/// A value read as [`strict_value`] reads it (a repeated key is an error).
+pub struct Strict(pub serde_json::Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Strict;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Strict, E> {
+        Ok(Strict(b.into()))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Strict, E> {
+        Ok(Strict(n.into()))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Strict, E> {
+        Ok(Strict(n.into()))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Strict, E> {
+        Ok(Strict(n.into()))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Strict, E> {
+        Ok(Strict(s.into()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Strict, E> {
+        Ok(Strict(s.into()))
+    }
+    fn visit_unit<E>(self) -> Result<Strict, E> {
+        Ok(Strict(serde_json::Value::Null))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Strict, A::Error> {
+        let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0).min(256));
+        while let Some(Strict(x)) = s.next_element()? {
+            v.push(x);
+        }
+        Ok(Strict(serde_json::Value::Array(v)))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Strict, A::Error> {
+        let mut map = serde_json::Map::new();
+        while let Some((k, Strict(v))) = m.next_entry::<String, Strict>()? {
+            match map.entry(k) {
+                serde_json::map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+                serde_json::map::Entry::Occupied(_) => {
+                    return Err(de::Error::custom("repeated key"))
+                }
+            }
+        }
+        Ok(Strict(serde_json::Value::Object(map)))
+    }
+}
+
 /// The tree of `data`, refused when any object repeats a key: a tree keeps
 /// only one value of a repeated key, and a reader that keeps the other would
 /// see what toolgate never looked at (`{"tool_calls": [call], "tool_calls":
 /// null}`).
 pub fn strict_value(data: &[u8]) -> Result<serde_json::Value, serde_json::Error> {
-    struct Strict(serde_json::Value);
-    impl<'de> Deserialize<'de> for Strict {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_any(StrictVisitor)
-        }
-    }
-    struct StrictVisitor;
-    impl<'de> Visitor<'de> for StrictVisitor {
-        type Value = Strict;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, b: bool) -> Result<Strict, E> {
-            Ok(Strict(b.into()))
-        }
-        fn visit_i64<E>(self, n: i64) -> Result<Strict, E> {
-            Ok(Strict(n.into()))
-        }
-        fn visit_u64<E>(self, n: u64) -> Result<Strict, E> {
-            Ok(Strict(n.into()))
-        }
-        fn visit_f64<E>(self, n: f64) -> Result<Strict, E> {
-            Ok(Strict(n.into()))
-        }
-        fn visit_str<E>(self, s: &str) -> Result<Strict, E> {
-            Ok(Strict(s.into()))
-        }
-        fn visit_string<E>(self, s: String) -> Result<Strict, E> {
-            Ok(Strict(s.into()))
-        }
-        fn visit_unit<E>(self) -> Result<Strict, E> {
-            Ok(Strict(serde_json::Value::Null))
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<Strict, A::Error> {
-            let mut v = Vec::with_capacity(s.size_hint().unwrap_or(0).min(256));
-            while let Some(Strict(x)) = s.next_element()? {
-                v.push(x);
-            }
-            Ok(Strict(serde_json::Value::Array(v)))
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Strict, A::Error> {
-            let mut map = serde_json::Map::new();
-            while let Some((k, Strict(v))) = m.next_entry::<String, Strict>()? {
-                match map.entry(k) {
-                    serde_json::map::Entry::Vacant(e) => {
-                        e.insert(v);
-                    }
-                    serde_json::map::Entry::Occupied(_) => {
-                        return Err(de::Error::custom("repeated key"))
-                    }
-                }
-            }
-            Ok(Strict(serde_json::Value::Object(map)))
-        }
-    }
     // UTF-8 checked once for the whole text is faster than string by string
     // (about a sixth off a small request's tree); text that is not UTF-8
     // gets the byte reader's error, as before.
