@@ -133,6 +133,11 @@ fn fragment() -> impl Strategy<Value = String> {
         Just("event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"\"}}\n\n".to_string()),
         (0u8..6, "[ -~]{0,12}").prop_map(|(n, t)| format!("event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{n},\"item_id\":\"f\",\"output_index\":0,\"content_index\":0,\"delta\":{},\"logprobs\":[]}}\n\n", serde_json::to_string(&t).unwrap_or_default())),
         Just("event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"\"}}\n\n".to_string()),
+        // Response envelopes: numbered or not, the call in the final output,
+        // a key repeated deep in the echo.
+        (0u8..6, prop_oneof![Just("created"), Just("in_progress"), Just("queued")]).prop_map(|(n, t)| format!("event: response.{t}\ndata: {{\"type\":\"response.{t}\",\"sequence_number\":{n},\"response\":{{\"id\":\"r\",\"status\":\"in_progress\",\"tools\":[{{\"type\":\"function\",\"name\":\"shell_exec\"}}],\"output\":[]}}}}\n\n")),
+        prop_oneof![Just(""), Just("{}"), Just("{\\\"cmd\\\":1}")].prop_map(|a| format!("event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"r\",\"status\":\"completed\",\"output\":[{{\"type\":\"function_call\",\"id\":\"f\",\"call_id\":\"c\",\"name\":\"shell_exec\",\"arguments\":\"{a}\"}}],\"usage\":{{\"input_tokens\":1,\"output_tokens\":2}}}}}}\n\n")),
+        Just("data: {\"type\":\"response.in_progress\",\"response\":{\"id\":\"r\",\"tools\":[{\"name\":\"a\",\"name\":\"b\"}],\"output\":[]}}\n\n".to_string()),
         proptest::collection::vec(any::<u8>(), 0..24).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
         Just("\r\n".to_string()),
         Just("\r".to_string()),

@@ -34,6 +34,9 @@ use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step, Withheld};
 mod delta;
 #[path = "stream_emit.rs"]
 mod emit;
+#[path = "stream_envelope.rs"]
+mod envelope;
+use envelope::{Ahead, Snapshot};
 #[path = "stream_hold.rs"]
 mod hold;
 #[path = "stream_release.rs"]
@@ -115,12 +118,12 @@ pub struct StreamRewriter {
     held_bytes: usize,
     pending: Vec<Call>,
     /// The event that closed the batch; handled after the verdicts.
-    lookahead: Option<(Bytes, Bytes, Map<String, Value>)>,
+    lookahead: Option<Ahead>,
     decided: HashMap<String, Decided>,
     withheld: Vec<(String, String)>,
     response_id: String,
     /// The response as `response.created` announced it, for a failure ending.
-    snapshot: Option<Value>,
+    snapshot: Option<Snapshot>,
     uses_seq: bool,
     last_seq: Option<u64>,
     began: bool,
@@ -199,6 +202,9 @@ impl StreamRewriter {
             if let Some(held) = self.hold_delta(name, &raw, &data) {
                 return held;
             }
+            if let Some(passed) = self.pass_envelope(name, &raw, &data, out) {
+                return passed;
+            }
         }
         let obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,
@@ -253,7 +259,7 @@ impl StreamRewriter {
         }
         if !self.batch.is_empty() {
             if self.batch.iter().all(|s| s.done.is_some()) {
-                self.lookahead = Some((raw, data, obj));
+                self.lookahead = Some(Ahead::Tree(raw, data, obj));
                 self.start_gate()?;
                 return Ok(());
             }
@@ -318,8 +324,8 @@ impl Rewriter for StreamRewriter {
             if !self.pending.is_empty() {
                 return Ok(Step::Gate);
             }
-            if let Some((raw, data, obj)) = self.lookahead.take() {
-                self.dispatch(raw, data, obj, out)?;
+            if let Some(ahead) = self.lookahead.take() {
+                self.ahead(ahead, out)?;
                 continue;
             }
             if self.ended {
@@ -338,8 +344,8 @@ impl Rewriter for StreamRewriter {
         if !self.pending.is_empty() {
             return Ok(Step::Gate);
         }
-        if let Some((raw, data, obj)) = self.lookahead.take() {
-            self.dispatch(raw, data, obj, out)?;
+        if let Some(ahead) = self.lookahead.take() {
+            self.ahead(ahead, out)?;
             if !self.pending.is_empty() {
                 return Ok(Step::Gate);
             }
@@ -408,7 +414,8 @@ impl Rewriter for StreamRewriter {
             }
         }
         write_event(out, "error", e.to_string().as_bytes());
-        if let (Some(Value::Object(mut resp)), false) = (self.snapshot.take(), self.terminal) {
+        let snapshot = self.snapshot.take().and_then(Snapshot::into_map);
+        if let (Some(mut resp), false) = (snapshot, self.terminal) {
             resp.insert("status".into(), json!("failed"));
             resp.insert("error".into(), json!({"code": code, "message": message}));
             resp.insert("output".into(), json!([]));

@@ -5,7 +5,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
-use super::{malformed, Decided, Held, StreamRewriter, TERMINAL};
+use super::{malformed, Decided, Held, Snapshot, StreamRewriter, TERMINAL};
 use crate::error::Error;
 use crate::protocol::json::{write_obj, Obj};
 use crate::protocol::responses::{
@@ -23,34 +23,50 @@ impl StreamRewriter {
         seq: Option<u64>,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
-        let ty = obj
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
         let mut output = None;
         if let Some(Value::Object(resp)) = obj.get("response") {
-            if let Some(id) = resp.get("id").and_then(Value::as_str) {
-                if self.response_id.is_empty() {
-                    self.response_id = id.to_string();
-                }
-            }
-            if self.snapshot.is_none() {
-                self.snapshot = Some(Value::Object(resp.clone()));
-            }
+            let id = resp.get("id").and_then(Value::as_str);
+            self.note_response(id, || Snapshot::Tree(resp.clone()));
             if let Some(Value::Array(items)) = resp.get("output") {
                 output = self.final_output(items)?;
             }
         }
-        if TERMINAL.contains(&ty.as_str()) {
+        self.emit(&raw, &data, ty, seq, output, out)
+    }
+
+    /// The response's id and first snapshot, from the first event that has them.
+    pub(super) fn note_response(&mut self, id: Option<&str>, snapshot: impl FnOnce() -> Snapshot) {
+        if let Some(id) = id {
+            if self.response_id.is_empty() {
+                self.response_id = id.to_string();
+            }
+        }
+        if self.snapshot.is_none() {
+            self.snapshot = Some(snapshot());
+        }
+    }
+
+    /// Sends an event of no held call: as it came, unless it needs another
+    /// number or its response another `output`.
+    pub(super) fn emit(
+        &mut self,
+        raw: &Bytes,
+        data: &[u8],
+        ty: &str,
+        seq: Option<u64>,
+        output: Option<String>,
+        out: &mut BytesMut,
+    ) -> Result<(), Error> {
+        if TERMINAL.contains(&ty) {
             self.terminal = true;
         }
         let n = self.number(seq);
         if output.is_none() && n == seq {
-            out.put_slice(&raw);
+            out.put_slice(raw);
             return Ok(());
         }
-        let text = std::str::from_utf8(&data).map_err(|_| malformed("event is not UTF-8"))?;
+        let text = std::str::from_utf8(data).map_err(|_| malformed("event is not UTF-8"))?;
         let top: Obj = serde_json::from_str(text).map_err(|_| malformed("event is not JSON"))?;
         let mut body = String::with_capacity(text.len());
         write_obj(&mut body, &top, |k, v| match k {
@@ -63,7 +79,7 @@ impl StreamRewriter {
             }),
             _ => None,
         });
-        write_event(out, &ty, body.as_bytes());
+        write_event(out, ty, body.as_bytes());
         Ok(())
     }
 
@@ -90,7 +106,7 @@ impl StreamRewriter {
     }
 
     /// A response's `output` as the client may see it; `None` when unchanged.
-    fn final_output(&mut self, items: &[Value]) -> Result<Option<String>, Error> {
+    pub(super) fn final_output(&mut self, items: &[Value]) -> Result<Option<String>, Error> {
         let mut changed = false;
         let mut new: Vec<Value> = Vec::with_capacity(items.len());
         let mut classes = Vec::with_capacity(items.len());

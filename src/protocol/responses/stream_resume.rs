@@ -76,7 +76,7 @@ impl StreamRewriter {
         let at_end = self
             .lookahead
             .as_ref()
-            .is_some_and(|(_, _, o)| ty_of(o) == "response.completed");
+            .is_some_and(|a| a.ty() == "response.completed");
         self.resume.allowed
             && at_end
             && self.decided.len() == self.resume.decided_before
