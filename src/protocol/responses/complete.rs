@@ -48,9 +48,12 @@ impl<'a> Answer<'a> {
     /// Parses `text` and finds its call items. An `error` object without
     /// an `output` is the provider's error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Answer<'a>, Error> {
-        // Read once strictly (repeated keys anywhere fail), then borrowed.
-        let tree = json::strict_value(text.as_bytes())
-            .map_err(|_| malformed("response is not unambiguous JSON"))?;
+        // Checked strictly once (repeated keys anywhere fail) without a
+        // tree, then read borrowed: only `output` becomes a tree. The rest
+        // (the request's instructions and tools, echoed) goes on as it came.
+        if !json::is_strict(text) {
+            return Err(malformed("response is not unambiguous JSON"));
+        }
         let top: Obj =
             serde_json::from_str(text).map_err(|_| malformed("response is not a JSON object"))?;
         fold_guard(top.ambiguous(&TOP))?;
@@ -70,12 +73,15 @@ impl<'a> Answer<'a> {
         };
         let mut items = Vec::with_capacity(raws.len());
         let mut calls = Vec::new();
-        // The strict tree's items, in the same order as the raw ones (no key repeats).
-        let parsed = tree
-            .get("output")
-            .and_then(Value::as_array)
-            .map_or(&[][..], |a| a);
-        for (raw, v) in raws.into_iter().zip(parsed) {
+        // The strict tree's items, in the same order as the raw ones.
+        let parsed = match top
+            .present("output")
+            .map(|o| json::strict_value(o.get().as_bytes()))
+        {
+            Some(Ok(Value::Array(items))) => items,
+            _ => Vec::new(),
+        };
+        for (raw, v) in raws.into_iter().zip(&parsed) {
             let Value::Object(m) = v else {
                 return Err(malformed("output item is not an object"));
             };
@@ -273,6 +279,9 @@ mod tests {
             r#"{"id":"r","output":[{"type":"function_call","name":"a","Name":"b"}]}"#,
             r#"{"id":"r","output":{}}"#,
             r#"{"error":{"message":"x"}}"#,
+            // A key repeated deep in the echoed request, which goes on as it came.
+            r#"{"id":"r","tools":[{"type":"function","name":"a","name":"b"}],"output":[]}"#,
+            r#"{"id":"r","output":[{"type":"message","content":[{"type":"output_text","text":"a","text":"b"}]}]}"#,
         ] {
             assert!(Answer::parse(bad, 1024).is_err(), "{bad}");
         }
