@@ -103,6 +103,20 @@ impl Usage {
         }
     }
 
+    /// Adds a response's `usage` (an object) and notes its `model`: what
+    /// [`Usage::sniff`] reads from a Responses envelope, for one read
+    /// without a tree.
+    pub fn add_response(&mut self, model: Option<&str>, usage: &serde_json::Value) {
+        let Ok(n) = Numbers::deserialize(usage) else {
+            return;
+        };
+        if self.model.is_none() {
+            self.model = model.map(str::to_string);
+        }
+        self.input += n.input();
+        self.output += n.output();
+    }
+
     /// Anything to count.
     pub fn any(&self) -> bool {
         self.input > 0 || self.output > 0

@@ -186,7 +186,6 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         };
-        self.usage.sniff(&data);
         if data.trim_ascii() == b"[DONE]" {
             if !self.batch.is_empty() {
                 return Err(malformed("stream ended before its tool calls finished"));
@@ -206,6 +205,9 @@ impl StreamRewriter {
                 return passed;
             }
         }
+        // The typed readers above take no usage (text and call deltas) or
+        // count it themselves (envelopes).
+        self.usage.sniff(&data);
         let obj = match crate::protocol::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,
             _ => return Err(malformed("event data is not a JSON object")),

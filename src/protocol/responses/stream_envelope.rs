@@ -87,9 +87,7 @@ const MAX_MEMBERS: usize = 64;
 struct Envelope<'a> {
     ty: Cow<'a, str>,
     seq: Option<u64>,
-    /// The response's `id`, when a string.
-    id: Option<Cow<'a, str>>,
-    output: Option<Vec<Value>>,
+    resp: Resp<'a>,
 }
 
 /// A member toolgate does not read, or that the shape above does not take.
@@ -117,14 +115,13 @@ impl<'de> Deserialize<'de> for Envelope<'de> {
                         _ => return Err(odd()),
                     }
                 }
-                let (Some(ty), Some(Resp { id, output })) = (ty, resp) else {
+                let (Some(ty), Some(resp)) = (ty, resp) else {
                     return Err(odd());
                 };
                 Ok(Envelope {
                     ty,
                     seq: seq.flatten(),
-                    id,
-                    output,
+                    resp,
                 })
             }
         }
@@ -141,10 +138,14 @@ pub(super) struct Read {
     output: Option<Vec<Value>>,
 }
 
-/// The response: its `id` and `output`, every other member checked.
+/// The response: its `id`, `output`, `model` and `usage`, every other
+/// member checked.
 struct Resp<'a> {
     id: Option<Cow<'a, str>>,
     output: Option<Vec<Value>>,
+    model: Option<Cow<'a, str>>,
+    /// When an object.
+    usage: Option<Value>,
 }
 
 impl<'de> Deserialize<'de> for Resp<'de> {
@@ -159,6 +160,8 @@ impl<'de> Deserialize<'de> for Resp<'de> {
                 let mut r = Resp {
                     id: None,
                     output: None,
+                    model: None,
+                    usage: None,
                 };
                 let mut keys: Vec<Cow<'de, str>> = Vec::with_capacity(32);
                 while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
@@ -171,6 +174,10 @@ impl<'de> Deserialize<'de> for Resp<'de> {
                     }
                     match k.as_ref() {
                         "id" => r.id = m.next_value::<Id<'de>>()?.0,
+                        "model" => r.model = m.next_value::<Id<'de>>()?.0,
+                        "usage" => {
+                            r.usage = Some(m.next_value::<Strict>()?.0).filter(Value::is_object)
+                        }
                         "output" => match m.next_value::<Strict>()?.0 {
                             Value::Array(items) => r.output = Some(items),
                             _ => return Err(odd()),
@@ -188,7 +195,7 @@ impl<'de> Deserialize<'de> for Resp<'de> {
     }
 }
 
-/// An `id`: the string, or `None` for any other (checked) value.
+/// An `id` or `model`: the string, or `None` for any other (checked) value.
 struct Id<'a>(Option<Cow<'a, str>>);
 
 impl<'de> Deserialize<'de> for Id<'de> {
@@ -239,11 +246,15 @@ impl StreamRewriter {
         }
         self.began = true;
         self.uses_seq |= e.seq.is_some();
+        let resp = e.resp;
+        if let Some(usage) = &resp.usage {
+            self.usage.add_response(resp.model.as_deref(), usage);
+        }
         let read = Read {
             ty,
             seq: e.seq,
-            id: e.id.map(Cow::into_owned),
-            output: e.output,
+            id: resp.id.map(Cow::into_owned),
+            output: resp.output,
         };
         if !self.batch.is_empty() {
             self.lookahead = Some(Ahead::Envelope {
@@ -429,6 +440,21 @@ mod tests {
         for e in &odd[..3] {
             let out = both(&base.replacen(&first, e, 1), true);
             assert!(out.contains("event: error"), "{out}");
+        }
+    }
+
+    #[test]
+    fn usage_is_counted_alike() {
+        let mut done = completed();
+        done["response"]["model"] = json!("gpt-test");
+        done["response"]["usage"] = json!({"input_tokens": 5, "input_tokens_details": {"cached_tokens": 1}, "output_tokens": 2, "total_tokens": 7});
+        let input = turn(created(), done);
+        for typed in [true, false] {
+            let mut r = rw(typed);
+            r.run_sync(&[input.as_bytes()], |_: &Call| true);
+            let u = r.take_usage();
+            assert_eq!((u.input, u.output), (5, 2), "typed {typed}");
+            assert_eq!(u.model.as_deref(), Some("gpt-test"), "typed {typed}");
         }
     }
 
