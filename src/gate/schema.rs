@@ -49,6 +49,10 @@ impl SchemaCache {
 
 /// Validation errors of `args` against `v`, as `pointer: message` lines.
 pub fn errors(v: &jsonschema::Validator, args: &Value) -> Vec<String> {
+    // Most calls are valid: a yes/no check is cheaper than collecting errors.
+    if v.is_valid(args) {
+        return Vec::new();
+    }
     v.iter_errors(args)
         .take(8)
         .map(|e| {
