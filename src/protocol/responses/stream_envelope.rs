@@ -276,7 +276,11 @@ impl StreamRewriter {
         read: Read,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
-        self.note_response(read.id.as_deref(), || Snapshot::Event(data.clone()));
+        // A copy of its own size: a slice would keep the whole buffer it was
+        // read into for as long as the stream lasts.
+        self.note_response(read.id.as_deref(), || {
+            Snapshot::Event(Bytes::copy_from_slice(data))
+        });
         let output = match read.output {
             Some(items) => self.final_output(&items)?,
             None => None,
