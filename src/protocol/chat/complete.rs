@@ -66,6 +66,11 @@ impl<'a> Completion<'a> {
 
     /// Parses `text` and finds its calls. An `error` object is an error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Completion<'a>, Error> {
+        // A repeated key anywhere fails, also in members read no further
+        // (`usage`, `logprobs`): an unchanged body goes on as it came.
+        if !json::is_strict(text) {
+            return Err(malformed("response is not unambiguous JSON"));
+        }
         let top: Obj =
             serde_json::from_str(text).map_err(|_| malformed("response is not a JSON object"))?;
         fold_guard(top.ambiguous(&TOP))?;

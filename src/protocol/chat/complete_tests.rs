@@ -173,6 +173,15 @@ fn errors_bad_shapes_and_ambiguity_fail() {
         Completion::parse(r#"{"choices":[],"choices":[]}"#, 10).is_err(),
         "a repeated key"
     );
+    // Repeated keys in members toolgate does not read go on as they came
+    // when the body is unchanged: refused at any depth.
+    for bad in [
+        r#"{"choices":[],"usage":{"prompt_tokens":1,"prompt_tokens":9}}"#,
+        r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi","audio":{"id":"a","id":"b"}}}]}"#,
+        r#"{"choices":[{"index":0,"logprobs":{"content":[{"token":"a","token":"b"}]},"message":{"content":"hi"}}]}"#,
+    ] {
+        assert!(Completion::parse(bad, 10).is_err(), "{bad}");
+    }
 }
 
 fn text_body(content: &str) -> String {
