@@ -83,6 +83,10 @@ fn fragment() -> impl Strategy<Value = String> {
     let args = "[ -~]{0,40}".prop_map(|s| serde_json::to_string(&s).unwrap_or_default());
     prop_oneof![
         "[ -~]{0,30}".prop_map(|t| chunk(0, serde_json::json!({"content": t}), None)),
+        // Text the prefilter cannot pass: non-ASCII, raw or escaped, with a
+        // role, beside logprobs.
+        "[ -~éü—“你]{0,20}".prop_map(|t| chunk(0, serde_json::json!({"content": t}), None)),
+        "[a-z]{0,6}".prop_map(|t| format!("data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"\\u00e9{t}\"}},\"logprobs\":{{\"content\":[]}},\"finish_reason\":null}}]}}\n\n")),
         (name, args.clone()).prop_map(|(n, a)| chunk(0, call_delta(0, "call_1", &n, &a), None)),
         args.clone().prop_map(|a| chunk(0, serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": a}}]}), None)),
         Just(chunk(0, serde_json::json!({}), Some("tool_calls"))),

@@ -21,6 +21,7 @@ pub mod repeat;
 pub mod request;
 pub mod stream;
 pub mod template;
+pub mod text_chunk;
 
 use std::ops::{Deref, DerefMut};
 
@@ -115,6 +116,9 @@ pub struct Prefilter {
     /// It holds, in any ASCII case, a key a call or an error is read from (or
     /// a `\u` escape that could spell one): data that is not JSON is an error.
     pub names_call: bool,
+    /// It holds `tool_calls` or `function_call` in some ASCII case (not
+    /// only an escape): the chunk is no text-only one.
+    pub call_keys: bool,
     /// False only when it cannot hold a tool call or an error object in any
     /// JSON reading, readers that match keys without regard to case included:
     /// then the event may be forwarded without parsing. Any non-ASCII byte
@@ -127,13 +131,15 @@ pub struct Prefilter {
 pub fn prefilter(data: &[u8], scratch: &mut Vec<u8>) -> Prefilter {
     scratch.clear();
     scratch.extend(data.iter().map(u8::to_ascii_lowercase));
-    let names_call = NEEDLES.iter().any(|f| f.find(scratch).is_some());
+    let call_keys = NEEDLES[..2].iter().any(|f| f.find(scratch).is_some());
+    let names_call = call_keys || NEEDLES[2..].iter().any(|f| f.find(scratch).is_some());
     // Reasoning entries that name an id may name a call: they are read.
     let named_reasoning = REASONING[0]
         .find(scratch)
         .is_some_and(|at| REASONING[1].find(&scratch[at..]).is_some());
     Prefilter {
         names_call,
+        call_keys,
         risky: names_call || named_reasoning || !data.is_ascii(),
     }
 }

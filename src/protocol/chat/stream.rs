@@ -22,7 +22,9 @@ use super::delta;
 use super::finish;
 use super::repeat::Last;
 use super::template::Template;
-use super::{has_finish, has_text, keys, prefilter, write_event, ChatCall, Prefilter, Site, DONE};
+use super::{
+    has_finish, has_text, keys, prefilter, text_chunk, write_event, ChatCall, Prefilter, Site, DONE,
+};
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
@@ -206,7 +208,11 @@ impl StreamRewriter {
         if let Some(r) = repeated {
             return r;
         }
-        let Prefilter { names_call, risky } = prefilter(&data, &mut self.scratch);
+        let Prefilter {
+            names_call,
+            risky,
+            call_keys,
+        } = prefilter(&data, &mut self.scratch);
         // With text calls gated every event is parsed: a byte search for
         // `content` would miss a key written with escapes.
         let scanned = self.scans.is_some();
@@ -226,6 +232,18 @@ impl StreamRewriter {
                 if self.finish_only(&raw, &data, f, out)? {
                     return Ok(());
                 }
+            }
+        }
+        // Text the prefilter could not pass (a non-ASCII byte, an escape):
+        // read typed, it goes on as it came, as the whole-tree path sends it.
+        if !scanned && !finish && !call_keys && self.typed {
+            if let Some(t) = text_chunk::read(&data) {
+                for (choice, role) in &t.roles {
+                    self.note_role(*choice, role);
+                }
+                self.text_seen |= t.text;
+                out.put_slice(&raw);
+                return Ok(());
             }
         }
         // Data that is not JSON fails the stream only if it could name a call
@@ -446,6 +464,9 @@ impl Rewriter for StreamRewriter {
 #[cfg(test)]
 #[path = "stream_held_tests.rs"]
 mod held_tests;
+#[cfg(test)]
+#[path = "stream_paths_tests.rs"]
+mod paths_tests;
 #[cfg(test)]
 #[path = "stream_tests.rs"]
 mod tests;
