@@ -8,8 +8,9 @@ use serde_json::{json, Map, Value};
 use super::{malformed, Decided, Held, Snapshot, StreamRewriter, TERMINAL};
 use crate::error::Error;
 use crate::protocol::json::{write_obj, Obj};
+use crate::protocol::map_guard;
 use crate::protocol::responses::{
-    call_id, call_of, classify, dropped_reasoning, neutral_item, neutral_part, ItemClass,
+    call_id, call_of, classify, dropped_reasoning, neutral_item, neutral_part, ItemClass, ITEM_KEYS,
 };
 use crate::protocol::write_named_event as write_event;
 
@@ -111,6 +112,9 @@ impl StreamRewriter {
         let mut new: Vec<Value> = Vec::with_capacity(items.len());
         let mut classes = Vec::with_capacity(items.len());
         for item in items {
+            if let Value::Object(m) = item {
+                map_guard(m, &ITEM_KEYS)?;
+            }
             let t = item.get("type").and_then(Value::as_str).unwrap_or("");
             let class = classify(t);
             if class != ItemClass::Call {

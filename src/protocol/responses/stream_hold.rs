@@ -28,6 +28,9 @@ impl StreamRewriter {
         let item_class = match item {
             None | Some(Value::Null) => None,
             Some(Value::Object(i)) => {
+                // Any item, not only a call: a key a case-blind reader would
+                // take for a call's makes another item look like one.
+                map_guard(i, &ITEM_KEYS)?;
                 let t = i
                     .get("type")
                     .and_then(Value::as_str)
