@@ -261,6 +261,9 @@ mod tests {
             r#"{"type":"message","content":{}}"#,
             r#"{"type":"message","content":[5]}"#,
             r#"{"type":"error","error":{"type":"overloaded_error","message":"x"}}"#,
+            // Repeated keys in members read no further.
+            r#"{"type":"message","content":[],"usage":{"input_tokens":1,"input_tokens":9}}"#,
+            r#"{"type":"message","content":[{"type":"text","text":"a","citations":[{"url":"x","url":"y"}]}]}"#,
         ] {
             assert!(Answer::parse(bad, 1024).is_err(), "{bad}");
         }
