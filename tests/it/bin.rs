@@ -11,11 +11,15 @@ use crate::support::{send, TempDir, KEY_ENV, UPSTREAM_KEY};
 
 /// A port that was free a moment ago (the binary binds it itself).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports::<1>()[0]
+}
+
+/// `N` different ports that were free a moment ago: each is held until all
+/// are picked (one picked after another was let go could be the same).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: [std::net::TcpListener; N] =
+        std::array::from_fn(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    held.map(|l| l.local_addr().unwrap().port())
 }
 
 pub struct Bin {
@@ -80,7 +84,7 @@ impl Bin {
         for (name, text) in files {
             std::fs::write(dir.0.join("policies").join(name), text).unwrap();
         }
-        let (port, admin) = (free_port(), free_port());
+        let [port, admin] = free_ports();
         let mut sections: Vec<(String, String)> = vec![
             (
                 "listen".into(),

@@ -597,15 +597,6 @@ fn the_approval_example_asks_in_execution_and_denies_elsewhere() {
     assert_eq!(verdict("get_weather", "execution").0, "allow");
 }
 
-/// A port that was free a moment ago (the binary binds it itself).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0() {
     use crate::accumulate::Acc;
@@ -614,7 +605,7 @@ async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0()
 
     let mock = Mock::start(vec![slow_text_then_call(Duration::from_millis(40))]).await;
     let dir = TempDir::new();
-    let (port, admin) = (free_port(), free_port());
+    let [port, admin] = crate::bin::free_ports();
     std::fs::create_dir_all(dir.0.join("policies")).unwrap();
     std::fs::write(
         dir.0.join("policies/p.toml"),
