@@ -117,8 +117,9 @@ pub struct Prefilter {
     /// a `\u` escape that could spell one): data that is not JSON is an error.
     pub names_call: bool,
     /// It holds `tool_calls` or `function_call` in some ASCII case (not
-    /// only an escape): the chunk is no text-only one.
-    pub call_keys: bool,
+    /// only an escape), or reasoning that names an id: the chunk is no
+    /// text-only one ([`text_chunk`] would not take it).
+    pub beyond_text: bool,
     /// False only when it cannot hold a tool call or an error object in any
     /// JSON reading, readers that match keys without regard to case included:
     /// then the event may be forwarded without parsing. Any non-ASCII byte
@@ -139,7 +140,7 @@ pub fn prefilter(data: &[u8], scratch: &mut Vec<u8>) -> Prefilter {
         .is_some_and(|at| REASONING[1].find(&scratch[at..]).is_some());
     Prefilter {
         names_call,
-        call_keys,
+        beyond_text: call_keys || named_reasoning,
         risky: names_call || named_reasoning || !data.is_ascii(),
     }
 }

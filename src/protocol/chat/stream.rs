@@ -211,7 +211,7 @@ impl StreamRewriter {
         let Prefilter {
             names_call,
             risky,
-            call_keys,
+            beyond_text,
         } = prefilter(&data, &mut self.scratch);
         // With text calls gated every event is parsed: a byte search for
         // `content` would miss a key written with escapes.
@@ -236,7 +236,7 @@ impl StreamRewriter {
         }
         // Text the prefilter could not pass (a non-ASCII byte, an escape):
         // read typed, it goes on as it came, as the whole-tree path sends it.
-        if !scanned && !finish && !call_keys && self.typed {
+        if !scanned && !finish && !beyond_text && self.typed {
             if let Some(t) = text_chunk::read(&data) {
                 for (choice, role) in &t.roles {
                     self.note_role(*choice, role);

@@ -13,9 +13,6 @@
 //! sends it as it came, noting its roles and whether it held text; this
 //! reader leads to the same.
 
-use std::fmt;
-
-use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
 use super::delta::{Null, Text};
@@ -67,7 +64,7 @@ struct TextChoice<'a> {
 #[serde(deny_unknown_fields)]
 struct TextDelta<'a> {
     #[serde(default)]
-    content: Option<Filled>,
+    content: Option<AnyStr>,
     #[serde(borrow, default)]
     role: Option<Text<'a>>,
     #[serde(default, rename = "refusal")]
@@ -80,25 +77,6 @@ struct TextDelta<'a> {
     _tool_calls: Option<Null>,
     #[serde(default, rename = "function_call")]
     _function_call: Option<Null>,
-}
-
-/// A string, read only for whether it is empty.
-struct Filled(bool);
-
-impl<'de> Deserialize<'de> for Filled {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Filled, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Filled;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Filled, E> {
-                Ok(Filled(!s.is_empty()))
-            }
-        }
-        d.deserialize_str(V)
-    }
 }
 
 /// Such a chunk, read: the roles it names by choice, and whether any choice
@@ -118,7 +96,7 @@ pub fn read(data: &[u8]) -> Option<Read<'_>> {
     };
     for (pos, Braced(ch)) in chunk.choices.into_iter().enumerate() {
         let d = ch.delta.0;
-        r.text |= d.content.is_some_and(|c| c.0);
+        r.text |= d.content.is_some_and(|c| !c.is_empty());
         if let Some(role) = d.role {
             let at = ch.index.or(u32::try_from(pos).ok())?;
             r.roles.push((at, role.0));

@@ -17,7 +17,7 @@ mod check;
 mod tree;
 mod write;
 pub use check::{is_strict, Checked};
-pub use tree::{lean_value, strict_value, tree_cost, Strict};
+pub use tree::{lean_value, strict_str, strict_value, tree_cost, Strict};
 pub use write::{write_key, write_obj, write_string, Sink, Spliced};
 
 /// An object key, borrowed unless it held escapes.
@@ -46,8 +46,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
 }
 
 /// A JSON string, checked and not kept (a typed reader's field whose
-/// value toolgate passes on as it came).
-pub struct AnyStr;
+/// value toolgate passes on as it came); only whether it was empty is.
+pub struct AnyStr {
+    empty: bool,
+}
+
+impl AnyStr {
+    pub fn is_empty(&self) -> bool {
+        self.empty
+    }
+}
 
 impl<'de> Deserialize<'de> for AnyStr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -57,8 +65,10 @@ impl<'de> Deserialize<'de> for AnyStr {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string")
             }
-            fn visit_str<E: de::Error>(self, _: &str) -> Result<AnyStr, E> {
-                Ok(AnyStr)
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<AnyStr, E> {
+                Ok(AnyStr {
+                    empty: s.is_empty(),
+                })
             }
         }
         d.deserialize_str(V)

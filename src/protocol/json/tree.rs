@@ -78,9 +78,14 @@ pub fn strict_value(data: &[u8]) -> Result<serde_json::Value, serde_json::Error>
     // (about a sixth off a small request's tree); text that is not UTF-8
     // gets the byte reader's error, as before.
     match std::str::from_utf8(data) {
-        Ok(text) => serde_json::from_str::<Strict>(text).map(|s| s.0),
+        Ok(text) => strict_str(text),
         Err(_) => serde_json::from_slice::<Strict>(data).map(|s| s.0),
     }
+}
+
+/// [`strict_value`] of a text already checked to be UTF-8.
+pub fn strict_str(text: &str) -> Result<serde_json::Value, serde_json::Error> {
+    serde_json::from_str::<Strict>(text).map(|s| s.0)
 }
 
 /// Values at least this long are built by [`lean_value`] piece by piece.

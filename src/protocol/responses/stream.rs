@@ -193,22 +193,27 @@ impl StreamRewriter {
             out.put_slice(&raw);
             return Ok(());
         }
+        // Checked once for every reader below; data that is not UTF-8 is no
+        // JSON object either.
+        let Ok(text) = std::str::from_utf8(&data) else {
+            return Err(malformed("event data is not a JSON object"));
+        };
         if self.typed {
             let name = ev.event.as_deref();
-            if self.pass_text(name, &raw, &data, out) {
+            if self.pass_text(name, &raw, text, out) {
                 return Ok(());
             }
-            if let Some(held) = self.hold_delta(name, &raw, &data) {
+            if let Some(held) = self.hold_delta(name, &raw, &data, text) {
                 return held;
             }
-            if let Some(passed) = self.pass_envelope(name, &raw, &data, out) {
+            if let Some(passed) = self.pass_envelope(name, &raw, &data, text, out) {
                 return passed;
             }
         }
         // The typed readers above take no usage (text and call deltas) or
         // count it themselves (envelopes).
         self.usage.sniff(&data);
-        let obj = match crate::protocol::json::strict_value(&data) {
+        let obj = match crate::protocol::json::strict_str(text) {
             Ok(Value::Object(o)) => o,
             _ => return Err(malformed("event data is not a JSON object")),
         };

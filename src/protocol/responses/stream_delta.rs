@@ -48,11 +48,11 @@ impl StreamRewriter {
         name: Option<&str>,
         raw: &Bytes,
         data: &Bytes,
+        text: &str,
     ) -> Option<Result<(), Error>> {
         if self.resume.active() || self.batch.is_empty() {
             return None;
         }
-        let text = std::str::from_utf8(data).ok()?;
         let d = from_object::<CallDelta>(text)?;
         let ty = d.ty.0.as_ref();
         if !DELTAS.contains(&ty) || name.is_some_and(|n| n != ty) {
@@ -111,9 +111,10 @@ mod tests {
 
     fn holds(r: &mut StreamRewriter, name: Option<&str>, data: &str) -> bool {
         let raw = Bytes::from(format!("data: {data}\n\n"));
+        let text = data;
         let data = Bytes::copy_from_slice(data.as_bytes());
         let queued = r.queue.len();
-        match r.hold_delta(name, &raw, &data) {
+        match r.hold_delta(name, &raw, &data, text) {
             Some(res) => {
                 assert!(res.is_ok());
                 assert_eq!(r.queue.len(), queued + 1);

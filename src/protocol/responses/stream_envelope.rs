@@ -231,6 +231,7 @@ impl StreamRewriter {
         name: Option<&str>,
         raw: &Bytes,
         data: &Bytes,
+        text: &str,
         out: &mut BytesMut,
     ) -> Option<Result<(), Error>> {
         // With calls open, only an event that closes the batch (every call
@@ -238,7 +239,6 @@ impl StreamRewriter {
         if self.resume.active() || self.batch.iter().any(|s| s.done.is_none()) {
             return None;
         }
-        let text = std::str::from_utf8(data).ok()?;
         let e = from_object::<Envelope>(text)?;
         let ty = ENVELOPES.into_iter().find(|t| *t == e.ty)?;
         if name.is_some_and(|n| n != ty) {

@@ -81,7 +81,8 @@ fn taken(data: &Value) -> bool {
     let text = Bytes::from(data.to_string());
     let raw = Bytes::from(format!("data: {}\n\n", data));
     let mut out = BytesMut::new();
-    r.pass_envelope(None, &raw, &text, &mut out).is_some()
+    r.pass_envelope(None, &raw, &text, &data.to_string(), &mut out)
+        .is_some()
 }
 
 #[test]
@@ -142,7 +143,7 @@ fn odd_envelopes_go_to_the_whole_tree_path() {
         let mut r = rw(true);
         let raw = Bytes::from(format!("data: {e}\n\n"));
         let data = Bytes::from(e.clone());
-        let passed = r.pass_envelope(None, &raw, &data, &mut BytesMut::new());
+        let passed = r.pass_envelope(None, &raw, &data, e, &mut BytesMut::new());
         assert!(passed.is_none(), "{e}");
         // Either path answers the same for a turn that opens with it.
         let input = base.replacen(&first, e, 1);
@@ -203,7 +204,7 @@ fn with_calls_open_only_the_event_that_closes_them() {
         let mut out = BytesMut::new();
         r.push(&input.as_bytes()[..cut]);
         assert!(r.process(&mut out).is_ok());
-        let taken = r.pass_envelope(None, &raw, &text, &mut out);
+        let taken = r.pass_envelope(None, &raw, &text, &completed().to_string(), &mut out);
         assert_eq!(taken.is_some(), closes, "{upto}");
         if closes {
             // Gated first; the envelope, as read, waits for the verdicts.
