@@ -26,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use super::defer::Deferred;
 use super::sniff::{sniff, Proto};
 use crate::peer::PeerNames;
 use crate::proxy;
@@ -97,13 +98,17 @@ async fn serve_conn<I>(
     let deadline = Instant::now() + builder.first_head;
     let ended = match tokio::time::timeout_at(deadline, sniff(io)).await {
         Ok(Ok(Some((Proto::H1, io)))) => {
-            let conn = builder.h1.serve_connection(TokioIo::new(io), svc);
+            let conn = builder
+                .h1
+                .serve_connection(TokioIo::new(Deferred::new(io)), svc);
             drive(watcher.watch(conn), deadline, &asked).await
         }
         // Boxed: an h2 connection's state is larger than an HTTP/1 one's,
         // and there are few of them (each carries many streams).
         Ok(Ok(Some((Proto::H2, io)))) => {
-            let conn = builder.h2.serve_connection(TokioIo::new(io), svc);
+            let conn = builder
+                .h2
+                .serve_connection(TokioIo::new(Deferred::new(io)), svc);
             Box::pin(drive(watcher.watch(conn), deadline, &asked)).await
         }
         // Closed, failed or silent before its first bytes.

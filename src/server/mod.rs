@@ -2,6 +2,7 @@
 
 mod admin;
 mod approvals;
+mod defer;
 mod fs_events;
 mod listener;
 pub mod reload;
