@@ -26,6 +26,7 @@ pub mod call;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod defer;
 pub mod digest;
 pub mod encoding;
 pub mod error;

@@ -26,8 +26,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::defer::Deferred;
 use super::sniff::{sniff, Proto};
+use crate::defer::Deferred;
 use crate::peer::PeerNames;
 use crate::proxy;
 use crate::state::State;

@@ -2,7 +2,6 @@
 
 mod admin;
 mod approvals;
-mod defer;
 mod fs_events;
 mod listener;
 pub mod reload;

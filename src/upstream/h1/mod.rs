@@ -120,6 +120,9 @@ pub async fn send(
         }
         _ => {}
     }
+    // Behind the tasks already ready: the requests of one turn go out back
+    // to back, and the upstream is woken once for them (crate::defer).
+    crate::defer::turn().await;
     write(&mut conn, &out).await?;
     conn.io
         .flush()

@@ -1,5 +1,6 @@
-//! A client connection whose writes wait one turn of the scheduler, so the
-//! answers made ready in one turn go out back to back.
+//! Writes that wait one turn of the scheduler, so the ones made ready in
+//! one turn go out back to back: a client connection's ([`Deferred`]), and
+//! a request to the upstream ([`turn`] before it is written).
 //!
 //! Waking a client that sleeps on another core is most of what a write
 //! costs: the kernel wakes the reader from inside the writer's `writev`
@@ -19,6 +20,21 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Yields once: the task wakes itself and goes to the back of the run
+/// queue, behind the tasks already ready.
+pub async fn turn() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await
+}
 
 /// `io` with each write yielding once first.
 pub struct Deferred<S> {
@@ -92,6 +108,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deferred<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::{Wake, Waker};
@@ -140,6 +157,17 @@ mod tests {
             client.read_to_end(&mut got).await.unwrap();
         });
         assert_eq!(&got[..3 + n], &b"abcdef"[..3 + n]);
+    }
+
+    #[test]
+    fn a_turn_is_one_pending_with_the_task_woken() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut t = std::pin::pin!(turn());
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(t.as_mut().poll(&mut cx).is_ready());
     }
 
     #[tokio::test]
