@@ -25,15 +25,19 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// queue, behind the tasks already ready.
 pub async fn turn() {
     let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            return Poll::Ready(());
-        }
-        yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-    .await
+    std::future::poll_fn(|cx| yield_once(&mut yielded, cx)).await
+}
+
+/// `Ready` when `yielded` says this turn was already given (and clears it,
+/// for the next); else gives it: the task is woken to go on after the tasks
+/// ahead of it.
+fn yield_once(yielded: &mut bool, cx: &mut Context<'_>) -> Poll<()> {
+    if std::mem::take(yielded) {
+        return Poll::Ready(());
+    }
+    *yielded = true;
+    cx.waker().wake_by_ref();
+    Poll::Pending
 }
 
 /// `io` with each write yielding once first.
@@ -46,18 +50,6 @@ pub struct Deferred<S> {
 impl<S> Deferred<S> {
     pub fn new(io: S) -> Deferred<S> {
         Deferred { io, yielded: false }
-    }
-
-    /// `Ready` when the write may go now; else the task is woken to try
-    /// again after the tasks ahead of it.
-    fn turn(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            self.yielded = false;
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
     }
 }
 
@@ -78,7 +70,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deferred<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        std::task::ready!(this.turn(cx));
+        std::task::ready!(yield_once(&mut this.yielded, cx));
         Pin::new(&mut this.io).poll_write(cx, buf)
     }
 
@@ -88,7 +80,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deferred<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        std::task::ready!(this.turn(cx));
+        std::task::ready!(yield_once(&mut this.yielded, cx));
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
 
