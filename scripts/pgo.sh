@@ -9,7 +9,8 @@
 #     - every recorded provider exchange in ../shared/fixtures/sse (chat,
 #       Responses and Messages; streamed and whole) replayed PASSES times;
 #  3. merged (sparse: code the training never ran keeps no profile and is
-#     compiled as without one), and its id put in .cargo/config.toml so cargo
+#     compiled as without one), with the LLVM major version that wrote it
+#     (pgo/toolgate.llvm), and its id put in .cargo/config.toml so cargo
 #     rebuilds everything with it (cargo does not look at the wrapper).
 # Needs llvm-profdata of the toolchain's LLVM: rustup component add llvm-tools.
 #   scripts/pgo.sh            # SECONDS_EACH=5 PASSES=20
@@ -91,6 +92,8 @@ wait $!
 stop
 
 "$profdata" merge --sparse -o pgo/toolgate.profdata "$work"/raw/*.profraw
+# The LLVM that wrote it: an older one may not read it (scripts/rustc-pgo).
+rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' > pgo/toolgate.llvm
 id=$(sha256sum pgo/toolgate.profdata | cut -c1-12)
 sed -i "s/toolgate_pgo=\\\\\"[0-9a-f]*\\\\\"/toolgate_pgo=\\\\\"$id\\\\\"/" .cargo/config.toml
 grep -q "$id" .cargo/config.toml || { echo "could not put the profile's id in .cargo/config.toml" >&2; exit 1; }
