@@ -16,7 +16,10 @@ MOCK=127.0.0.1:9911
 GATE=127.0.0.1:9912
 ADMIN=127.0.0.1:9913
 
-cargo build --release --quiet --bin toolgate --example mock_upstream --example slowload
+# toolgate on its own: built with the examples, it would take the
+# dev-dependencies' features and no longer match the build's profile (pgo/).
+cargo build --release --quiet --bin toolgate
+cargo build --release --quiet --example mock_upstream --example slowload
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 

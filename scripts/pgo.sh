@@ -56,7 +56,11 @@ CFG
   LLVM_PROFILE_FILE="$work/raw/toolgate-%m.profraw" TOOLGATE_PGO_KEY=sk-train TOOLGATE_LOG=error \
     "$bin/toolgate" serve --config "$work/toolgate.toml" &
   gate=$!
-  for _ in $(seq 100); do curl -fsS "http://$ADMIN/readyz" >/dev/null 2>&1 && return; sleep 0.1; done
+  for _ in $(seq 100); do
+    # Ready, and this one (not a leftover on the same port).
+    curl -fsS "http://$ADMIN/readyz" >/dev/null 2>&1 && kill -0 "$gate" && return
+    sleep 0.1
+  done
   echo "toolgate did not start" >&2
   exit 1
 }
@@ -67,6 +71,8 @@ stop() { # the profile is written when toolgate exits
 
 echo "== training: the local mock's chat streams and whole answers"
 target/release/examples/mock_upstream "$MOCK" 2>/dev/null &
+sleep 0.3
+kill -0 $! || { echo "the mock did not start (is $MOCK taken?)" >&2; exit 1; }
 run "http://$MOCK/v1"
 for mode in stream json; do
   target/release/examples/loadgen "http://$GATE/v1/chat/completions" 8 "$SECONDS_EACH" "$mode"
