@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates pgo/toolgate.profdata, the profile release builds are optimised
-# with (scripts/rustc-pgo; docs/PERFORMANCE.md, "Profile-guided build"):
+# with (scripts/rustc-pgo; docs/PERFORMANCE.md, "a profile-guided build"):
 #  1. toolgate built instrumented (its own target dir, the old profile unused);
 #  2. trained on the embedded default policy, audit to a file:
 #     - chat streams and whole answers from the local mock
