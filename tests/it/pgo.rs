@@ -6,8 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -119,15 +117,11 @@ fn the_profile_is_the_one_the_cargo_config_names() {
     let bytes = std::fs::read(profile()).expect("pgo/toolgate.profdata");
     // An indexed LLVM instrumentation profile (what rustc's -Cprofile-use reads).
     assert_eq!(&bytes[..8], b"\xfflprofi\x81", "not an indexed profile");
-    let id = hex(&Sha256::digest(&bytes))[..12].to_string();
+    let id = toolgate::digest::sha256_hex(&bytes)[..12].to_string();
     let config = std::fs::read_to_string(repo().join(".cargo/config.toml")).expect("config");
     assert!(
         config.contains(&format!("toolgate_pgo=\\\"{id}\\\"")),
         "the profile changed without its id in .cargo/config.toml (run scripts/pgo.sh)"
     );
     assert!(config.contains("rustc-wrapper = \"scripts/rustc-pgo\""));
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
