@@ -96,12 +96,12 @@ impl AuditLog {
     /// an error means.
     pub async fn record(&self, record: &impl serde::Serialize) -> Result<(), Error> {
         // Room for a typical record (its signals are most of it): no regrowth.
-        let mut line = Vec::with_capacity(2048);
-        serde_json::to_writer(&mut line, record).map_err(|_| Error::AuditUnavailable)?;
-        if line.len() >= MAX_LINE {
-            line = clipped(&line);
+        let mut line = chain::Line::with_capacity(2048);
+        serde_json::to_writer(line.writer(), record).map_err(|_| Error::AuditUnavailable)?;
+        if line.record().len() >= MAX_LINE {
+            line = chain::Line::of(&clipped(line.record()));
         }
-        let written = self.write(&line);
+        let written = self.write(line);
         if written.is_err() {
             self.failures.inc();
         }
@@ -112,9 +112,9 @@ impl AuditLog {
     }
 
     /// Links `record` to the one before and writes it as one line.
-    fn write(&self, record: &[u8]) -> std::io::Result<()> {
+    fn write(&self, line: chain::Line) -> std::io::Result<()> {
         let mut s = self.sink.lock().unwrap_or_else(|p| p.into_inner());
-        let mut line = chain::link(&s.prev, record);
+        let mut line = line.linked(&s.prev);
         let next = chain::hash(&line);
         line.push(b'\n');
         // After a failure, start on a new line: a part of one may be there.
