@@ -8,11 +8,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::Key;
-
-/// Keys an object may have before they are looked up in a set rather than
-/// compared one by one.
-const LINEAR_KEYS: usize = 32;
+use super::{Key, LINEAR_KEYS};
 
 /// Whether `text` is one JSON value in which no object repeats a key, at any
 /// depth: exactly the texts [`super::strict_value`] takes (the same parser

@@ -20,6 +20,10 @@ pub use check::{is_strict, Checked};
 pub use tree::{lean_value, strict_str, strict_value, tree_cost, Strict};
 pub use write::{write_key, write_obj, write_string, Sink, Spliced};
 
+/// Keys an object may have before they are looked up in a set rather than
+/// compared one by one.
+const LINEAR_KEYS: usize = 32;
+
 /// An object key, borrowed unless it held escapes.
 pub struct Key<'a>(pub Cow<'a, str>);
 
@@ -146,10 +150,16 @@ impl<'a> Obj<'a> {
     /// True when a key appears twice, or when a key is not one of `known` but a
     /// lenient reader would take it for one: readers would disagree on it.
     pub fn ambiguous(&self, known: &[&str]) -> bool {
-        let mut seen = std::collections::HashSet::with_capacity(self.entries.len());
-        self.entries
-            .iter()
-            .any(|(k, _)| !seen.insert(k.as_ref()) || fold::impersonates(k, known))
+        let keys = &self.entries;
+        // Most objects have a handful of keys: comparing them pairwise
+        // costs less than hashing each into a set.
+        let repeated = if keys.len() <= LINEAR_KEYS {
+            (keys.iter().enumerate()).any(|(i, (k, _))| keys[..i].iter().any(|(p, _)| p == k))
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(keys.len());
+            !keys.iter().all(|(k, _)| seen.insert(k.as_ref()))
+        };
+        repeated || keys.iter().any(|(k, _)| fold::impersonates(k, known))
     }
 }
 
@@ -212,9 +222,26 @@ pub fn ambiguous_keys(args: &str) -> Option<bool> {
         }
         fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Check, A::Error> {
             let mut bad = false;
-            let mut seen = std::collections::HashSet::new();
+            // Compared one by one while few, as `Obj::ambiguous` does; a
+            // key that folds to itself stays borrowed from the text.
+            let mut seen: Vec<Cow<'de, str>> = Vec::new();
+            let mut set: Option<std::collections::HashSet<Cow<'de, str>>> = None;
             while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
-                bad |= !seen.insert(fold::fold(&k).into_owned());
+                let folded = match k {
+                    Cow::Borrowed(b) => fold::fold(b),
+                    Cow::Owned(o) => Cow::Owned(fold::fold(&o).into_owned()),
+                };
+                bad |= match &mut set {
+                    Some(set) => !set.insert(folded),
+                    None if seen.contains(&folded) => true,
+                    None => {
+                        seen.push(folded);
+                        if seen.len() > LINEAR_KEYS {
+                            set = Some(std::mem::take(&mut seen).into_iter().collect());
+                        }
+                        false
+                    }
+                };
                 bad |= m.next_value::<Check>()?.0;
             }
             Ok(Check(bad))
@@ -238,6 +265,19 @@ mod tests {
         let o: Obj = serde_json::from_str(r#"{"Choices":[]}"#).unwrap();
         assert!(o.ambiguous(&["choices"]));
         assert!(!o.ambiguous(&["id"]));
+        // Past the pairwise limit the keys go into a set: the same answers.
+        for n in [LINEAR_KEYS, LINEAR_KEYS + 1, 3 * LINEAR_KEYS] {
+            let many: String = (0..n).map(|i| format!("\"k{i}\":{i},")).collect();
+            for (last, repeated) in [
+                ("k0", true),
+                (&*format!("k{}", n - 1), true),
+                ("end", false),
+            ] {
+                let text = format!("{{{many}\"{last}\":0}}");
+                let o: Obj = serde_json::from_str(&text).unwrap();
+                assert_eq!(o.ambiguous(&[]), repeated, "{n} keys, then {last}");
+            }
+        }
     }
 
     #[test]
@@ -255,6 +295,22 @@ mod tests {
             assert_eq!(ambiguous_keys(ok), Some(false), "{ok}");
         }
         assert_eq!(ambiguous_keys("not json"), None, "not JSON is told apart");
+        // Past the pairwise limit the folded keys go into a set.
+        for n in [LINEAR_KEYS, LINEAR_KEYS + 1, 3 * LINEAR_KEYS] {
+            let many: String = (0..n).map(|i| format!("\"k{i}\":{i},")).collect();
+            for (last, repeated) in [
+                ("K0", true),
+                (&*format!("k{}", n - 1), true),
+                ("end", false),
+            ] {
+                let text = format!("{{\"o\":{{{many}\"{last}\":0}}}}");
+                assert_eq!(
+                    ambiguous_keys(&text),
+                    Some(repeated),
+                    "{n} keys, then {last}"
+                );
+            }
+        }
     }
 
     #[test]
