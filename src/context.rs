@@ -202,8 +202,18 @@ pub fn fill(
         .or_else(|| default_phase.map(String::from))
         .unwrap_or_else(|| "unknown".into());
     ctx.session = header(h, "x-toolgate-session").unwrap_or_else(|| {
-        let seed = format!("{}\u{0}{}", t.system, t.first_user.as_deref().unwrap_or(""));
-        format!("fp-{}", &crate::digest::sha256_hex(seed.as_bytes())[..16])
+        // The hash of `system`, a NUL and the first user text, hashed in
+        // place (a long system prompt is not copied to be hashed).
+        use sha2::Digest;
+        let digest = sha2::Sha256::new()
+            .chain_update(t.system.as_bytes())
+            .chain_update([0])
+            .chain_update(t.first_user.as_deref().unwrap_or("").as_bytes())
+            .finalize();
+        let mut id = String::with_capacity(19);
+        id.push_str("fp-");
+        id.push_str(&crate::digest::hex(&digest[..8]));
+        id
     });
     ctx.agent = header(h, "x-toolgate-agent").unwrap_or_else(|| ctx.principal.clone());
     ctx.mission = header(h, "x-toolgate-mission")
@@ -311,7 +321,11 @@ mod tests {
         assert_eq!(c.mission.as_deref(), Some("You are a mail assistant."));
         assert_eq!(c.original_request.as_deref(), Some("now"));
         assert_eq!(c.agent, "p");
-        assert!(c.session.starts_with("fp-") && c.session.len() == 19);
+        // The first 16 hex digits of SHA-256 over the system text, a NUL and
+        // the first user text (the same session as the releases before).
+        let seed = "You are a mail assistant.\u{0}Email Bob";
+        let want = format!("fp-{}", &crate::digest::sha256_hex(seed.as_bytes())[..16]);
+        assert_eq!(c.session, want);
         assert!(c.tool_text.contains("bob@example.com") && c.user_text.contains("Email Bob"));
         let mut c2 = Context {
             principal: "p".into(),

@@ -38,11 +38,18 @@ pub fn strings<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a str)>)
         Value::String(s) => out.push((path, s)),
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
+                if !matches!(x, Value::String(_) | Value::Array(_) | Value::Object(_)) {
+                    continue;
+                }
                 strings(x, format!("{path}/{i}"), out);
             }
         }
         Value::Object(o) => {
             for (k, x) in o {
+                // A number, bool or null has no string to point at.
+                if !matches!(x, Value::String(_) | Value::Array(_) | Value::Object(_)) {
+                    continue;
+                }
                 // One allocation a key: escaped (RFC 6901) only when it must be.
                 let mut p = String::with_capacity(path.len() + 1 + k.len());
                 p.push_str(&path);

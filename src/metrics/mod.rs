@@ -307,22 +307,27 @@ impl Metrics {
     /// Counts a response's tokens under its model (the first
     /// [`MAX_MODELS`] names seen; later ones as `other`).
     pub fn tokens(&self, model: &str, input: u64, output: u64) {
-        let model: String = model.chars().take(128).collect();
-        let model = match self.models.lock() {
-            Ok(mut seen) if seen.contains(&model) || seen.len() < MAX_MODELS => {
-                seen.insert(model.clone());
-                model
-            }
-            _ => "other".to_string(),
+        let model = match model.char_indices().nth(128) {
+            Some((end, _)) => &model[..end],
+            None => model,
+        };
+        // One label set, its kind changed: `get_or_create` copies it only
+        // for a new series.
+        let mut key = Tokens {
+            model: match self.models.lock() {
+                Ok(seen) if seen.contains(model) => model.to_string(),
+                Ok(mut seen) if seen.len() < MAX_MODELS => {
+                    seen.insert(model.to_string());
+                    model.to_string()
+                }
+                _ => "other".to_string(),
+            },
+            kind: "input",
         };
         for (kind, n) in [("input", input), ("output", output)] {
             if n > 0 {
-                self.tokens
-                    .get_or_create(&Tokens {
-                        model: model.clone(),
-                        kind,
-                    })
-                    .inc_by(n);
+                key.kind = kind;
+                self.tokens.get_or_create(&key).inc_by(n);
             }
         }
     }

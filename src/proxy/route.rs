@@ -115,14 +115,14 @@ const TABLE: &[(&str, &str, Target)] = &[
     ("GET", "files", PASS),
 ];
 
-fn matches(pattern: &str, segs: &[String]) -> bool {
+fn matches(pattern: &str, segs: &[&str]) -> bool {
     let mut i = 0;
     for p in pattern.split('/') {
         if p == "*" {
             return i < segs.len();
         }
         match segs.get(i) {
-            Some(s) if p == "+" || p == s => i += 1,
+            Some(s) if p == "+" || s.eq_ignore_ascii_case(p) => i += 1,
             _ => return false,
         }
     }
@@ -131,7 +131,7 @@ fn matches(pattern: &str, segs: &[String]) -> bool {
 
 /// The row for `(method, segs)`: a path that only a gated row's pattern
 /// matches, with another method, is a 405; an unknown path a 404.
-fn lookup(method: &Method, segs: &[String]) -> Result<Route, Error> {
+fn lookup(method: &Method, segs: &[&str]) -> Result<Route, Error> {
     let row = TABLE
         .iter()
         .find(|(m, p, _)| (*m == "*" || method.as_str() == *m) && matches(p, segs));
@@ -188,9 +188,8 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
         _ => segs,
     };
     let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
-    let lower: Vec<String> = segs.iter().map(|s| s.to_ascii_lowercase()).collect();
     Ok(Routed {
-        route: lookup(method, &lower)?,
+        route: lookup(method, segs)?,
         rest,
         phase,
     })
