@@ -202,18 +202,11 @@ pub fn fill(
         .or_else(|| default_phase.map(String::from))
         .unwrap_or_else(|| "unknown".into());
     ctx.session = header(h, "x-toolgate-session").unwrap_or_else(|| {
-        // The hash of `system`, a NUL and the first user text, hashed in
-        // place (a long system prompt is not copied to be hashed).
-        use sha2::Digest;
-        let digest = sha2::Sha256::new()
-            .chain_update(t.system.as_bytes())
-            .chain_update([0])
-            .chain_update(t.first_user.as_deref().unwrap_or("").as_bytes())
-            .finalize();
-        let mut id = String::with_capacity(19);
-        id.push_str("fp-");
-        id.push_str(&crate::digest::hex(&digest[..8]));
-        id
+        // Hashed in place: a long system prompt is not copied to be hashed.
+        let first_user = t.first_user.as_deref().unwrap_or("");
+        let digest =
+            crate::digest::sha256_parts(&[t.system.as_bytes(), b"\0", first_user.as_bytes()]);
+        format!("fp-{}", crate::digest::hex(&digest[..8]))
     });
     ctx.agent = header(h, "x-toolgate-agent").unwrap_or_else(|| ctx.principal.clone());
     ctx.mission = header(h, "x-toolgate-mission")

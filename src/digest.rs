@@ -22,6 +22,15 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
 
+/// SHA-256 of `parts` one after the other, without joining them first.
+pub fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update(part);
+    }
+    h.finalize().into()
+}
+
 /// 64 hex digits → 32 bytes.
 pub fn unhex32(s: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];

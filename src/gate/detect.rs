@@ -37,19 +37,12 @@ pub fn strings<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a str)>)
     match v {
         Value::String(s) => out.push((path, s)),
         Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                if !matches!(x, Value::String(_) | Value::Array(_) | Value::Object(_)) {
-                    continue;
-                }
+            for (i, x) in a.iter().enumerate().filter(|(_, x)| may_hold_strings(x)) {
                 strings(x, format!("{path}/{i}"), out);
             }
         }
         Value::Object(o) => {
-            for (k, x) in o {
-                // A number, bool or null has no string to point at.
-                if !matches!(x, Value::String(_) | Value::Array(_) | Value::Object(_)) {
-                    continue;
-                }
+            for (k, x) in o.iter().filter(|(_, x)| may_hold_strings(x)) {
                 // One allocation a key: escaped (RFC 6901) only when it must be.
                 let mut p = String::with_capacity(path.len() + 1 + k.len());
                 p.push_str(&path);
@@ -64,6 +57,12 @@ pub fn strings<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a str)>)
         }
         _ => {}
     }
+}
+
+/// Whether `v` is or holds a string: a number, bool or null has none to
+/// point at, so no pointer is built for it.
+fn may_hold_strings(v: &Value) -> bool {
+    matches!(v, Value::String(_) | Value::Array(_) | Value::Object(_))
 }
 
 /// The `detect.*` signals for these strings.

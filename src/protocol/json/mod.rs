@@ -163,6 +163,31 @@ impl<'a> Obj<'a> {
     }
 }
 
+/// Keys seen so far in one object: compared one by one while few (as
+/// [`Obj::ambiguous`] does), looked up in a set past [`LINEAR_KEYS`].
+#[derive(Default)]
+struct Seen<'a> {
+    few: Vec<Cow<'a, str>>,
+    many: Option<std::collections::HashSet<Cow<'a, str>>>,
+}
+
+impl<'a> Seen<'a> {
+    /// False when `key` was seen before.
+    fn insert(&mut self, key: Cow<'a, str>) -> bool {
+        if let Some(set) = &mut self.many {
+            return set.insert(key);
+        }
+        if self.few.contains(&key) {
+            return false;
+        }
+        self.few.push(key);
+        if self.few.len() > LINEAR_KEYS {
+            self.many = Some(std::mem::take(&mut self.few).into_iter().collect());
+        }
+        true
+    }
+}
+
 /// True for the JSON literal `null`.
 pub fn is_null(v: &RawValue) -> bool {
     v.get() == "null"
@@ -222,26 +247,14 @@ pub fn ambiguous_keys(args: &str) -> Option<bool> {
         }
         fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Check, A::Error> {
             let mut bad = false;
-            // Compared one by one while few, as `Obj::ambiguous` does; a
-            // key that folds to itself stays borrowed from the text.
-            let mut seen: Vec<Cow<'de, str>> = Vec::new();
-            let mut set: Option<std::collections::HashSet<Cow<'de, str>>> = None;
+            let mut seen = Seen::default();
             while let Some(Key(k)) = m.next_key::<Key<'de>>()? {
+                // A key that folds to itself stays borrowed from the text.
                 let folded = match k {
                     Cow::Borrowed(b) => fold::fold(b),
                     Cow::Owned(o) => Cow::Owned(fold::fold(&o).into_owned()),
                 };
-                bad |= match &mut set {
-                    Some(set) => !set.insert(folded),
-                    None if seen.contains(&folded) => true,
-                    None => {
-                        seen.push(folded);
-                        if seen.len() > LINEAR_KEYS {
-                            set = Some(std::mem::take(&mut seen).into_iter().collect());
-                        }
-                        false
-                    }
-                };
+                bad |= !seen.insert(folded);
                 bad |= m.next_value::<Check>()?.0;
             }
             Ok(Check(bad))
@@ -266,18 +279,29 @@ mod tests {
         assert!(o.ambiguous(&["choices"]));
         assert!(!o.ambiguous(&["id"]));
         // Past the pairwise limit the keys go into a set: the same answers.
+        for (n, last, repeated, text) in wide_objects("k0") {
+            let o: Obj = serde_json::from_str(&text).unwrap();
+            assert_eq!(o.ambiguous(&[]), repeated, "{n} keys, then {last}");
+        }
+    }
+
+    /// Objects of `k0`…`k{n-1}` on both sides of [`LINEAR_KEYS`], each
+    /// closed by a key that repeats the first (spelled `first`), the last,
+    /// or none: `(n, last key, whether it repeats, text)`.
+    fn wide_objects(first: &str) -> Vec<(usize, String, bool, String)> {
+        let mut out = Vec::new();
         for n in [LINEAR_KEYS, LINEAR_KEYS + 1, 3 * LINEAR_KEYS] {
             let many: String = (0..n).map(|i| format!("\"k{i}\":{i},")).collect();
             for (last, repeated) in [
-                ("k0", true),
-                (&*format!("k{}", n - 1), true),
-                ("end", false),
+                (first.to_string(), true),
+                (format!("k{}", n - 1), true),
+                ("end".into(), false),
             ] {
                 let text = format!("{{{many}\"{last}\":0}}");
-                let o: Obj = serde_json::from_str(&text).unwrap();
-                assert_eq!(o.ambiguous(&[]), repeated, "{n} keys, then {last}");
+                out.push((n, last, repeated, text));
             }
         }
+        out
     }
 
     #[test]
@@ -296,20 +320,13 @@ mod tests {
         }
         assert_eq!(ambiguous_keys("not json"), None, "not JSON is told apart");
         // Past the pairwise limit the folded keys go into a set.
-        for n in [LINEAR_KEYS, LINEAR_KEYS + 1, 3 * LINEAR_KEYS] {
-            let many: String = (0..n).map(|i| format!("\"k{i}\":{i},")).collect();
-            for (last, repeated) in [
-                ("K0", true),
-                (&*format!("k{}", n - 1), true),
-                ("end", false),
-            ] {
-                let text = format!("{{\"o\":{{{many}\"{last}\":0}}}}");
-                assert_eq!(
-                    ambiguous_keys(&text),
-                    Some(repeated),
-                    "{n} keys, then {last}"
-                );
-            }
+        for (n, last, repeated, text) in wide_objects("K0") {
+            let nested = format!("{{\"o\":{text}}}");
+            assert_eq!(
+                ambiguous_keys(&nested),
+                Some(repeated),
+                "{n} keys, then {last}"
+            );
         }
     }
 
