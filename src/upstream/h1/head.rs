@@ -3,6 +3,8 @@
 //! could take differently (both `Content-Length` and `Transfer-Encoding`,
 //! differing lengths, a transfer coding other than `chunked`) is refused.
 
+use std::mem::MaybeUninit;
+
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Uri, Version};
 
@@ -114,9 +116,12 @@ pub enum Parsed {
 
 /// Reads a response head from `buf`: `None` until it is all there.
 pub fn parse_response(buf: &[u8], method: &Method) -> Result<Option<Parsed>, Malformed> {
-    let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut r = httparse::Response::new(&mut lines);
-    let used = match r.parse(buf) {
+    // Left uninitialised: the parser writes the lines it finds (128 empty
+    // ones cost more to write than a short head does to parse).
+    let mut lines = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut r = httparse::Response::new(&mut []);
+    let config = httparse::ParserConfig::default();
+    let used = match config.parse_response_with_uninit_headers(&mut r, buf, &mut lines) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
             return Err(Malformed("response head too large"))
@@ -347,5 +352,28 @@ mod tests {
         assert!(parse("HTTP/1.1 200 OK\r\ncontent-le").unwrap().is_none());
         let huge = format!("HTTP/1.1 200 OK\r\nx: {}", "a".repeat(MAX_HEAD));
         assert!(parse(&huge).is_err());
+    }
+
+    #[test]
+    fn up_to_the_most_header_lines_are_read_and_every_prefix_waits() {
+        let head = |n: usize| {
+            let lines: String = (0..n).map(|i| format!("x-{i}: {i}\r\n")).collect();
+            format!("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n{lines}\r\n")
+        };
+        let full = head(MAX_HEADERS - 1);
+        match parse(&full).unwrap() {
+            Some(Parsed::Final { head, used, .. }) => {
+                assert_eq!(used, full.len());
+                assert_eq!(head.headers().len(), MAX_HEADERS);
+                assert_eq!(head.headers()["x-126"], "126");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&head(MAX_HEADERS)).is_err());
+        let short = head(3);
+        for cut in 0..short.len() {
+            assert!(parse(&short[..cut]).unwrap().is_none(), "{cut}");
+        }
+        assert!(parse(&short).unwrap().is_some());
     }
 }
