@@ -36,7 +36,52 @@ pub struct PolicyGate {
     /// First-pass results by the tool and the values of what its rules read
     /// (see [`PolicyGate::first_pass`]).
     pass_memo: std::sync::Mutex<HashMap<Vec<u8>, Memo>>,
+    /// Each tool's [`Plan`], by its name as called.
+    plans: std::sync::Mutex<HashMap<Box<str>, Arc<Plan>>>,
 }
+
+/// What deciding a tool's calls takes from the policy, the same for every
+/// call of it: the rules that apply, the top-level variables they read, and
+/// the signal groups to compute. Worked out once per tool name.
+struct Plan {
+    /// Positions in the policy's rules, in order.
+    rules: Vec<usize>,
+    /// Sorted, each once.
+    used: Vec<Box<str>>,
+    /// What the rules read (`explain` computes everything instead).
+    needs: Needs,
+}
+
+impl Plan {
+    fn new(policy: &PolicySet, tool: &str) -> Plan {
+        let rules = policy.rule_ids_for(tool);
+        let conditions = || {
+            rules
+                .iter()
+                .filter_map(|&i| policy.rules.get(i)?.when.as_ref())
+        };
+        let mut used: Vec<&str> = conditions()
+            .flat_map(|c| c.variables.iter().map(String::as_str))
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        let mut needs = Needs::of(conditions().flat_map(|c| c.names.iter().map(String::as_str)));
+        // The output fact-checker reads the outgoing text from `output.*`.
+        needs.output |= rules
+            .iter()
+            .filter_map(|&i| policy.rules.get(i))
+            .any(|r| r.require.iter().any(|s| s == "output"));
+        Plan {
+            used: used.into_iter().map(Box::from).collect(),
+            rules,
+            needs,
+        }
+    }
+}
+
+/// How many tools' plans are kept (the map is cleared when full: tool
+/// names are model output).
+const PLANS: usize = 4096;
 
 /// A remembered first pass: the verdict's rule and the rules that matched,
 /// as positions in the tool's applicable rules.
@@ -145,6 +190,7 @@ impl PolicyGate {
             metrics,
             hidden_memo: Default::default(),
             pass_memo: Default::default(),
+            plans: Default::default(),
         }
     }
 
@@ -243,32 +289,33 @@ impl PolicyGate {
         over
     }
 
+    /// The [`Plan`] for `tool`'s calls.
+    fn plan(&self, tool: &str) -> Arc<Plan> {
+        if let Some(p) = self.plans.lock().ok().and_then(|m| m.get(tool).cloned()) {
+            return p;
+        }
+        let plan = Arc::new(Plan::new(&self.policy, tool));
+        if let Ok(mut m) = self.plans.lock() {
+            if m.len() >= PLANS {
+                m.clear();
+            }
+            m.insert(tool.into(), plan.clone());
+        }
+        plan
+    }
+
     async fn judge(&self, call: &Call, ctx: &Context) -> Outcome {
-        let rules = self.policy.rules_for(&call.name);
-        // Compute what the rules read (everything for `explain`).
-        // The top-level variables the applicable rules read (all for `explain`).
-        let mut used: Vec<&str> = rules
+        let plan = self.plan(&call.name);
+        let rules: Vec<&Rule> = plan
+            .rules
             .iter()
-            .filter_map(|r| r.when.as_ref())
-            .flat_map(|c| c.variables.iter().map(String::as_str))
+            .filter_map(|&i| self.policy.rules.get(i))
             .collect();
-        used.sort_unstable();
-        used.dedup();
+        // The top-level variables the applicable rules read (all for `explain`).
+        let used: Vec<&str> = plan.used.iter().map(AsRef::as_ref).collect();
         let only = (!self.explain).then_some(used.as_slice());
-        let needs = if self.explain {
-            Needs::ALL
-        } else {
-            let names = rules
-                .iter()
-                .filter_map(|r| r.when.as_ref())
-                .flat_map(|c| c.names.iter().map(String::as_str));
-            let mut n = Needs::of(names);
-            // The output fact-checker reads the outgoing text from `output.*`.
-            n.output |= rules
-                .iter()
-                .any(|r| r.require.iter().any(|s| s == "output"));
-            n
-        };
+        // Everything for `explain`.
+        let needs = if self.explain { Needs::ALL } else { plan.needs };
         let mut sig = signals::deterministic(
             call,
             ctx,

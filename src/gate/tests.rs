@@ -199,6 +199,39 @@ async fn signal_groups_no_rule_reads_are_not_computed() {
     );
 }
 
+/// A tool's rules, what they read and the signals to compute are worked
+/// out once per tool name and kept; later calls, a name in another case, and
+/// `explain` (which computes every signal) decide as they would afresh.
+#[tokio::test]
+async fn a_tools_kept_plan_decides_as_a_fresh_one() {
+    let src = "[[rule]]\nname = \"r2\"\ntools = [\"shell\"]\nwhen = \"args.cmd.startsWith('rm')\"\nverdict = \"deny\"\n";
+    let mut g = gates(src);
+    let c = ctx("execution");
+    for name in ["shell", "shell", "SHELL", "Shell"] {
+        let d = g.decide(&call(name, "{\"cmd\":\"rm -rf /\"}"), &c).await;
+        assert_eq!(d.outcome.rule.as_deref(), Some("r2"), "{name}");
+        let d = g.decide(&call(name, "{\"cmd\":\"ls\"}"), &c).await;
+        assert_ne!(d.outcome.rule.as_deref(), Some("r2"), "{name}");
+    }
+    let d = g
+        .decide(&call("get", "{\"u\":\"https://x.example\"}"), &c)
+        .await;
+    assert!(d.signals.unwrap().get("detect.urls").is_none());
+    g.policy_gate.explain = true;
+    let d = g
+        .decide(&call("get", "{\"u\":\"https://x.example\"}"), &c)
+        .await;
+    let s = d.signals.unwrap().to_json();
+    assert_eq!(s["detect.urls"]["value"], json!(["https://x.example"]));
+    // A fresh gate (nothing kept) gives the same signals.
+    let mut fresh = gates(src);
+    fresh.policy_gate.explain = true;
+    let f = fresh
+        .decide(&call("get", "{\"u\":\"https://x.example\"}"), &c)
+        .await;
+    assert_eq!(s, f.signals.unwrap().to_json());
+}
+
 #[tokio::test]
 async fn a_rate_limit_rejects_the_eleventh_call_per_session() {
     let g = gates("[[limit]]\nmatch = \"comm.*\"\nkey = \"session\"\nrate = \"10/minute\"\n");

@@ -179,6 +179,15 @@ impl PolicySet {
 
     /// The rules that apply to `tool` (compared caseless), in file order.
     pub fn rules_for<'a>(&'a self, tool: &str) -> Vec<&'a Rule> {
+        self.rule_ids_for(tool)
+            .into_iter()
+            .filter_map(|i| self.rules.get(i))
+            .collect()
+    }
+
+    /// The positions in `rules` of the rules [`PolicySet::rules_for`] gives,
+    /// in order.
+    pub fn rule_ids_for(&self, tool: &str) -> Vec<usize> {
         let folded = crate::fold::fold(tool);
         let tool = folded.as_ref();
         let mut ids: Vec<usize> = self.index.literal.get(tool).cloned().unwrap_or_default();
@@ -191,7 +200,7 @@ impl PolicySet {
         );
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter().map(|i| &self.rules[i]).collect()
+        ids
     }
 
     /// True when any rule condition or catalog `external_comm.when` reads the
