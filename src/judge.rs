@@ -183,7 +183,7 @@ impl Judge {
             .boxed();
         let req = self
             .upstream
-            .request(Method::POST, "/chat/completions", None, &headers, req_body)
+            .request(Method::POST, "/chat/completions", None, headers, req_body)
             .map_err(|e| Failure::upstream(&e))?;
         let resp = self
             .upstream

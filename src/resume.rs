@@ -105,7 +105,7 @@ async fn make(
         f.method.clone(),
         &f.rest,
         f.query.as_deref(),
-        &f.headers,
+        f.headers.clone(),
         Full::new(f.body.clone())
             .map_err(|never| match never {})
             .boxed(),

@@ -207,11 +207,12 @@ impl State {
 
     /// A request id unique within this process and unlikely to repeat across restarts.
     pub fn request_id(&self) -> String {
-        format!(
-            "{}-{:x}",
-            self.id_prefix,
-            self.next_id.fetch_add(1, Ordering::Relaxed)
-        )
+        use std::fmt::Write;
+        // Sized for the longest id: `format!` guessed short and grew it.
+        let mut id = String::with_capacity(self.id_prefix.len() + 17);
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let _ = write!(id, "{}-{n:x}", self.id_prefix);
+        id
     }
 
     pub fn stream_options(&self) -> Options {

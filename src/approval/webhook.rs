@@ -123,7 +123,7 @@ async fn post(
         HeaderValue::from_static("application/json"),
     );
     let payload = Full::new(body).map_err(|never| match never {}).boxed();
-    let mut req = up.request(Method::POST, "", None, &headers, payload)?;
+    let mut req = up.request(Method::POST, "", None, headers, payload)?;
     // After `request`, which drops `x-toolgate-*` headers an agent sent.
     if let Ok(v) = HeaderValue::from_str(&sig) {
         req.headers_mut().insert("x-toolgate-signature", v);

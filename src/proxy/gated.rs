@@ -104,7 +104,7 @@ pub async fn handle(
         parts.method,
         &routed.rest,
         parts.uri.query(),
-        &parts.headers,
+        parts.headers,
         full(body),
     )?;
     let sent = Instant::now();

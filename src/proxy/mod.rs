@@ -197,7 +197,7 @@ async fn pass(
         parts.method,
         rest,
         parts.uri.query(),
-        &parts.headers,
+        parts.headers,
         body.boxed(),
     )?;
     let deadline = tokio::time::Instant::now() + upstream.timeout;

@@ -74,7 +74,7 @@ impl Client {
     async fn send(upstream: Arc<Upstream>, req: Request<Bytes>) -> Result<Response<Bytes>, Error> {
         let (parts, body) = req.into_parts();
         let body = Full::new(body).map_err(|never| match never {}).boxed();
-        let req = upstream.request(parts.method, "", None, &parts.headers, body)?;
+        let req = upstream.request(parts.method, "", None, parts.headers, body)?;
         let deadline = upstream.timeout;
         let resp = upstream.send(req).await?;
         let (head, body) = resp.into_parts();

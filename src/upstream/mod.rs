@@ -210,7 +210,7 @@ impl Upstream {
         method: http::Method,
         rest: &str,
         query: Option<&str>,
-        agent_headers: &HeaderMap,
+        agent_headers: HeaderMap,
         body: UpstreamBody,
     ) -> Result<Request<UpstreamBody>, Error> {
         let pq = match query {
@@ -223,7 +223,7 @@ impl Upstream {
             .path_and_query(pq)
             .build()
             .map_err(|_| Error::BadRequest("The request path is not valid.".into()))?;
-        let mut headers = agent_headers.clone();
+        let mut headers = agent_headers;
         strip_hop_by_hop(&mut headers);
         for h in [
             header::HOST,
@@ -310,7 +310,7 @@ mod tests {
                 http::Method::POST,
                 "/chat/completions",
                 Some("a=1"),
-                &h,
+                h.clone(),
                 body(),
             )
             .unwrap();
@@ -326,7 +326,7 @@ mod tests {
         assert_eq!(rh["x-custom"], "kept");
         let u = upstream(AuthMode::Passthrough);
         let r = u
-            .request(http::Method::GET, "/models", None, &h, body())
+            .request(http::Method::GET, "/models", None, h, body())
             .unwrap();
         assert_eq!(r.headers()[header::AUTHORIZATION], "Bearer agent");
     }
@@ -343,7 +343,7 @@ mod tests {
         h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
         h.insert("anthropic-beta", HeaderValue::from_static("b1"));
         let r = u
-            .request(http::Method::POST, "/messages", None, &h, body())
+            .request(http::Method::POST, "/messages", None, h.clone(), body())
             .unwrap();
         assert_eq!(r.uri().to_string(), "https://api.anthropic.com/v1/messages");
         let rh = r.headers();
@@ -355,7 +355,7 @@ mod tests {
         cfg.key_header = KeyHeader::Bearer;
         let u = Upstream::new(&cfg).unwrap();
         let r = u
-            .request(http::Method::POST, "/messages", None, &h, body())
+            .request(http::Method::POST, "/messages", None, h.clone(), body())
             .unwrap();
         assert_eq!(r.headers()[header::AUTHORIZATION], "Bearer sk-ant-upstream");
         assert!(r.headers().get("x-api-key").is_none());
