@@ -21,10 +21,10 @@ pub struct Declared {
 impl Declared {
     pub fn new(parameters: Option<&Value>) -> Declared {
         // Written straight into bytes: `to_string` goes through `fmt`, which
-        // cost twice as much. Serializing a tree cannot fail.
-        let text = |p: &Value| match serde_json::to_string(p) {
-            Ok(s) => s,
-            Err(_) => p.to_string(),
+        // cost twice as much. Compact JSON is UTF-8.
+        let text = |p: &Value| {
+            let bytes = crate::protocol::json::compact::to_vec(p, 256);
+            String::from_utf8(bytes).unwrap_or_else(|_| p.to_string())
         };
         Declared {
             parameters: parameters.map(|p| text(p).into_boxed_str()),

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use crate::fold;
 
 mod check;
+pub mod compact;
 mod tree;
 mod write;
 pub use check::{is_strict, Checked};
