@@ -80,8 +80,9 @@ impl Plan {
 }
 
 /// How many tools' plans are kept (the map is cleared when full: tool
-/// names are model output).
+/// names are model output), and the longest name one is kept for.
 const PLANS: usize = 4096;
+const PLAN_NAME_BYTES: usize = 256;
 
 /// A remembered first pass: the verdict's rule and the rules that matched,
 /// as positions in the tool's applicable rules.
@@ -295,6 +296,9 @@ impl PolicyGate {
             return p;
         }
         let plan = Arc::new(Plan::new(&self.policy, tool));
+        if tool.len() > PLAN_NAME_BYTES {
+            return plan;
+        }
         if let Ok(mut m) = self.plans.lock() {
             if m.len() >= PLANS {
                 m.clear();

@@ -213,6 +213,13 @@ async fn a_tools_kept_plan_decides_as_a_fresh_one() {
         let d = g.decide(&call(name, "{\"cmd\":\"ls\"}"), &c).await;
         assert_ne!(d.outcome.rule.as_deref(), Some("r2"), "{name}");
     }
+    // A name too long to keep a plan for is planned afresh each time.
+    let long = format!("shell{}", "x".repeat(300));
+    for _ in 0..2 {
+        let d = g.decide(&call(&long, "{\"cmd\":\"rm -rf /\"}"), &c).await;
+        assert_eq!(d.verdict, Verdict::Reject, "undeclared");
+        assert_ne!(d.outcome.rule.as_deref(), Some("r2"));
+    }
     let d = g
         .decide(&call("get", "{\"u\":\"https://x.example\"}"), &c)
         .await;
