@@ -3,12 +3,13 @@
 //! assisted signals can only raise risk.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::json;
 
+use super::kept::Kept;
+use super::plan::Plans;
 use super::schema::SchemaCache;
 use super::sensor::{Sensor, SensorRun};
 use super::signals::{self, Namespaces, Needs, Signals};
@@ -32,57 +33,12 @@ pub struct PolicyGate {
     sensors: Vec<Arc<dyn Sensor>>,
     threshold: f64,
     metrics: Arc<Metrics>,
-    hidden_memo: std::sync::Mutex<HashMap<u64, bool>>,
+    hidden_memo: Kept<u64, bool>,
     /// First-pass results by the tool and the values of what its rules read
     /// (see [`PolicyGate::first_pass`]).
-    pass_memo: std::sync::Mutex<HashMap<Vec<u8>, Memo>>,
-    /// Each tool's [`Plan`], by its name as called.
-    plans: std::sync::Mutex<HashMap<Box<str>, Arc<Plan>>>,
+    pass_memo: Kept<Vec<u8>, Memo>,
+    plans: Plans,
 }
-
-/// What deciding a tool's calls takes from the policy, the same for every
-/// call of it: the rules that apply, the top-level variables they read, and
-/// the signal groups to compute. Worked out once per tool name.
-struct Plan {
-    /// Positions in the policy's rules, in order.
-    rules: Vec<usize>,
-    /// Sorted, each once.
-    used: Vec<Box<str>>,
-    /// What the rules read (`explain` computes everything instead).
-    needs: Needs,
-}
-
-impl Plan {
-    fn new(policy: &PolicySet, tool: &str) -> Plan {
-        let rules = policy.rule_ids_for(tool);
-        let conditions = || {
-            rules
-                .iter()
-                .filter_map(|&i| policy.rules.get(i)?.when.as_ref())
-        };
-        let mut used: Vec<&str> = conditions()
-            .flat_map(|c| c.variables.iter().map(String::as_str))
-            .collect();
-        used.sort_unstable();
-        used.dedup();
-        let mut needs = Needs::of(conditions().flat_map(|c| c.names.iter().map(String::as_str)));
-        // The output fact-checker reads the outgoing text from `output.*`.
-        needs.output |= rules
-            .iter()
-            .filter_map(|&i| policy.rules.get(i))
-            .any(|r| r.require.iter().any(|s| s == "output"));
-        Plan {
-            used: used.into_iter().map(Box::from).collect(),
-            rules,
-            needs,
-        }
-    }
-}
-
-/// How many tools' plans are kept (the map is cleared when full: tool
-/// names are model output), and the longest name one is kept for.
-const PLANS: usize = 4096;
-const PLAN_NAME_BYTES: usize = 256;
 
 /// A remembered first pass: the verdict's rule and the rules that matched,
 /// as positions in the tool's applicable rules.
@@ -93,6 +49,9 @@ struct Memo {
     matched: Vec<usize>,
     errored: Vec<usize>,
 }
+
+/// How many `always_denied` answers are remembered.
+const HIDDEN_MEMO_ENTRIES: usize = 4096;
 
 /// How many first passes are remembered (the map is cleared when full), and
 /// the longest key kept: a key that long holds text from the arguments
@@ -189,9 +148,9 @@ impl PolicyGate {
             sensors,
             threshold,
             metrics,
-            hidden_memo: Default::default(),
-            pass_memo: Default::default(),
-            plans: Default::default(),
+            hidden_memo: Kept::new(HIDDEN_MEMO_ENTRIES),
+            pass_memo: Kept::new(PASS_MEMO_ENTRIES),
+            plans: Plans::default(),
         }
     }
 
@@ -213,22 +172,11 @@ impl PolicyGate {
                 .hash(&mut h);
             h.finish()
         };
-        if let Some(&hit) = self
-            .hidden_memo
-            .lock()
-            .ok()
-            .as_ref()
-            .and_then(|m| m.get(&key))
-        {
+        if let Some(hit) = self.hidden_memo.get(&key) {
             return hit;
         }
         let denied = self.always_denied_uncached(tool, ctx);
-        if let Ok(mut m) = self.hidden_memo.lock() {
-            if m.len() >= 4096 {
-                m.clear();
-            }
-            m.insert(key, denied);
-        }
+        self.hidden_memo.insert(key, denied);
         denied
     }
 
@@ -290,26 +238,8 @@ impl PolicyGate {
         over
     }
 
-    /// The [`Plan`] for `tool`'s calls.
-    fn plan(&self, tool: &str) -> Arc<Plan> {
-        if let Some(p) = self.plans.lock().ok().and_then(|m| m.get(tool).cloned()) {
-            return p;
-        }
-        let plan = Arc::new(Plan::new(&self.policy, tool));
-        if tool.len() > PLAN_NAME_BYTES {
-            return plan;
-        }
-        if let Ok(mut m) = self.plans.lock() {
-            if m.len() >= PLANS {
-                m.clear();
-            }
-            m.insert(tool.into(), plan.clone());
-        }
-        plan
-    }
-
     async fn judge(&self, call: &Call, ctx: &Context) -> Outcome {
-        let plan = self.plan(&call.name);
+        let plan = self.plans.get(&self.policy, &call.name);
         let rules: Vec<&Rule> = plan
             .rules
             .iter()
@@ -393,12 +323,7 @@ impl PolicyGate {
         let Some(key) = key else {
             return run();
         };
-        let known = self
-            .pass_memo
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&key).cloned());
-        if let Some(m) = known {
+        if let Some(m) = self.pass_memo.get(&key) {
             return Pass {
                 verdict: m.verdict,
                 rule: m.rule.and_then(|i| rules.get(i).copied()),
@@ -422,12 +347,7 @@ impl PolicyGate {
             matched: pass.matched.iter().filter_map(|r| at(r)).collect(),
             errored: pass.errored.iter().filter_map(|r| at(r)).collect(),
         };
-        if let Ok(mut m) = self.pass_memo.lock() {
-            if m.len() >= PASS_MEMO_ENTRIES {
-                m.clear();
-            }
-            m.insert(key, memo);
-        }
+        self.pass_memo.insert(key, memo);
         pass
     }
 

@@ -2,17 +2,25 @@
 //! distinct schema (cached by hash), plus the catalog's stricter schema.
 //! Remote and file `$ref`s are never fetched (jsonschema without resolvers).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::kept::Kept;
+
 const CACHE_MAX: usize = 1024;
 
-#[derive(Default)]
 pub struct SchemaCache {
-    compiled: Mutex<HashMap<[u8; 32], Option<Arc<jsonschema::Validator>>>>,
+    compiled: Kept<[u8; 32], Option<Arc<jsonschema::Validator>>>,
+}
+
+impl Default for SchemaCache {
+    fn default() -> SchemaCache {
+        SchemaCache {
+            compiled: Kept::new(CACHE_MAX),
+        }
+    }
 }
 
 impl SchemaCache {
@@ -20,26 +28,19 @@ impl SchemaCache {
     /// when it is not a valid schema.
     pub fn get(&self, schema: &str) -> Option<Arc<jsonschema::Validator>> {
         let key: [u8; 32] = Sha256::digest(schema).into();
-        if let Ok(m) = self.compiled.lock() {
-            if let Some(v) = m.get(&key) {
-                return v.clone();
-            }
+        if let Some(v) = self.compiled.get(&key) {
+            return v;
         }
         let v = serde_json::from_str::<Value>(schema)
             .ok()
             .and_then(|s| jsonschema::validator_for(&s).ok())
             .map(Arc::new);
-        if let Ok(mut m) = self.compiled.lock() {
-            if m.len() >= CACHE_MAX {
-                m.clear();
-            }
-            m.insert(key, v.clone());
-        }
+        self.compiled.insert(key, v.clone());
         v
     }
 
     pub fn len(&self) -> usize {
-        self.compiled.lock().map(|m| m.len()).unwrap_or(0)
+        self.compiled.len()
     }
 
     pub fn is_empty(&self) -> bool {
