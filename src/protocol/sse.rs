@@ -137,7 +137,7 @@ pub fn escape_separators(out: Bytes) -> Bytes {
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: BytesMut,
     /// Start of the next unparsed line within `buf` (`buf` starts at the current block).
@@ -153,7 +153,59 @@ pub struct SseDecoder {
     clean: bool,
     /// A line no reader may be given was seen (see the module doc).
     foreign: bool,
+    /// `buf[..pos]` is a whole block, read but not yet taken or skipped.
+    ready: bool,
     max_event: usize,
+}
+
+/// A whole block still in the decoder's buffer ([`SseDecoder::next_ready`]):
+/// read where it lies, then taken as an [`SseEvent`] or skipped. Looking
+/// costs nothing; taking shares the buffer (reference counts). One left
+/// untouched is given again by the next `next_ready`.
+#[derive(Debug)]
+pub struct Ready<'d> {
+    dec: &'d mut SseDecoder,
+}
+
+impl Ready<'_> {
+    /// The block's bytes as received (see [`SseEvent::raw`]).
+    pub fn raw(&self) -> &[u8] {
+        &self.dec.buf[..self.dec.pos]
+    }
+
+    /// Its `data:` lines joined (see [`SseEvent::data`]).
+    pub fn data(&self) -> Option<&[u8]> {
+        let d = &*self.dec;
+        if !d.has_data {
+            return None;
+        }
+        Some(match d.line {
+            Some((a, b)) => &d.buf[a..b],
+            None => &d.data,
+        })
+    }
+
+    /// Its `event:` field (see [`SseEvent::event`]).
+    pub fn event(&self) -> Option<&str> {
+        self.dec.event.as_deref()
+    }
+
+    /// See [`SseEvent::clean`].
+    pub fn clean(&self) -> bool {
+        self.dec.clean
+    }
+
+    /// The block as an event of its own.
+    pub fn take(self) -> SseEvent {
+        self.dec.dispatch()
+    }
+
+    /// Drops the block (it was dealt with where it lay).
+    pub fn skip(self) {
+        let d = self.dec;
+        bytes::Buf::advance(&mut d.buf, d.pos);
+        d.reset();
+    }
 }
 
 impl SseDecoder {
@@ -178,6 +230,7 @@ impl SseDecoder {
             has_data: false,
             clean: true,
             foreign: false,
+            ready: false,
             max_event,
         }
     }
@@ -189,12 +242,18 @@ impl SseDecoder {
     /// Drops everything buffered (after the stream has ended).
     pub fn clear(&mut self) {
         self.buf.clear();
+        self.reset();
+    }
+
+    /// Ready for the next block (what was before `pos` has gone).
+    fn reset(&mut self) {
         self.pos = 0;
         self.has_data = false;
         self.line = None;
         self.data.clear();
         self.event = None;
         self.clean = true;
+        self.ready = false;
     }
 
     /// Bytes received but not yet returned in an event.
@@ -204,6 +263,23 @@ impl SseDecoder {
 
     /// The next complete block, `Ok(None)` when more bytes are needed.
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, SseError> {
+        Ok(self.next_ready()?.map(Ready::take))
+    }
+
+    /// The next complete block where it lies, `Ok(None)` when more bytes are
+    /// needed.
+    pub fn next_ready(&mut self) -> Result<Option<Ready<'_>>, SseError> {
+        if !self.ready {
+            if !self.read_block()? {
+                return Ok(None);
+            }
+            self.ready = true;
+        }
+        Ok(Some(Ready { dec: self }))
+    }
+
+    /// Reads lines up to the next blank one: `Ok(true)` when it came.
+    fn read_block(&mut self) -> Result<bool, SseError> {
         if !self.bom_checked {
             let n = self.buf.len().min(BOM.len());
             if self.buf[..n] != BOM[..n] {
@@ -212,7 +288,7 @@ impl SseDecoder {
                 self.bom_checked = true;
                 self.pos = BOM.len();
             } else {
-                return Ok(None);
+                return Ok(false);
             }
         }
         loop {
@@ -221,7 +297,7 @@ impl SseDecoder {
                 if self.buf.len() > self.max_event {
                     return Err(SseError::TooLarge);
                 }
-                return Ok(None);
+                return Ok(false);
             };
             let line_start = self.pos;
             let line_end = line_start + i;
@@ -234,14 +310,14 @@ impl SseDecoder {
                     }
                     // A CR at the end of the buffer: wait for the next byte, so
                     // that how the bytes were split never changes the result.
-                    None => return Ok(None),
+                    None => return Ok(false),
                 }
             } else {
                 1
             };
             self.pos = line_end + term;
             if line_end == line_start {
-                return Ok(Some(self.dispatch()));
+                return Ok(true);
             }
             self.field(line_start, line_end);
             if self.foreign {
@@ -255,7 +331,11 @@ impl SseDecoder {
 
     /// At end of input: a block without its closing blank line, if any bytes remain.
     /// Its fields are interpreted leniently (as though the blank line had come).
+    /// A block left ready comes first: the bytes after it wait for the next call.
     pub fn finish(&mut self) -> Result<Option<SseEvent>, SseError> {
+        if self.ready {
+            return Ok(Some(self.dispatch()));
+        }
         if self.buf.is_empty() {
             return Ok(None);
         }
@@ -329,6 +409,7 @@ impl SseDecoder {
             None
         };
         let clean = std::mem::replace(&mut self.clean, true);
+        self.ready = false;
         SseEvent {
             raw,
             event: self.event.take(),

@@ -189,3 +189,49 @@ fn oversized_event_is_an_error() {
     d.push(b"data: 0123456789\ndata: abcdef\n");
     assert_eq!(d.next_event(), Err(SseError::TooLarge));
 }
+
+#[test]
+fn a_block_read_where_it_lies_is_its_event_and_skipping_it_moves_on() {
+    let input: &[u8] = b"\xEF\xBB\xBFdata: one\n\n: c\ndata:two\r\ndata: three\n\nevent: e\ndata\n\nx: 1\ndata: four\r\n\rdata: 5\n\n: only\n\n";
+    for split in 0..=input.len() {
+        let parts = [&input[..split], &input[split..]];
+        let taken = decode_all(&parts);
+        let mut d = SseDecoder::new(1 << 20);
+        let mut seen = Vec::new();
+        for part in parts {
+            d.push(part);
+            while let Some(block) = d.next_ready().unwrap() {
+                let looked = SseEvent {
+                    raw: Bytes::copy_from_slice(block.raw()),
+                    event: block.event().map(str::to_string),
+                    data: block.data().map(Bytes::copy_from_slice),
+                    clean: block.clean(),
+                };
+                // Skipped and taken in turn: either way the next block follows.
+                if seen.len() % 2 == 0 {
+                    block.skip();
+                } else {
+                    assert_eq!(block.take(), looked, "split at {split}");
+                }
+                seen.push(looked);
+            }
+        }
+        assert_eq!(d.finish().unwrap(), None, "split at {split}");
+        assert_eq!(seen, taken, "split at {split}");
+    }
+}
+
+#[test]
+fn a_block_left_ready_is_given_again_and_finish_gives_it_first() {
+    let mut d = SseDecoder::new(1 << 20);
+    d.push(b"data: a\n\ndata: b");
+    let raw = d.next_ready().unwrap().map(|b| b.raw().to_vec());
+    assert_eq!(raw.as_deref(), Some(&b"data: a\n\n"[..]));
+    // Looked at, neither taken nor skipped: the same block again.
+    let again = d.next_ready().unwrap().map(|b| b.data().map(<[u8]>::to_vec));
+    assert_eq!(again, Some(Some(b"a".to_vec())));
+    let first = d.finish().unwrap().and_then(|e| e.data);
+    assert_eq!(first.as_deref(), Some(&b"a"[..]));
+    let rest = d.finish().unwrap().and_then(|e| e.data);
+    assert_eq!(rest.as_deref(), Some(&b"b"[..]));
+}

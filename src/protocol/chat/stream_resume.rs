@@ -138,11 +138,11 @@ impl StreamRewriter {
                 return Ok(());
             }
             Some(Phase::Continuing { join }) => join,
-            None => return self.data(raw, data, out),
+            None => return self.data_event(raw, data, out),
         };
         let obj = match object_of(&data) {
             Some(obj) if !done => obj,
-            _ => return self.data(raw, data, out),
+            _ => return self.data_event(raw, data, out),
         };
         let (obj, joined) = self.continued(obj, join);
         if joined {
@@ -154,7 +154,7 @@ impl StreamRewriter {
         raw.put_slice(b"data: ");
         raw.put_slice(&data);
         raw.put_slice(b"\n\n");
-        self.data(raw.freeze(), Bytes::from(data), out)
+        self.data_event(raw.freeze(), Bytes::from(data), out)
     }
 
     /// A follow-up chunk as part of the agent's response; whether its text
