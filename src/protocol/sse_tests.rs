@@ -228,7 +228,10 @@ fn a_block_left_ready_is_given_again_and_finish_gives_it_first() {
     let raw = d.next_ready().unwrap().map(|b| b.raw().to_vec());
     assert_eq!(raw.as_deref(), Some(&b"data: a\n\n"[..]));
     // Looked at, neither taken nor skipped: the same block again.
-    let again = d.next_ready().unwrap().map(|b| b.data().map(<[u8]>::to_vec));
+    let again = d
+        .next_ready()
+        .unwrap()
+        .map(|b| b.data().map(<[u8]>::to_vec));
     assert_eq!(again, Some(Some(b"a".to_vec())));
     let first = d.finish().unwrap().and_then(|e| e.data);
     assert_eq!(first.as_deref(), Some(&b"a"[..]));

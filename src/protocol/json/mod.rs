@@ -15,6 +15,7 @@ use crate::fold;
 
 mod check;
 pub mod compact;
+pub mod literal;
 mod tree;
 mod write;
 pub use check::{is_strict, Checked};
