@@ -398,24 +398,18 @@ impl SseDecoder {
 
     fn dispatch(&mut self) -> SseEvent {
         let raw = self.buf.split_to(self.pos).freeze();
-        self.pos = 0;
-        let data = if self.has_data {
-            self.has_data = false;
-            Some(match self.line.take() {
-                Some((a, b)) => raw.slice(a..b),
-                None => Bytes::from(std::mem::take(&mut self.data)),
-            })
-        } else {
-            None
-        };
-        let clean = std::mem::replace(&mut self.clean, true);
-        self.ready = false;
-        SseEvent {
+        let data = self.has_data.then(|| match self.line {
+            Some((a, b)) => raw.slice(a..b),
+            None => Bytes::from(std::mem::take(&mut self.data)),
+        });
+        let ev = SseEvent {
             raw,
             event: self.event.take(),
             data,
-            clean,
-        }
+            clean: self.clean,
+        };
+        self.reset();
+        ev
     }
 }
 

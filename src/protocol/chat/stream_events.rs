@@ -12,13 +12,12 @@ use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::Step;
 
-/// What is left of a data event once it was looked at where it lay.
-enum Left {
-    /// The stream's `[DONE]` ([`StreamRewriter::done`]).
-    Done,
-    /// The chunk's parse ([`StreamRewriter::slow`]), a finish read typed
-    /// first; `risky`: data that is not JSON fails the stream.
-    Chunk { risky: bool, finish: bool },
+/// What is left of a data event once it was looked at where it lay: the
+/// chunk's parse ([`StreamRewriter::slow`]), a finish read typed first.
+struct Left {
+    /// Data that is not JSON fails the stream.
+    risky: bool,
+    finish: bool,
 }
 
 impl StreamRewriter {
@@ -42,35 +41,28 @@ impl StreamRewriter {
         }
     }
 
-    /// The next block, read where it lies in `dec` when it is a clean data
-    /// event the look at [`Self::data`] settles (most are); else taken and
-    /// handled as an event of its own.
+    /// The next block: a clean data event but `[DONE]` is looked at where
+    /// it lies in `dec` ([`Self::data`] settles most) and taken only when
+    /// something is left; any other block is taken and handled as an event
+    /// of its own.
     fn next(&mut self, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<bool, Error> {
         let Some(block) = dec.next_ready().map_err(|e| malformed(e.why()))? else {
             return Ok(false);
         };
-        if self.typed && block.clean() && block.event().is_none() && !self.resume.active() {
-            let left = match block.data() {
-                Some(data) if data.trim_ascii() != b"[DONE]" => {
-                    self.data(block.raw(), data, out)?
-                }
-                Some(_) => Some(Left::Done),
-                None => {
-                    // Comments (keep-alives).
-                    out.put_slice(block.raw());
-                    None
-                }
-            };
-            match left {
-                None => block.skip(),
-                Some(left) => {
-                    let ev = block.take();
-                    self.rest(left, ev.raw, ev.data.unwrap_or_default(), out)?;
+        let in_place = self.typed && block.clean() && block.event().is_none();
+        let data = block.data().filter(|d| d.trim_ascii() != b"[DONE]");
+        match data {
+            Some(data) if in_place && !self.resume.active() => {
+                match self.data(block.raw(), data, out)? {
+                    None => block.skip(),
+                    Some(left) => {
+                        let ev = block.take();
+                        self.rest(left, ev.raw, ev.data.unwrap_or_default(), out)?;
+                    }
                 }
             }
-            return Ok(true);
+            _ => self.handle(block.take(), out)?,
         }
-        self.handle(block.take(), out)?;
         Ok(true)
     }
 
@@ -117,30 +109,21 @@ impl StreamRewriter {
     /// bytes now its own.
     fn rest(
         &mut self,
-        left: Left,
+        Left { risky, finish }: Left,
         raw: Bytes,
         data: Bytes,
         out: &mut BytesMut,
     ) -> Result<(), Error> {
-        match left {
-            Left::Done => {
-                self.done(raw, out);
-                Ok(())
-            }
-            Left::Chunk { risky, finish } => {
-                // The typed reader names every key it takes, so a finish of
-                // calls (`"tool_calls"`, which the prefilter flags) is read
-                // there too.
-                if self.scans.is_none() && finish && self.typed {
-                    if let Some(f) = finish::read(&data) {
-                        if self.finish_only(&raw, &data, f, out)? {
-                            return Ok(());
-                        }
-                    }
+        // The typed reader names every key it takes, so a finish of calls
+        // (`"tool_calls"`, which the prefilter flags) is read there too.
+        if self.scans.is_none() && finish && self.typed {
+            if let Some(f) = finish::read(&data) {
+                if self.finish_only(&raw, &data, f, out)? {
+                    return Ok(());
                 }
-                self.slow(raw, data, risky, finish, out)
             }
         }
+        self.slow(raw, data, risky, finish, out)
     }
 
     /// The stream's `[DONE]`: it ends the stream, or waits behind the
@@ -213,7 +196,7 @@ impl StreamRewriter {
         // Data that is not JSON fails the stream only if it could name a call
         // (a non-ASCII byte alone sends an event to the parse, not to an error).
         // With text calls gated, text that cannot be read is not let through either.
-        Ok(Some(Left::Chunk {
+        Ok(Some(Left {
             risky: names_call || scanned,
             finish,
         }))

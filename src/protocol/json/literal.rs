@@ -15,8 +15,8 @@ fn special(b: u8) -> bool {
 /// `None` for what is not exactly one JSON string: an unescaped quote or
 /// control character, an unknown escape, a lone surrogate.
 pub fn read<'a>(lit: &'a str, buf: &'a mut String) -> Option<&'a str> {
-    let inner = lit.strip_prefix('"')?.strip_suffix('"')?;
-    if !inner.bytes().any(special) {
+    let (inner, plain) = content(lit)?;
+    if plain {
         return Some(inner);
     }
     buf.clear();
@@ -24,16 +24,23 @@ pub fn read<'a>(lit: &'a str, buf: &'a mut String) -> Option<&'a str> {
     Some(buf)
 }
 
-/// [`read`] into a string of its own when it must be written.
+/// [`read`] into a string of its own when it must be written (room for
+/// the content, which its value never outgrows).
 pub fn value(lit: &str) -> Option<Cow<'_, str>> {
-    let mut buf = String::new();
-    let inner = lit.strip_prefix('"')?.strip_suffix('"')?;
-    if !inner.bytes().any(special) {
+    let (inner, plain) = content(lit)?;
+    if plain {
         return Some(Cow::Borrowed(inner));
     }
-    buf.reserve_exact(inner.len());
+    let mut buf = String::with_capacity(inner.len());
     unescape(inner, &mut buf)?;
     Some(Cow::Owned(buf))
+}
+
+/// A literal's content (quotes excluded), and whether it is its value as
+/// it stands (nothing to unescape or refuse in it).
+fn content(lit: &str) -> Option<(&str, bool)> {
+    let inner = lit.strip_prefix('"')?.strip_suffix('"')?;
+    Some((inner, !inner.bytes().any(special)))
 }
 
 /// Appends the value of a literal's content `inner` to `out`.

@@ -123,54 +123,11 @@ pub fn lean_value(raw: &RawValue) -> Result<serde_json::Value, serde_json::Error
             }
             Ok(Value::Array(out))
         }
-        Some(b'"') => unescape(s)
-            .map(Value::String)
+        Some(b'"') => super::literal::value(s)
+            .map(|v| Value::String(v.into_owned()))
             .ok_or_else(|| serde_json::Error::custom("invalid string escape")),
         _ => serde_json::from_str(s),
     }
-}
-
-/// The value of a JSON string literal (quotes included), in a string of its
-/// final size; `None` for an invalid escape or a lone surrogate.
-fn unescape(lit: &str) -> Option<String> {
-    let inner = lit.strip_prefix('"')?.strip_suffix('"')?;
-    let mut out = String::with_capacity(inner.len());
-    let mut rest = inner;
-    while let Some(i) = rest.find('\\') {
-        out.push_str(&rest[..i]);
-        let esc = rest.get(i + 1..i + 2)?;
-        rest = &rest[i + 2..];
-        let c = match esc {
-            "\"" => '"',
-            "\\" => '\\',
-            "/" => '/',
-            "b" => '\u{8}',
-            "f" => '\u{c}',
-            "n" => '\n',
-            "r" => '\r',
-            "t" => '\t',
-            "u" => {
-                let hi = u32::from_str_radix(rest.get(..4)?, 16).ok()?;
-                rest = &rest[4..];
-                let code = if (0xD800..0xDC00).contains(&hi) {
-                    let lo = rest.strip_prefix("\\u")?.get(..4)?;
-                    let lo = u32::from_str_radix(lo, 16).ok()?;
-                    if !(0xDC00..0xE000).contains(&lo) {
-                        return None;
-                    }
-                    rest = &rest[6..];
-                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                } else {
-                    hi
-                };
-                char::from_u32(code)?
-            }
-            _ => return None,
-        };
-        out.push(c);
-    }
-    out.push_str(rest);
-    Some(out)
 }
 
 /// Roughly what a parsed tree (`serde_json::Value`) of `text` takes in
@@ -254,7 +211,7 @@ mod tests {
             assert!(lean_value(raw).is_err(), "a repeated key at any depth");
         }
         for bad in [r#""\x""#, r#""\ud83d""#, r#""\ud83dx""#, r#""\u12""#] {
-            assert_eq!(unescape(bad), None, "{bad}");
+            assert_eq!(super::super::literal::value(bad), None, "{bad}");
         }
     }
 
