@@ -21,6 +21,8 @@ pub enum Kind {
     ApplyPatch,
     /// A computer-use action (`action` as arguments).
     Computer,
+    /// A tool search the client runs (its `arguments` object as arguments).
+    ToolSearch,
     /// A call type the decoder cannot carry faithfully: always rejected.
     Other(String),
 }
@@ -34,6 +36,7 @@ impl Kind {
             Kind::LocalShell => "local_shell",
             Kind::ApplyPatch => "apply_patch",
             Kind::Computer => "computer",
+            Kind::ToolSearch => "tool_search",
             Kind::Other(s) => s,
         }
     }

@@ -123,13 +123,31 @@ impl State {
         let redactor = Redactor::new(exact);
         let budget = crate::budget::Budget::new(config.limits.max_body_bytes_in_flight);
         let streams = Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams));
+        // Bounded by bytes and by count at once: each of the two records
+        // has half the bytes, and every entry weighs its bytes, and at
+        // least its share of them when `remember_max` entries are kept.
+        let r = config.responses;
+        let half = r.remember_max_bytes / 2;
+        let floor = match r.remember_max {
+            0 => u64::MAX,
+            n => (half / n).max(1),
+        };
+        let weight = move |bytes: usize| -> u32 {
+            u32::try_from((bytes as u64).max(floor)).unwrap_or(u32::MAX)
+        };
+        let capacity = if r.remember_max == 0 { 0 } else { half };
         let withheld = moka::sync::Cache::builder()
-            .max_capacity(config.responses.remember_max)
-            .time_to_live(config.responses.remember_ttl)
+            .max_capacity(capacity)
+            .weigher(move |k: &String, v: &Arc<Vec<(String, String)>>| {
+                let calls: usize = v.iter().map(|(a, b)| a.len() + b.len() + 48).sum();
+                weight(k.len() + calls + 64)
+            })
+            .time_to_live(r.remember_ttl)
             .build();
         let renamed = moka::sync::Cache::builder()
-            .max_capacity(config.responses.remember_max)
-            .time_to_live(config.responses.remember_ttl)
+            .max_capacity(capacity)
+            .weigher(move |k: &String, v: &Arc<str>| weight(k.len() + v.len() + 64))
+            .time_to_live(r.remember_ttl)
             .build();
         let id_key =
             crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
@@ -250,6 +268,13 @@ impl State {
         if !first.is_empty() && !then.is_empty() && first != then {
             self.renamed.insert(first, then.into());
         }
+    }
+
+    /// The bytes the Responses records take now (after pending evictions).
+    pub fn remembered_bytes(&self) -> u64 {
+        self.withheld.run_pending_tasks();
+        self.renamed.run_pending_tasks();
+        self.withheld.weighted_size() + self.renamed.weighted_size()
     }
 
     /// The response that continued stored response `id`, if any.

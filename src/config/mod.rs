@@ -428,6 +428,7 @@ impl Config {
             log_format: raw.log.format,
             responses: Responses {
                 remember_max: raw.responses.remember_max,
+                remember_max_bytes: raw.responses.remember_max_bytes,
                 remember_ttl: Duration::from_secs(raw.responses.remember_ttl_secs),
             },
             fence: Fence {

@@ -371,6 +371,7 @@ impl Default for RawStream {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawResponses {
     pub(crate) remember_max: u64,
+    pub(crate) remember_max_bytes: u64,
     pub(crate) remember_ttl_secs: u64,
 }
 
@@ -378,6 +379,7 @@ impl Default for RawResponses {
     fn default() -> Self {
         RawResponses {
             remember_max: 10_000,
+            remember_max_bytes: 64 << 20,
             remember_ttl_secs: 24 * 3600,
         }
     }

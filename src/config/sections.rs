@@ -287,6 +287,8 @@ pub struct Stream {
 pub struct Responses {
     /// How many responses are remembered (0 = none).
     pub remember_max: u64,
+    /// How many bytes all records may take, ids included.
+    pub remember_max_bytes: u64,
     /// How long a record is kept.
     pub remember_ttl: Duration,
 }

@@ -12,9 +12,9 @@
 //! A `tool_use` block is a call the client runs. `server_tool_use` and
 //! `mcp_tool_use` blocks are run by the provider: they already ran when they
 //! arrive, so they pass (and are audited) and are gated on the request,
-//! where a denied tool is removed or refused. Any other block type ending in
-//! `tool_use` (or folding to one) is held as a call of a kind toolgate
-//! rejects.
+//! where a denied tool is removed or refused. A block type toolgate does not
+//! know (a new one, or a misspelled `"tool_use "`) is held as a call of a
+//! kind toolgate rejects.
 
 pub mod complete;
 pub mod follow;
@@ -46,17 +46,35 @@ pub enum BlockClass {
     Other,
 }
 
-/// How a block of type `t` is treated. A type that only differs from a call
-/// type by case, width or invisible characters is held as a call too, and
-/// rejected (its kind is one toolgate does not carry).
+/// Block types that are neither calls nor provider-run calls: they pass.
+const OTHER_BLOCKS: [&str; 14] = [
+    "text",
+    "thinking",
+    "redacted_thinking",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "advisor_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_result",
+    "container_upload",
+    "compaction",
+    "fallback",
+];
+
+/// How a block of type `t` is treated. A type toolgate does not know (a new
+/// one, or one that only differs from a known type by case, spacing or
+/// invisible characters, which a lenient reader could take for a call) is
+/// held as a call too, and rejected (its kind is one toolgate does not
+/// carry).
 pub fn classify(t: &str) -> BlockClass {
     match t {
         "tool_use" => BlockClass::Call,
         _ if HOSTED_BLOCKS.contains(&t) => BlockClass::Hosted,
-        _ if t.ends_with("tool_use") => BlockClass::Call,
-        _ if t.is_ascii() && !t.bytes().any(|b| b.is_ascii_uppercase()) => BlockClass::Other,
-        _ if crate::fold::fold(t).ends_with("tool_use") => BlockClass::Call,
-        _ => BlockClass::Other,
+        _ if OTHER_BLOCKS.contains(&t) => BlockClass::Other,
+        _ => BlockClass::Call,
     }
 }
 
@@ -175,7 +193,14 @@ mod tests {
 
     #[test]
     fn blocks_are_classified_by_type() {
-        for t in ["tool_use", "new_tool_use", "Tool_Use", "tool\u{200b}_use"] {
+        for t in [
+            "tool_use",
+            "new_tool_use",
+            "Tool_Use",
+            "tool\u{200b}_use",
+            "tool_use ",
+            "brand_new_block",
+        ] {
             assert_eq!(classify(t), BlockClass::Call, "{t}");
         }
         for t in ["server_tool_use", "mcp_tool_use"] {

@@ -92,6 +92,8 @@ struct Held {
 struct Slot {
     in_index: u64,
     block: Map<String, Value>,
+    /// What `block` costs the budget (none once its input is dropped).
+    block_bytes: usize,
     /// The `partial_json` fragments, joined.
     json: String,
     bytes: usize,
@@ -352,7 +354,13 @@ impl Rewriter for StreamRewriter {
     }
 
     fn held_bytes(&self) -> usize {
-        self.held_bytes
+        let calls: usize = self
+            .batch
+            .iter()
+            .map(|s| s.json.len() + if s.oversized { 0 } else { s.block_bytes })
+            .sum();
+        let pending: usize = self.pending.iter().map(|c| c.arguments.len()).sum();
+        self.held_bytes + calls + pending
     }
 
     fn push(&mut self, bytes: &[u8]) {

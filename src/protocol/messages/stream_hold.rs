@@ -47,6 +47,8 @@ impl StreamRewriter {
         if class == BlockClass::Call {
             let slot = Slot {
                 in_index: index,
+                // Charged while held: about twice its text as a tree.
+                block_bytes: 2 * ev.data.len(),
                 block: block.clone(),
                 json: String::new(),
                 bytes: 0,
@@ -135,9 +137,11 @@ impl StreamRewriter {
             || slot.bytes > 2 * self.max_call + 64 * 1024
             || self.held_bytes + size > self.max_held
         {
-            // Too large to hold: rejected without keeping its events.
+            // Too large to hold: rejected without keeping its events or
+            // its input.
             slot.oversized = true;
             slot.json = String::new();
+            slot.block.remove("input");
             let freed: usize = self
                 .queue
                 .iter()
@@ -151,7 +155,11 @@ impl StreamRewriter {
         self.keep(Held { ev, slot: Some(i) })
     }
 
-    pub(super) fn keep(&mut self, h: Held) -> Result<(), Error> {
+    pub(super) fn keep(&mut self, mut h: Held) -> Result<(), Error> {
+        // Copied out: a slice of the decoder's buffer would keep all of it
+        // (a large event read with this one) alive while held.
+        h.ev.raw = bytes::Bytes::copy_from_slice(&h.ev.raw);
+        h.ev.data = bytes::Bytes::copy_from_slice(&h.ev.data);
         self.held_bytes += h.ev.raw.len() + h.ev.data.len();
         if self.held_bytes > self.max_held.saturating_mul(2) {
             return Err(malformed("held events over limits.max_held_args_bytes"));

@@ -9,7 +9,7 @@
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{call_of, classify, dropped_reasoning, neutral_item, Ids, ItemClass, ITEM_KEYS};
+use super::{call_of, class_of, dropped_reasoning, neutral_item, Ids, ItemClass, ITEM_KEYS};
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::json::{self, write_key, Obj, Sink};
@@ -81,6 +81,7 @@ impl<'a> Answer<'a> {
             Some(Ok(Value::Array(items))) => items,
             _ => Vec::new(),
         };
+        let mut seen = std::collections::HashSet::new();
         for (raw, v) in raws.into_iter().zip(&parsed) {
             let Value::Object(m) = v else {
                 return Err(malformed("output item is not an object"));
@@ -90,15 +91,19 @@ impl<'a> Answer<'a> {
                 .get("type")
                 .and_then(Value::as_str)
                 .ok_or_else(|| malformed("output item has no type"))?;
-            let class = classify(t);
+            let class = class_of(v);
             let mut call = None;
             if class == ItemClass::Call {
                 let c = call_of(v, max_call_bytes)?;
-                let item_id = m
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
+                // One item per call: an id-less call or one shown twice is
+                // read differently by clients that key calls by id.
+                let item_id = match m.get("id") {
+                    Some(Value::String(id)) if !id.is_empty() => id.clone(),
+                    _ => return Err(malformed("a call item has no id")),
+                };
+                if !seen.insert(item_id.clone()) {
+                    return Err(malformed("a response's output shows a call twice"));
+                }
                 call = Some((item_id, c.id.clone(), t.to_string()));
                 calls.push(c);
             }

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use super::{classify, ItemClass};
+use super::{class_of, ItemClass};
 use crate::call::Release;
 use crate::error::Error;
 use crate::protocol::{join_whole, Resumption};
@@ -27,10 +27,13 @@ pub fn turn(reasoning: Vec<Value>, calls: Vec<Value>, result: &str) -> Vec<Value
 /// A withheld `function_call` item as it goes back upstream.
 pub fn call_item(item: &Value) -> Option<Value> {
     let f = |k: &str| item.get(k).cloned();
-    Some(
-        json!({"type": "function_call", "call_id": f("call_id")?, "name": f("name")?,
-        "arguments": f("arguments").unwrap_or_else(|| json!(""))}),
-    )
+    Some(match f("namespace").filter(Value::is_string) {
+        Some(ns) => json!({"type": "function_call", "call_id": f("call_id")?,
+                "namespace": ns, "name": f("name")?,
+                "arguments": f("arguments").unwrap_or_else(|| json!(""))}),
+        None => json!({"type": "function_call", "call_id": f("call_id")?, "name": f("name")?,
+                "arguments": f("arguments").unwrap_or_else(|| json!(""))}),
+    })
 }
 
 /// The follow-up request, from `body` (what went upstream last).
@@ -76,7 +79,7 @@ pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumptio
     let mut reasoning = Vec::new();
     for item in body.get("output")?.as_array()? {
         let ty = item.get("type").and_then(Value::as_str).unwrap_or("");
-        match classify(ty) {
+        match class_of(item) {
             ItemClass::Call => {
                 let Release::Resume { deny } = Release::at(verdicts, calls.len()) else {
                     return None;
@@ -85,7 +88,7 @@ pub fn whole(text: &str, verdicts: &[Release], result: &str) -> Option<Resumptio
                     return None;
                 }
                 if deny {
-                    denied.push(item.get("name")?.as_str()?.to_string());
+                    denied.push(super::call_of(item, usize::MAX).ok()?.name);
                 }
                 calls.push(call_item(item)?);
             }

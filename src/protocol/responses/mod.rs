@@ -10,11 +10,14 @@
 //! - [`complete`]: the same over a non-streamed response's `output`.
 //!
 //! The calls a client runs are items of type `function_call`,
-//! `custom_tool_call`, `shell_call`, `local_shell_call`, `apply_patch_call`
-//! and `computer_call`; any other item type ending in `_call` that is not a
-//! tool the provider runs itself is held too, and rejected. Provider-run
-//! tools (`web_search_call`, …) already ran when their item arrives: they are
-//! gated on the request, where a denied one is removed or refused.
+//! `custom_tool_call`, `shell_call`, `local_shell_call`, `apply_patch_call`,
+//! `computer_call` and a `tool_search_call` whose `execution` is `client`;
+//! a function or custom tool inside a `namespace` tool is gated under
+//! `namespace.name`. An item type toolgate does not know (a new one, or a
+//! misspelled `"function_call "`) is held as a call too, and rejected.
+//! Provider-run tools (`web_search_call`, …) already ran when their item
+//! arrives: they are gated on the request, where a denied one is removed or
+//! refused.
 
 pub mod complete;
 pub mod follow;
@@ -28,26 +31,51 @@ use crate::call::{Call, Kind, MAX_NAME_BYTES};
 use crate::error::Error;
 
 /// Output item types of tools the provider runs itself (never held).
-const HOSTED_CALLS: [&str; 6] = [
+const HOSTED_CALLS: [&str; 5] = [
     "web_search_call",
     "file_search_call",
     "code_interpreter_call",
     "image_generation_call",
     "mcp_call",
-    "tool_search_call",
 ];
+
+/// Output item types that are neither calls nor reasoning: they pass.
+const OTHER_ITEMS: [&str; 16] = [
+    "message",
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "shell_call_output",
+    "local_shell_call_output",
+    "apply_patch_call_output",
+    "tool_search_output",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "program",
+    "program_output",
+    "additional_tools",
+    "compaction",
+    "item_reference",
+];
+
+/// The tool-search item: run by the provider, or by the client when its
+/// `execution` is `client` (then gated as the `tool_search` tool).
+const TOOL_SEARCH: &str = "tool_search_call";
 
 /// The keys toolgate reads in a call item. A key that only folds to one of
 /// them fails the item.
-pub const ITEM_KEYS: [&str; 8] = [
+pub const ITEM_KEYS: [&str; 10] = [
     "type",
     "id",
     "call_id",
     "name",
+    "namespace",
     "arguments",
     "input",
     "action",
     "operation",
+    "execution",
 ];
 
 /// How an output item of type `t` is treated.
@@ -61,18 +89,30 @@ pub enum ItemClass {
     Other,
 }
 
-/// How an item of type `t` is treated. A type that only differs from a call
-/// type by case, width or invisible characters (`Function_Call`) is held as
-/// a call too: a lenient reader could take it for one, and its kind
-/// ([`call_of`]) is one toolgate rejects.
+/// How an item of type `t` is treated (see [`class_of`] for a whole item).
+/// Every type toolgate does not know as a message, reasoning or a tool the
+/// provider runs is held as a call: a new item type, or one that differs
+/// from a known type by case, spacing or invisible characters
+/// (`"Function_Call"`, `"function_call "`), which a lenient reader could
+/// take for a call. Its kind ([`call_of`]) is one toolgate rejects.
 pub fn classify(t: &str) -> ItemClass {
     match t {
         "reasoning" => ItemClass::Reasoning,
-        _ if HOSTED_CALLS.contains(&t) => ItemClass::Other,
-        _ if t.ends_with("_call") => ItemClass::Call,
-        _ if t.is_ascii() && !t.bytes().any(|b| b.is_ascii_uppercase()) => ItemClass::Other,
-        _ if crate::fold::fold(t).ends_with("_call") => ItemClass::Call,
-        _ => ItemClass::Other,
+        _ if HOSTED_CALLS.contains(&t) || OTHER_ITEMS.contains(&t) => ItemClass::Other,
+        _ => ItemClass::Call,
+    }
+}
+
+/// How an output item is treated: [`classify`] by its type, and a
+/// `tool_search_call` is a call when the client runs it.
+pub fn class_of(item: &Value) -> ItemClass {
+    let t = item.get("type").and_then(Value::as_str).unwrap_or("");
+    match t {
+        TOOL_SEARCH => match item.get("execution").and_then(Value::as_str) {
+            Some("server") | None => ItemClass::Other,
+            _ => ItemClass::Call,
+        },
+        _ => classify(t),
     }
 }
 
@@ -97,22 +137,38 @@ fn str_field<'a>(item: &'a Value, key: &str) -> Result<&'a str, Error> {
     }
 }
 
+/// The name a function or custom tool is gated under: `namespace.name`
+/// for a tool inside a `namespace` tool, else its name.
+pub fn full_name(namespace: &str, name: &str) -> String {
+    match namespace {
+        "" => name.to_string(),
+        ns => format!("{ns}.{name}"),
+    }
+}
+
 /// The canonical call of a complete call item (`item.type` classified as
 /// [`ItemClass::Call`]); arguments over `max` bytes are dropped and marked.
 pub fn call_of(item: &Value, max: usize) -> Result<Call, Error> {
     let t = str_field(item, "type")?;
     let json_of = |key: &str| item.get(key).map(Value::to_string).unwrap_or_default();
+    let named = || -> Result<String, Error> {
+        Ok(full_name(
+            str_field(item, "namespace")?,
+            str_field(item, "name")?,
+        ))
+    };
     let (kind, name, arguments) = match t {
         "function_call" => (
             Kind::Function,
-            str_field(item, "name")?.to_string(),
+            named()?,
             str_field(item, "arguments")?.to_string(),
         ),
         "custom_tool_call" => (
             Kind::Custom,
-            str_field(item, "name")?.to_string(),
+            named()?,
             json!({ "input": str_field(item, "input")? }).to_string(),
         ),
+        TOOL_SEARCH => (Kind::ToolSearch, "tool_search".into(), json_of("arguments")),
         "shell_call" => (Kind::Shell, "shell".into(), json_of("action")),
         "local_shell_call" => (Kind::LocalShell, "local_shell".into(), json_of("action")),
         "apply_patch_call" => (Kind::ApplyPatch, "apply_patch".into(), json_of("operation")),
@@ -134,6 +190,24 @@ pub fn call_of(item: &Value, max: usize) -> Result<Call, Error> {
         oversized,
         name_too_long,
     })
+}
+
+/// What a call item was decided as, in one value that every later reading
+/// of the item is compared against: its item id and type and the canonical
+/// call (kind, full name, call id, arguments), byte for byte.
+pub fn fingerprint(item_id: &str, item_type: &str, call: &Call) -> [u8; 32] {
+    crate::digest::sha256_parts(&[
+        &(item_id.len() as u64).to_le_bytes(),
+        item_id.as_bytes(),
+        &(item_type.len() as u64).to_le_bytes(),
+        item_type.as_bytes(),
+        &(call.name.len() as u64).to_le_bytes(),
+        call.name.as_bytes(),
+        &(call.id.len() as u64).to_le_bytes(),
+        call.id.as_bytes(),
+        &[u8::from(call.oversized), u8::from(call.name_too_long)],
+        call.arguments.as_bytes(),
+    ])
 }
 
 /// The id a client answers a call item with: `call_id`, else the item `id`.
@@ -252,6 +326,21 @@ mod tests {
         ] {
             assert_eq!(classify(t), ItemClass::Other, "{t}");
         }
+        // Unknown or misspelled types are held as calls (and rejected).
+        for t in [
+            "function_call ",
+            "Function_Call",
+            "tool_use",
+            "new_item",
+            "",
+        ] {
+            assert_eq!(classify(t), ItemClass::Call, "{t:?}");
+        }
+        let search = |e: Value| class_of(&json!({"type": "tool_search_call", "execution": e}));
+        assert_eq!(search(json!("client")), ItemClass::Call);
+        assert_eq!(search(json!("Client")), ItemClass::Call);
+        assert_eq!(search(json!("server")), ItemClass::Other);
+        assert_eq!(search(Value::Null), ItemClass::Other);
         assert_eq!(classify("reasoning"), ItemClass::Reasoning);
     }
 
@@ -287,6 +376,14 @@ mod tests {
         assert!(call_of(&json!({"type":"function_call","name":5}), 4).is_err());
         let c = call_of(&json!({"type":"odd_call","id":"x"}), 4).unwrap();
         assert!(matches!(c.kind, Kind::Other(_)));
+        let c = call_of(&json!({"type":"function_call","call_id":"c","namespace":"crm","name":"delete_contact","arguments":"{}"}), 100).unwrap();
+        assert_eq!(c.name, "crm.delete_contact");
+        assert!(call_of(&json!({"type":"function_call","namespace":1,"name":"f"}), 4).is_err());
+        let c = call_of(&json!({"type":"tool_search_call","call_id":"s","execution":"client","arguments":{"q":"x"}}), 100).unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.kind.clone(), c.arguments.as_str()),
+            ("tool_search", Kind::ToolSearch, "{\"q\":\"x\"}")
+        );
     }
 
     #[test]

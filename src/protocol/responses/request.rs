@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use super::{builtin_name, neutral_output};
+use super::{builtin_name, full_name, neutral_output};
 use crate::context::{content_text, Declared, Texts};
 use crate::error::Error;
 use crate::fence::{first_url, ToolResult};
@@ -46,19 +46,40 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
             .get("type")
             .and_then(Value::as_str)
             .ok_or_else(|| bad(format!("tools[{i}].type must be a string.")))?;
-        let name = match ty {
-            "function" | "custom" => t
-                .get("name")
-                .and_then(Value::as_str)
-                .filter(|n| !n.is_empty())
-                .ok_or_else(|| bad(format!("tools[{i}].name must be a non-empty string.")))?,
-            other => builtin_name(other),
-        };
-        if !CLIENT_TOOLS.contains(&name) && ty != "function" && ty != "custom" {
-            hosted.push(name.to_string());
+        match ty {
+            "function" | "custom" => {
+                let name = tool_name(t, &format!("tools[{i}]"))?;
+                let parameters = (ty == "function").then(|| t.get("parameters")).flatten();
+                declared.insert(name.to_string(), Declared::new(parameters));
+            }
+            // Functions and custom tools grouped under a namespace: each is
+            // declared (and gated) as `namespace.name`.
+            "namespace" => {
+                let ns = tool_name(t, &format!("tools[{i}]"))?;
+                for (j, inner) in array(t.get("tools"), "tools")?.iter().enumerate() {
+                    let at = format!("tools[{i}].tools[{j}]");
+                    let inner_ty = inner.get("type").and_then(Value::as_str);
+                    if !matches!(inner_ty, Some("function" | "custom")) {
+                        return Err(bad(format!("{at}.type must be 'function' or 'custom'.")));
+                    }
+                    let name = full_name(ns, tool_name(inner, &at)?);
+                    let parameters = (inner_ty == Some("function"))
+                        .then(|| inner.get("parameters"))
+                        .flatten();
+                    declared.insert(name, Declared::new(parameters));
+                }
+            }
+            other => {
+                let name = builtin_name(other);
+                let client = CLIENT_TOOLS.contains(&name)
+                    || (other == "tool_search"
+                        && t.get("execution").and_then(Value::as_str) == Some("client"));
+                if !client {
+                    hosted.push(name.to_string());
+                }
+                declared.insert(name.to_string(), Declared::new(None));
+            }
         }
-        let parameters = (ty == "function").then(|| t.get("parameters")).flatten();
-        declared.insert(name.to_string(), Declared::new(parameters));
     }
     if let Some(input) = body.get("input") {
         if !input.is_string() && !input.is_array() && !input.is_null() {
@@ -73,6 +94,14 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         aliases: Vec::new(),
         explicit: Vec::new(),
     })
+}
+
+/// A tool's non-empty `name`; `at` says where it is for the error.
+fn tool_name<'a>(t: &'a Value, at: &str) -> Result<&'a str, Error> {
+    t.get("name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| bad(format!("{at}.name must be a non-empty string.")))
 }
 
 fn items(body: &Value) -> &[Value] {
@@ -160,8 +189,7 @@ fn output_text(v: &Value) -> String {
 fn sources(items: &[Value]) -> HashMap<String, (String, Option<String>)> {
     let mut m = HashMap::new();
     for item in items {
-        let ty = item.get("type").and_then(Value::as_str).unwrap_or("");
-        if super::classify(ty) != super::ItemClass::Call {
+        if super::class_of(item) != super::ItemClass::Call {
             continue;
         }
         let Ok(call) = super::call_of(item, usize::MAX) else {
@@ -294,6 +322,30 @@ mod tests {
         assert_eq!(names, ["a", "b", "computer", "shell", "web_search"]);
         assert_eq!(r.hosted, ["web_search"]);
         assert!(r.declared["a"].parameters.is_some());
+    }
+
+    #[test]
+    fn namespaced_tools_and_a_client_tool_search_are_declared() {
+        let r = Protocol::Responses
+            .parse(br#"{"model":"m","tools":[{"type":"namespace","name":"crm","description":"","tools":[{"type":"function","name":"delete_contact","parameters":{"type":"object"}},{"type":"custom","name":"note"}]},{"type":"tool_search","execution":"client"}]}"#)
+            .unwrap();
+        let mut names: Vec<_> = r.declared.keys().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["crm.delete_contact", "crm.note", "tool_search"]);
+        assert!(r.hosted.is_empty(), "{:?}", r.hosted);
+        assert!(r.declared["crm.delete_contact"].parameters.is_some());
+        let r = Protocol::Responses
+            .parse(br#"{"model":"m","tools":[{"type":"tool_search"}]}"#)
+            .unwrap();
+        assert_eq!(r.hosted, ["tool_search"]);
+        for b in [
+            &br#"{"tools":[{"type":"namespace","name":"crm","tools":[{"type":"web_search"}]}]}"#[..],
+            br#"{"tools":[{"type":"namespace","tools":[]}]}"#,
+            br#"{"tools":[{"type":"namespace","name":"crm","tools":[{"type":"function"}]}]}"#,
+        ] {
+            let e = Protocol::Responses.parse(b).unwrap_err();
+            assert_eq!(e.status(), 400, "{}", String::from_utf8_lossy(b));
+        }
     }
 
     #[test]

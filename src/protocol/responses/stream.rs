@@ -13,18 +13,32 @@
 //! a reasoning item that led only to withheld calls dropped, and any call the
 //! stream did not release replaced too.
 //!
+//! One reading for every client: the call that is gated is the item of
+//! `response.output_item.done`, and every other place a client may read the
+//! call from must carry the same call (item id, type, name with its
+//! namespace, call id, arguments): the item as added and its deltas
+//! ([`hold`]), and each call item of a response's `output` ([`emit`]),
+//! compared there with the decided call's [`super::fingerprint`].
+//!
 //! Fails closed: an event whose JSON repeats a key, whose `event:` name is
-//! not its `type`, that names a call already decided, a call whose deltas
-//! differ from its final arguments, a response that ends while a call is
-//! open, or a stream that ends before the response does. The stream then
-//! ends with an `error` event (and `response.failed` when the response began).
+//! not its `type`, that names a call already decided, a call item without
+//! an id, one whose reading differs anywhere from the gated one, a call that
+//! a response's `output` shows twice or that the stream never showed, a
+//! response that ends while a call is open, or a stream that ends before the
+//! response does. The stream then ends with an `error` event (and
+//! `response.failed` when the response began).
+//!
+//! Every byte a stream keeps is charged ([`Rewriter::held_bytes`]): held
+//! events, the calls being gated, the response snapshot kept for a failure
+//! ending, the event that closed a batch, and what it remembers of each
+//! decided call (its id, place and fingerprint, never its arguments).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
-use super::{call_of, neutral_item, Ids};
+use super::Ids;
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
@@ -90,20 +104,49 @@ struct Slot {
     output_index: u64,
     item_id: String,
     item_type: String,
-    /// The text of its deltas, joined.
-    deltas: String,
-    deltas_seen: bool,
-    /// The complete item from `response.output_item.done`.
-    done: Option<Value>,
+    /// The call as `response.output_item.added` showed it.
+    opened: Call,
+    /// The text a reader of the added item and its deltas builds (function
+    /// arguments, custom tool input).
+    text: String,
+    /// A shell call's commands as their events built them.
+    commands: Vec<String>,
+    /// The call of `response.output_item.done`, once it came.
+    done: Option<Done>,
     bytes: usize,
     oversized: bool,
 }
 
-#[derive(Debug)]
-enum Decided {
-    Released { arguments: String },
-    Withheld { message: Value },
+impl Slot {
+    /// What the slot itself keeps (its events are counted as held).
+    fn kept_bytes(&self) -> usize {
+        let done = self.done.as_ref().map_or(0, |d| {
+            d.call.arguments.len() + d.item.as_ref().map_or(0, |_| 2 * d.call.arguments.len())
+        });
+        let commands: usize = self.commands.iter().map(String::len).sum();
+        self.item_id.len() + self.opened.arguments.len() + self.text.len() + commands + done
+    }
 }
+
+/// A call item read whole: the call that is gated.
+#[derive(Debug)]
+struct Done {
+    call: Call,
+    /// The item a follow-up sends back (`resume`): function calls only.
+    item: Option<Value>,
+}
+
+/// What the stream remembers of a decided call item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decided {
+    /// Released: the fingerprint every later reading must match.
+    Released([u8; 32]),
+    /// Withheld: replaced by a neutral message wherever it shows again.
+    Withheld,
+}
+
+/// What one decided call costs the budget: its id plus this.
+const DECIDED_COST: usize = 96;
 
 pub struct StreamRewriter {
     decoder: SseDecoder,
@@ -120,6 +163,10 @@ pub struct StreamRewriter {
     /// The event that closed the batch; handled after the verdicts.
     lookahead: Option<Ahead>,
     decided: HashMap<String, Decided>,
+    /// The `output_index` of every decided call the client was shown.
+    decided_at: HashSet<u64>,
+    /// Bytes kept for the stream's life (decided calls, the snapshot).
+    kept: usize,
     withheld: Vec<(String, String)>,
     response_id: String,
     /// The response as `response.created` announced it, for a failure ending.
@@ -155,6 +202,8 @@ impl StreamRewriter {
             pending: Vec::new(),
             lookahead: None,
             decided: HashMap::new(),
+            decided_at: HashSet::new(),
+            kept: 0,
             withheld: Vec::new(),
             response_id: String::new(),
             snapshot: None,
@@ -295,11 +344,11 @@ impl StreamRewriter {
     fn start_gate(&mut self) -> Result<(), Error> {
         let mut calls = Vec::with_capacity(self.batch.len());
         for s in &self.batch {
-            let item = s
+            let done = s
                 .done
                 .as_ref()
                 .ok_or_else(|| malformed("call item not done"))?;
-            let mut call = call_of(item, self.max_call)?;
+            let mut call = done.call.clone();
             if s.oversized {
                 call.oversized = true;
                 call.arguments = String::new();
@@ -309,6 +358,16 @@ impl StreamRewriter {
         self.pending = calls;
         Ok(())
     }
+
+    /// Remembers a decided call item; `shown` when the client sees
+    /// something at its place (the call, or the message replacing it).
+    fn decide(&mut self, slot: &Slot, d: Decided, shown: bool) {
+        self.kept += slot.item_id.len() + DECIDED_COST;
+        self.decided.insert(slot.item_id.clone(), d);
+        if shown {
+            self.decided_at.insert(slot.output_index);
+        }
+    }
 }
 
 impl Rewriter for StreamRewriter {
@@ -317,7 +376,10 @@ impl Rewriter for StreamRewriter {
     }
 
     fn held_bytes(&self) -> usize {
-        self.held_bytes
+        let ahead = self.lookahead.as_ref().map_or(0, Ahead::bytes);
+        let pending: usize = self.pending.iter().map(|c| c.arguments.len()).sum();
+        let calls: usize = self.batch.iter().map(Slot::kept_bytes).sum();
+        self.held_bytes + self.kept + ahead + pending + calls + self.resume.bytes()
     }
 
     fn push(&mut self, bytes: &[u8]) {
@@ -396,11 +458,10 @@ impl Rewriter for StreamRewriter {
         let mut dropped = std::mem::take(&mut self.pending);
         let batch = std::mem::take(&mut self.batch);
         for s in batch.iter().skip(dropped.len()) {
-            let item = s
-                .done
-                .clone()
-                .unwrap_or_else(|| json!({"type": s.item_type, "id": s.item_id}));
-            let mut call = call_of(&item, self.max_call).unwrap_or_default();
+            let mut call = match &s.done {
+                Some(d) => d.call.clone(),
+                None => s.opened.clone(),
+            };
             call.arguments = String::new();
             dropped.push(call);
         }

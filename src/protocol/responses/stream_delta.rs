@@ -66,18 +66,19 @@ impl StreamRewriter {
         let by_index = d
             .output_index
             .and_then(|o| self.batch.iter().position(|s| s.output_index == o));
-        let i = match (by_id, by_index) {
-            (Some(a), Some(b)) if a != b => return None,
-            (Some(a), _) | (None, Some(a)) => a,
-            (None, None) => return None,
+        // An event that names one call by place and another item by id is
+        // left to the whole-tree path (which fails it).
+        let i = match (by_id, by_index, &d.item_id) {
+            (Some(a), Some(b), _) if a != b => return None,
+            (Some(a), _, _) | (None, Some(a), None) => a,
+            _ => return None,
         };
         let slot = &mut self.batch[i];
         if slot.done.is_some() {
             return None;
         }
-        slot.deltas_seen = true;
-        if !slot.oversized {
-            slot.deltas.push_str(&d.delta.0);
+        if let Err(e) = slot.add_delta(ty, &d.delta.0) {
+            return Some(Err(e));
         }
         let ty = ty.to_string();
         self.began = true;
@@ -140,8 +141,7 @@ mod tests {
         assert!(holds(&mut r, None, &by_index));
         let by_id = PLAIN.replace(r#""output_index":1,"#, "");
         assert!(holds(&mut r, None, &by_id));
-        assert_eq!(r.batch[0].deltas, r#"{"q":{"q":{"q":"#);
-        assert!(r.batch[0].deltas_seen);
+        assert_eq!(r.batch[0].text, r#"{"q":{"q":{"q":"#);
         assert_eq!(r.queue[1].seq, Some(2), "after the item added");
     }
 
@@ -177,7 +177,10 @@ mod tests {
         ));
         assert!(!holds(&mut rw(), None, PLAIN), "no call open");
         let mut r = open();
-        r.batch[0].done = Some(serde_json::json!({}));
+        r.batch[0].done = Some(super::super::Done {
+            call: Default::default(),
+            item: None,
+        });
         assert!(!holds(&mut r, None, PLAIN), "the call is done");
     }
 }

@@ -5,13 +5,20 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Map, Value};
 
+use std::collections::HashSet;
+
 use super::{malformed, Decided, Held, Snapshot, StreamRewriter, TERMINAL};
 use crate::error::Error;
 use crate::protocol::json::{write_obj, Obj};
 use crate::protocol::map_guard;
 use crate::protocol::responses::{
-    call_id, call_of, classify, dropped_reasoning, neutral_item, neutral_part, ItemClass, ITEM_KEYS,
+    call_of, class_of, dropped_reasoning, fingerprint, neutral_item, neutral_part, ItemClass,
+    ITEM_KEYS,
 };
+
+/// The keys toolgate reads in a response; one that only folds to one of
+/// them fails the event.
+const RESPONSE_KEYS: [&str; 2] = ["id", "output"];
 use crate::protocol::write_named_event as write_event;
 
 impl StreamRewriter {
@@ -26,25 +33,41 @@ impl StreamRewriter {
     ) -> Result<(), Error> {
         let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
         let mut output = None;
-        if let Some(Value::Object(resp)) = obj.get("response") {
-            let id = resp.get("id").and_then(Value::as_str);
-            self.note_response(id, || Snapshot::Tree(resp.clone()));
-            if let Some(Value::Array(items)) = resp.get("output") {
-                output = self.final_output(items)?;
+        match obj.get("response") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(resp)) => {
+                // `Output` beside `output`: a case-blind reader may take either.
+                map_guard(resp, &RESPONSE_KEYS)?;
+                let id = resp.get("id").and_then(Value::as_str);
+                self.note_response(id, 3 * data.len(), || Snapshot::Tree(resp.clone()));
+                match resp.get("output") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Array(items)) => output = self.final_output(items)?,
+                    Some(_) => return Err(malformed("a response's output is not an array")),
+                }
             }
+            Some(_) => return Err(malformed("an event's response is not an object")),
         }
         self.emit(&raw, &data, ty, seq, output, out)
     }
 
-    /// The response's id and first snapshot, from the first event that has them.
-    pub(super) fn note_response(&mut self, id: Option<&str>, snapshot: impl FnOnce() -> Snapshot) {
+    /// The response's id and first snapshot (`size` bytes kept, charged),
+    /// from the first event that has them.
+    pub(super) fn note_response(
+        &mut self,
+        id: Option<&str>,
+        size: usize,
+        snapshot: impl FnOnce() -> Snapshot,
+    ) {
         if let Some(id) = id {
             if self.response_id.is_empty() {
                 self.response_id = id.to_string();
+                self.kept += id.len();
             }
         }
         if self.snapshot.is_none() {
             self.snapshot = Some(snapshot());
+            self.kept += size;
         }
     }
 
@@ -107,60 +130,60 @@ impl StreamRewriter {
     }
 
     /// A response's `output` as the client may see it; `None` when unchanged.
+    /// Each call item must be one the stream decided, shown once: a
+    /// released one exactly as it was gated (else the response fails), a
+    /// withheld one replaced by its neutral message. A call item without
+    /// an id, shown twice, or never shown by the stream fails the response.
     pub(super) fn final_output(&mut self, items: &[Value]) -> Result<Option<String>, Error> {
         let mut changed = false;
         let mut new: Vec<Value> = Vec::with_capacity(items.len());
         let mut classes = Vec::with_capacity(items.len());
+        let mut seen: HashSet<&str> = HashSet::new();
         for item in items {
-            if let Value::Object(m) = item {
-                map_guard(m, &ITEM_KEYS)?;
-            }
-            let t = item.get("type").and_then(Value::as_str).unwrap_or("");
-            let class = classify(t);
+            let Value::Object(m) = item else {
+                return Err(malformed("an output item is not an object"));
+            };
+            map_guard(m, &ITEM_KEYS)?;
+            let class = class_of(item);
             if class != ItemClass::Call {
                 classes.push((class, false));
                 new.push(item.clone());
                 continue;
             }
-            let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-            let replaced = match self.decided.get(id) {
-                Some(Decided::Released { arguments }) => {
-                    let same =
-                        call_of(item, self.max_call).is_ok_and(|c| &c.arguments == arguments);
-                    (!same).then(|| {
-                        neutral_item(&self.ids.message_id(id), &self.neutral, self.refusal)
-                    })
-                }
-                Some(Decided::Withheld { message }) => Some(message.clone()),
-                None => Some(neutral_item(
-                    &self.ids.message_id(id),
-                    &self.neutral,
-                    self.refusal,
-                )),
+            let id = match m.get("id") {
+                Some(Value::String(id)) if !id.is_empty() => id.as_str(),
+                _ => return Err(malformed("a call item has no id")),
             };
-            if replaced.is_some() && !matches!(self.decided.get(id), Some(Decided::Withheld { .. }))
-            {
-                // A call the stream never released: withheld here too.
-                self.withheld
-                    .push((call_id(item)?.to_string(), t.to_string()));
-                self.decided.insert(
-                    id.to_string(),
-                    Decided::Withheld {
-                        message: neutral_item(
-                            &self.ids.message_id(id),
-                            &self.neutral,
-                            self.refusal,
-                        ),
-                    },
-                );
+            if !seen.insert(id) {
+                return Err(malformed("a response's output shows a call twice"));
             }
-            classes.push((ItemClass::Call, replaced.is_some()));
-            match replaced {
-                Some(m) => {
-                    changed = true;
-                    new.push(m);
+            let t = item.get("type").and_then(Value::as_str).unwrap_or("");
+            let withheld = match self.decided.get(id) {
+                Some(Decided::Released(fp)) => {
+                    let call = call_of(item, self.max_call)?;
+                    if fingerprint(id, t, &call) != *fp {
+                        return Err(malformed("a response's output differs from its stream"));
+                    }
+                    false
                 }
-                None => new.push(item.clone()),
+                Some(Decided::Withheld) => true,
+                None => {
+                    return Err(malformed(
+                        "a response's output shows a call its stream did not",
+                    ))
+                }
+            };
+            classes.push((ItemClass::Call, withheld));
+            match withheld {
+                true => {
+                    changed = true;
+                    new.push(neutral_item(
+                        &self.ids.message_id(id),
+                        &self.neutral,
+                        self.refusal,
+                    ));
+                }
+                false => new.push(item.clone()),
             }
         }
         let drop = dropped_reasoning(&classes);

@@ -62,6 +62,17 @@ pub(super) enum Ahead {
 }
 
 impl Ahead {
+    /// What it holds, for the budget: its bytes and a tree about twice
+    /// their size.
+    pub(super) fn bytes(&self) -> usize {
+        match self {
+            Ahead::Tree(raw, data, _) => raw.len() + 3 * data.len(),
+            Ahead::Envelope { raw, data, read } => {
+                raw.len() + data.len() + read.output.as_ref().map_or(0, |_| 2 * data.len())
+            }
+        }
+    }
+
     pub(super) fn ty(&self) -> &str {
         match self {
             Ahead::Tree(_, _, obj) => obj.get("type").and_then(Value::as_str).unwrap_or(""),
@@ -278,7 +289,7 @@ impl StreamRewriter {
     ) -> Result<(), Error> {
         // A copy of its own size: a slice would keep the whole buffer it was
         // read into for as long as the stream lasts.
-        self.note_response(read.id.as_deref(), || {
+        self.note_response(read.id.as_deref(), data.len(), || {
             Snapshot::Event(Bytes::copy_from_slice(data))
         });
         let output = match read.output {

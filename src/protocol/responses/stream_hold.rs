@@ -1,14 +1,138 @@
 //! Which held call an event belongs to, and holding it: a call item opens a
-//! slot at `response.output_item.added`, its events are kept in order, its
-//! deltas checked against its final text, and its size bounded.
+//! slot at `response.output_item.added`, its events are kept in order, and
+//! its size bounded. Every reading of the call is checked against the one
+//! that is gated (the item of `response.output_item.done`): the item as it
+//! was added (type, ids, name, namespace), the text its first event and its
+//! deltas build, its `.done` text, and the shell commands streamed for it.
+//! An event of a call item that is not open, or that names a call already
+//! decided, fails the stream.
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::{malformed, Held, Slot, StreamRewriter};
+use super::{malformed, Done, Held, Slot, StreamRewriter};
+use crate::call::Call;
 use crate::error::Error;
 use crate::protocol::map_guard;
-use crate::protocol::responses::{classify, ItemClass, ITEM_KEYS};
+use crate::protocol::responses::follow::call_item;
+use crate::protocol::responses::{call_of, class_of, ItemClass, ITEM_KEYS};
+
+/// Item ids longer than this fail the stream: they are remembered for the
+/// stream's life.
+const MAX_ITEM_ID: usize = 512;
+
+/// The text field of a call item type, and the types of the events that
+/// stream it (delta, done).
+fn text_events(item_type: &str) -> Option<(&'static str, &'static str, &'static str)> {
+    match item_type {
+        "function_call" => Some((
+            "arguments",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+        )),
+        "custom_tool_call" => Some((
+            "input",
+            "response.custom_tool_call_input.delta",
+            "response.custom_tool_call_input.done",
+        )),
+        _ => None,
+    }
+}
+
+/// Event types that only a call item the client runs has: one that names
+/// no open call fails the stream (a lenient reader would add it to a call
+/// it already ran or is about to run).
+fn is_call_event(ty: &str) -> bool {
+    let t = crate::fold::fold(ty);
+    [
+        "function_call",
+        "custom_tool_call",
+        "computer_call",
+        "shell_call_command",
+        "apply_patch_call",
+        "tool_search_call",
+    ]
+    .iter()
+    .any(|k| t.contains(k))
+}
+
+fn text_of<'a>(item: &'a Map<String, Value>, key: &str) -> Result<&'a str, Error> {
+    match item.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(malformed("call text is not a string")),
+    }
+}
+
+fn command_index(obj: &Map<String, Value>) -> Result<usize, Error> {
+    obj.get("command_index")
+        .and_then(Value::as_u64)
+        .and_then(|i| usize::try_from(i).ok())
+        .ok_or_else(|| malformed("a shell command event has no command_index"))
+}
+
+impl Slot {
+    /// A call delta's text: only the delta type of the slot's item type.
+    pub(super) fn add_delta(&mut self, ty: &str, delta: &str) -> Result<(), Error> {
+        match text_events(&self.item_type) {
+            Some((_, d, _)) if d == ty => {}
+            _ => return Err(malformed("a call delta of another item type")),
+        }
+        if !self.oversized {
+            self.text.push_str(delta);
+        }
+        Ok(())
+    }
+
+    /// The item of `response.output_item.done` read against what was
+    /// streamed of it; the call that is gated.
+    fn finish(&self, item: &Map<String, Value>, max_call: usize) -> Result<Call, Error> {
+        let t = item.get("type").and_then(Value::as_str).unwrap_or("");
+        let id = item.get("id").and_then(Value::as_str).unwrap_or("");
+        if t != self.item_type || id != self.item_id {
+            return Err(malformed("a call item changed between added and done"));
+        }
+        let v = Value::Object(item.clone());
+        let call = call_of(&v, max_call)?;
+        let o = &self.opened;
+        if (&call.kind, &call.name, &call.id, call.name_too_long)
+            != (&o.kind, &o.name, &o.id, o.name_too_long)
+        {
+            return Err(malformed("a call item changed between added and done"));
+        }
+        if self.oversized || call.oversized {
+            return Ok(call);
+        }
+        match text_events(t) {
+            Some((key, _, _)) => {
+                if text_of(item, key)? != self.text {
+                    return Err(malformed("a call's deltas differ from its final text"));
+                }
+            }
+            // No text streamed: the item as added had no action yet, or
+            // the same one.
+            None => {
+                if !matches!(o.arguments.as_str(), "" | "null") && o.arguments != call.arguments {
+                    return Err(malformed("a call item changed between added and done"));
+                }
+            }
+        }
+        if !self.commands.is_empty() || t == "shell_call" {
+            let listed: Vec<&str> = v
+                .get("action")
+                .and_then(|a| a.get("commands"))
+                .and_then(Value::as_array)
+                .map(|c| c.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if !self.commands.is_empty() && listed != self.commands {
+                return Err(malformed(
+                    "a shell call's commands differ from its final item",
+                ));
+            }
+        }
+        Ok(call)
+    }
+}
 
 impl StreamRewriter {
     /// The batch slot an event belongs to; a call item being added opens one.
@@ -31,11 +155,10 @@ impl StreamRewriter {
                 // Any item, not only a call: a key a case-blind reader would
                 // take for a call's makes another item look like one.
                 map_guard(i, &ITEM_KEYS)?;
-                let t = i
-                    .get("type")
+                i.get("type")
                     .and_then(Value::as_str)
                     .ok_or_else(|| malformed("output item has no type"))?;
-                Some((classify(t), t))
+                item.map(class_of)
             }
             Some(_) => return Err(malformed("output item is not an object")),
         };
@@ -48,52 +171,61 @@ impl StreamRewriter {
             .and_then(|i| i.get("id"))
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty());
-        let by_id = item_id.or(own_id).and_then(|id| {
-            self.batch
-                .iter()
-                .position(|s| !s.item_id.is_empty() && s.item_id == id)
-        });
+        let named = item_id.or(own_id);
+        let by_id = named.and_then(|id| self.batch.iter().position(|s| s.item_id == id));
         let by_index = oi.and_then(|o| self.batch.iter().position(|s| s.output_index == o));
+        let names_decided = named.is_some_and(|id| self.decided.contains_key(id))
+            || oi.is_some_and(|o| self.decided_at.contains(&o));
         if ty == "response.output_item.added" {
-            if by_id.is_some() || by_index.is_some() {
+            if by_id.is_some() || by_index.is_some() || names_decided {
                 return Err(malformed("an output item was added twice"));
             }
-            let Some((ItemClass::Call, t)) = item_class else {
+            if item_class != Some(ItemClass::Call) {
                 return Ok(None);
-            };
+            }
             let (Some(oi), Some(Value::Object(i))) = (oi, item) else {
                 return Err(malformed("a call item has no output_index"));
             };
-            map_guard(i, &ITEM_KEYS)?;
             if self.terminal {
                 return Err(malformed("a call item came after the response ended"));
             }
-            let id = own_id.unwrap_or("").to_string();
-            if self.decided.contains_key(&id) {
-                return Err(malformed("an output item was added twice"));
+            let id = own_id.ok_or_else(|| malformed("a call item has no id"))?;
+            if id.len() > MAX_ITEM_ID {
+                return Err(malformed("a call item's id is too long"));
             }
+            let t = i.get("type").and_then(Value::as_str).unwrap_or("");
+            let opened = call_of(&Value::Object(i.clone()), self.max_call)?;
+            let text = match text_events(t) {
+                Some((key, _, _)) => text_of(i, key)?.to_string(),
+                None => String::new(),
+            };
+            let oversized = opened.oversized || text.len() > self.max_call;
+            let bytes = opened.arguments.len() + text.len();
             self.batch.push(Slot {
                 output_index: oi,
-                item_id: id,
+                item_id: id.to_string(),
                 item_type: t.to_string(),
-                deltas: String::new(),
-                deltas_seen: false,
+                opened,
+                text: if oversized { String::new() } else { text },
+                commands: Vec::new(),
                 done: None,
-                bytes: 0,
-                oversized: false,
+                bytes,
+                oversized,
             });
             self.call_delta = true;
             return Ok(Some(self.batch.len() - 1));
         }
         match (by_id, by_index) {
             (Some(a), Some(b)) if a != b => Err(malformed("an event names two different items")),
-            (Some(a), _) | (None, Some(a)) => Ok(Some(a)),
+            (Some(a), _) => Ok(Some(a)),
+            (None, Some(a)) => match named {
+                // The place of one call and the id of another item.
+                Some(_) => Err(malformed("an event names two different items")),
+                None => Ok(Some(a)),
+            },
             (None, None) => {
-                let names_decided = item_id
-                    .or(own_id)
-                    .is_some_and(|id| self.decided.contains_key(id));
-                let is_call = matches!(item_class, Some((ItemClass::Call, _)));
-                if names_decided || is_call {
+                let is_call = item_class == Some(ItemClass::Call);
+                if names_decided || is_call || is_call_event(ty) {
                     return Err(malformed("an event names a call that is not open"));
                 }
                 Ok(None)
@@ -109,48 +241,54 @@ impl StreamRewriter {
         obj: &Map<String, Value>,
         seq: Option<u64>,
     ) -> Result<(), Error> {
+        let max_call = self.max_call;
         let slot = &mut self.batch[i];
         if slot.done.is_some() {
             return Err(malformed("an event came after its call item was done"));
         }
         let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
-        if ty == "response.output_item.done" {
-            let Some(Value::Object(item)) = obj.get("item") else {
-                return Err(malformed("output_item.done has no item"));
-            };
-            map_guard(item, &ITEM_KEYS)?;
-            let t = item.get("type").and_then(Value::as_str).unwrap_or("");
-            let id = item.get("id").and_then(Value::as_str).unwrap_or("");
-            if t != slot.item_type || (!slot.item_id.is_empty() && id != slot.item_id) {
-                return Err(malformed("a call item changed between added and done"));
+        let text = text_events(&slot.item_type);
+        match ty {
+            "response.output_item.added" => {}
+            "response.output_item.done" => {
+                let Some(Value::Object(item)) = obj.get("item") else {
+                    return Err(malformed("output_item.done has no item"));
+                };
+                map_guard(item, &ITEM_KEYS)?;
+                let call = slot.finish(item, max_call)?;
+                // What a follow-up sends back of it; kept only when it may
+                // be needed and is within bounds.
+                let item = match (slot.item_type.as_str(), slot.oversized || call.oversized) {
+                    ("function_call", false) => call_item(&Value::Object(item.clone())),
+                    _ => None,
+                };
+                slot.bytes += call.arguments.len();
+                slot.oversized |= call.oversized;
+                slot.done = Some(Done { call, item });
             }
-            let item = Value::Object(item.clone());
-            if !slot.oversized {
-                check_deltas(slot, &item)?;
-            }
-            slot.done = Some(item);
-        } else if ty.ends_with(".delta") {
-            if let Some(d) = obj.get("delta") {
-                let d = d
-                    .as_str()
+            t if text.is_some_and(|(_, d, _)| d == t) => {
+                let d = obj
+                    .get("delta")
+                    .and_then(Value::as_str)
                     .ok_or_else(|| malformed("a call delta is not a string"))?;
-                slot.deltas_seen = true;
-                if !slot.oversized {
-                    slot.deltas.push_str(d);
+                slot.add_delta(t, d)?;
+            }
+            t if text.is_some_and(|(_, _, d)| d == t) => {
+                // The whole text once more.
+                let key = text.map_or("arguments", |(k, _, _)| k);
+                let v = text_of(obj, key)?;
+                if !slot.oversized && v != slot.text {
+                    return Err(malformed("a call's deltas differ from its final text"));
                 }
             }
-        } else if ty.ends_with(".done") {
-            // `…arguments.done` / `…input.done`: the whole text once more.
-            for key in ["arguments", "input"] {
-                if let Some(v) = obj.get(key) {
-                    let v = v
-                        .as_str()
-                        .ok_or_else(|| malformed("call text is not a string"))?;
-                    if slot.deltas_seen && !slot.oversized && v != slot.deltas {
-                        return Err(malformed("a call's deltas differ from its final text"));
-                    }
-                }
+            "response.shell_call_command.added"
+            | "response.shell_call_command.delta"
+            | "response.shell_call_command.done"
+                if slot.item_type == "shell_call" =>
+            {
+                shell_command(slot, ty, obj)?;
             }
+            _ => return Err(malformed("an event of another kind names a call item")),
         }
         let ty = ty.to_string();
         self.keep_call_event(i, raw, data, ty, seq)
@@ -177,7 +315,12 @@ impl StreamRewriter {
         if slot.bytes > 2 * max_call + 64 * 1024 || held_bytes + raw.len() > max_held {
             // Too large to hold: rejected without keeping its events.
             slot.oversized = true;
-            slot.deltas = String::new();
+            slot.text = String::new();
+            slot.commands = Vec::new();
+            if let Some(d) = &mut slot.done {
+                d.item = None;
+                d.call.arguments = String::new();
+            }
             let freed: usize = self
                 .queue
                 .iter()
@@ -197,9 +340,13 @@ impl StreamRewriter {
         })
     }
 
-    pub(super) fn keep(&mut self, h: Held) -> Result<(), Error> {
+    pub(super) fn keep(&mut self, mut h: Held) -> Result<(), Error> {
+        // Copied out: a slice of the decoder's buffer would keep all of it
+        // (a large event read with this one) alive while held.
+        h.raw = Bytes::copy_from_slice(&h.raw);
+        h.data = Bytes::copy_from_slice(&h.data);
         self.held_bytes += h.raw.len() + h.data.len();
-        if self.held_bytes > self.max_held.saturating_mul(2) {
+        if self.held_bytes + self.kept > self.max_held.saturating_mul(2) {
             return Err(malformed("held events over limits.max_held_args_bytes"));
         }
         self.queue.push(h);
@@ -207,19 +354,32 @@ impl StreamRewriter {
     }
 }
 
-/// A call's deltas, and its `.done` text, must be the text its final item carries.
-fn check_deltas(slot: &Slot, item: &Value) -> Result<(), Error> {
-    if !slot.deltas_seen {
+/// A shell call's commands as streamed: each added at the next index,
+/// grown by its deltas, and done with the text they built.
+fn shell_command(slot: &mut Slot, ty: &str, obj: &Map<String, Value>) -> Result<(), Error> {
+    let at = command_index(obj)?;
+    let field = |k: &str| {
+        obj.get(k)
+            .and_then(Value::as_str)
+            .ok_or_else(|| malformed("a shell command event has no text"))
+    };
+    if slot.oversized {
         return Ok(());
     }
-    let key = match slot.item_type.as_str() {
-        "function_call" => "arguments",
-        "custom_tool_call" => "input",
-        _ => return Ok(()),
-    };
-    let text = item.get(key).and_then(Value::as_str).unwrap_or("");
-    if text != slot.deltas {
-        return Err(malformed("a call's deltas differ from its final text"));
+    match ty {
+        "response.shell_call_command.added" if at == slot.commands.len() => {
+            slot.commands.push(field("command")?.to_string());
+        }
+        "response.shell_call_command.delta" if at < slot.commands.len() => {
+            slot.commands[at].push_str(field("delta")?);
+        }
+        "response.shell_call_command.done"
+            if at < slot.commands.len() && slot.commands[at] == field("command")? => {}
+        _ => {
+            return Err(malformed(
+                "a shell call's commands differ from its final item",
+            ))
+        }
     }
     Ok(())
 }

@@ -2,8 +2,9 @@
 
 use bytes::BytesMut;
 
-use super::{neutral_item, Decided, StreamRewriter};
+use super::{Decided, StreamRewriter};
 use crate::call::Release;
+use crate::protocol::responses::fingerprint;
 
 impl StreamRewriter {
     /// Applies the verdicts on the pending batch: an allowed call's events
@@ -32,18 +33,15 @@ impl StreamRewriter {
             .collect();
         let mut message_ids = Vec::with_capacity(batch.len());
         for ((slot, call), ok) in batch.iter().zip(&pending).zip(&allowed) {
-            let key = slot.item_id.clone();
             if *ok {
-                let arguments = call.arguments.clone();
-                self.decided.insert(key, Decided::Released { arguments });
+                let fp = fingerprint(&slot.item_id, &slot.item_type, call);
+                self.decide(slot, Decided::Released(fp), true);
                 message_ids.push(String::new());
             } else {
-                let id = self.ids.message_id(&slot.item_id);
-                let message = neutral_item(&id, &self.neutral, self.refusal);
-                self.decided.insert(key, Decided::Withheld { message });
+                self.decide(slot, Decided::Withheld, true);
                 self.withheld
                     .push((call.id.clone(), slot.item_type.clone()));
-                message_ids.push(id);
+                message_ids.push(self.ids.message_id(&slot.item_id));
             }
         }
         let queue = std::mem::take(&mut self.queue);

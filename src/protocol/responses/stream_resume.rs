@@ -14,8 +14,7 @@ use serde_json::{json, Map, Value};
 use super::{Decided, Slot, StreamRewriter, TERMINAL};
 use crate::call::{Call, Release};
 use crate::error::Error;
-use crate::protocol::responses::follow::{call_item, turn};
-use crate::protocol::responses::neutral_item;
+use crate::protocol::responses::follow::turn;
 use crate::protocol::write_named_event as write_event;
 use crate::protocol::{add_usage, Resumption};
 
@@ -45,6 +44,8 @@ pub(super) struct ResumeState {
     carried: Option<Value>,
     /// The items of the first response the agent saw.
     shown: Vec<Value>,
+    /// Their size as read, for the budget.
+    shown_bytes: usize,
     first_id: String,
     ready: Option<Resumption>,
     renamed: Option<(String, String)>,
@@ -61,6 +62,15 @@ impl ResumeState {
 
     pub(super) fn active(&self) -> bool {
         self.phase.is_some()
+    }
+
+    /// What it keeps, for the budget: the held end and the items shown.
+    pub(super) fn bytes(&self) -> usize {
+        let end = self
+            .held_end
+            .as_ref()
+            .map_or(0, |(r, d, _)| r.len() + 3 * d.len());
+        end + 2 * self.shown_bytes
     }
 }
 
@@ -94,16 +104,15 @@ impl StreamRewriter {
         let mut denied = Vec::new();
         for (i, (slot, call)) in batch.iter().zip(calls).enumerate() {
             let id = self.ids.message_id(&slot.item_id);
-            let message = neutral_item(&id, &self.neutral, self.refusal);
-            self.decided
-                .insert(slot.item_id.clone(), Decided::Withheld { message });
+            // Its place goes to the follow-up's items, unless that fails.
+            self.decide(slot, Decided::Withheld, false);
             self.resume
                 .places
                 .push((slot.output_index, id, call.id.clone()));
             if Release::at(verdicts, i) == (Release::Resume { deny: true }) {
                 denied.push(call.name.clone());
             }
-            if let Some(item) = slot.done.as_ref().and_then(call_item) {
+            if let Some(item) = slot.done.as_ref().and_then(|d| d.item.clone()) {
                 items.push(item);
             }
         }
@@ -187,6 +196,7 @@ impl StreamRewriter {
         if let Some(Value::Array(items)) = resp.get("output") {
             let shown = items.iter().take(self.resume.offset as usize).cloned();
             self.resume.shown.extend(shown);
+            self.resume.shown_bytes = self.resume.shown.iter().map(|v| v.to_string().len()).sum();
         }
     }
 
@@ -214,6 +224,7 @@ impl StreamRewriter {
     pub(super) fn end_without_follow_up(&mut self, out: &mut BytesMut) {
         self.resume.phase = None;
         for (oi, id, call_id) in std::mem::take(&mut self.resume.places) {
+            self.decided_at.insert(oi);
             self.replacement(oi, &id, out);
             self.withheld.push((call_id, "function_call".into()));
         }

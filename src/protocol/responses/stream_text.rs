@@ -32,8 +32,8 @@ struct TextDelta<'a> {
     sequence_number: Option<u64>,
     #[serde(borrow, default)]
     item_id: Option<Key<'a>>,
-    #[serde(default, rename = "output_index")]
-    _output_index: Option<u64>,
+    #[serde(default)]
+    output_index: Option<u64>,
     #[serde(default, rename = "content_index")]
     _content_index: Option<u64>,
     #[serde(default, rename = "summary_index")]
@@ -69,6 +69,7 @@ impl StreamRewriter {
         }
         if d.item_id
             .is_some_and(|id| self.decided.contains_key(id.0.as_ref()))
+            || d.output_index.is_some_and(|o| self.decided_at.contains(&o))
         {
             return false;
         }
@@ -156,12 +157,12 @@ mod tests {
         assert!(!passes(&mut r, None, PLAIN));
         // An item already decided, a call open, a resumed stream.
         let mut r = rw();
-        r.decided.insert(
-            "msg_1".into(),
-            super::super::Decided::Released {
-                arguments: String::new(),
-            },
-        );
+        r.decided
+            .insert("msg_1".into(), super::super::Decided::Withheld);
+        assert!(!passes(&mut r, None, PLAIN));
+        // The place of a decided call.
+        let mut r = rw();
+        r.decided_at.insert(0);
         assert!(!passes(&mut r, None, PLAIN));
         let mut r = rw();
         let added = r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":""}}"#;
