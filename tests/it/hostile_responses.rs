@@ -543,3 +543,102 @@ async fn remembered_responses_are_bounded_by_bytes() {
         "{renamed} renames kept over a count of 1000"
     );
 }
+
+/// The calls openai-python's stream snapshot ends with: each function call
+/// item as added, its argument deltas appended by `output_index`.
+fn snapshot_calls(sse: &str) -> Vec<(String, String)> {
+    let mut items: Vec<Value> = Vec::new();
+    for data in sse.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        let Ok(e) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        match e["type"].as_str().unwrap_or("") {
+            "response.output_item.added" => items.push(e["item"].clone()),
+            "response.function_call_arguments.delta" => {
+                let at = e["output_index"].as_u64().unwrap_or(u64::MAX) as usize;
+                if let Some(i) = items.get_mut(at) {
+                    let args = format!(
+                        "{}{}",
+                        i["arguments"].as_str().unwrap_or(""),
+                        e["delta"].as_str().unwrap_or("")
+                    );
+                    i["arguments"] = json!(args);
+                }
+            }
+            _ => {}
+        }
+    }
+    items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| {
+            (
+                i["name"].as_str().unwrap_or("").into(),
+                i["arguments"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect()
+}
+
+/// Under `ask`, the person approves the call that was gated, and the client
+/// receives exactly that call; a call whose first event and deltas say
+/// other arguments than its last event is never asked about: the stream
+/// fails before the question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_person_approves_is_what_the_client_receives() {
+    use crate::approval::{approval_config, decide, list, pending};
+    let small = "{\"amount\":5,\"to\":\"acme\"}";
+    let pay = item("fc_1", "call_1", "pay_invoice", small, true);
+    let honest = stream_of(std::slice::from_ref(&pay), |_| {});
+    let doctored = stream_of(&[pay], |e| {
+        e[2]["delta"] = json!("{\"amount\":5000,\"to\":\"attacker-acct\"}");
+    });
+    let mock = Mock::start(vec![Reply::sse(honest), Reply::sse(doctored)]).await;
+    let policy = "[[rule]]\nname = \"ask-pay\"\ntools = [\"pay_invoice\"]\nverdict = \"ask\"\n";
+    let gate = start_gate(&mock.base_url(), policy, &approval_config(30.0)).await;
+    let body = json!({"model": "m", "input": "pay", "stream": true,
+        "tools": [{"type": "function", "name": "pay_invoice"}]});
+    let url = format!("{}/v1/responses", gate.url);
+    let (u, b) = (url.clone(), body.to_string());
+    let client =
+        tokio::spawn(
+            async move { send("POST", &u, &[("content-type", "application/json")], b).await },
+        );
+    let q = pending(&gate, 1).await;
+    assert!(q[0].to_string().contains("acme"), "{q:?}");
+    let a = decide(
+        &gate,
+        q[0]["id"].as_str().unwrap(),
+        json!({"decision": "approve", "by": "ana"}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let got = client.await.unwrap().text();
+    assert_eq!(
+        snapshot_calls(&got),
+        [("pay_invoice".to_string(), small.to_string())],
+        "{got}"
+    );
+
+    let got = tokio::time::timeout(
+        Duration::from_secs(20),
+        send(
+            "POST",
+            &url,
+            &[("content-type", "application/json")],
+            body.to_string(),
+        ),
+    )
+    .await
+    .expect("no question keeps a doctored call waiting")
+    .text();
+    assert!(
+        list(&gate).await.is_empty(),
+        "nobody is asked about a call read two ways"
+    );
+    assert!(
+        !got.contains("attacker") && got.contains("response.failed"),
+        "{got}"
+    );
+    gate.stop().await;
+}
