@@ -192,5 +192,4 @@ impl Gates {
 }
 
 #[cfg(test)]
-#[path = "tests.rs"]
 mod tests;

@@ -371,5 +371,4 @@ async fn remembered_first_passes_answer_by_every_input_they_read() {
     }
 }
 
-#[path = "sensor_tests.rs"]
 mod sensors;

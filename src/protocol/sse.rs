@@ -414,5 +414,4 @@ impl SseDecoder {
 }
 
 #[cfg(test)]
-#[path = "sse_tests.rs"]
 mod tests;

@@ -317,5 +317,4 @@ pub fn rebuild(pieces: &[Piece], allowed: impl Fn(usize) -> bool) -> (String, us
 }
 
 #[cfg(test)]
-#[path = "text_calls_tests.rs"]
 mod tests;

@@ -448,13 +448,10 @@ fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
     })
 }
 
-#[path = "complete_text.rs"]
 mod text;
-#[path = "complete_write.rs"]
 mod write;
 use text::TextBody;
 use write::{append_neutral, write_reasoning, write_tools};
 
 #[cfg(test)]
-#[path = "complete_tests.rs"]
 mod tests;

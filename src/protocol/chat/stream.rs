@@ -32,15 +32,10 @@ use crate::protocol::text_calls::TextScan;
 use crate::protocol::{map_guard, write_raw_data, Options, Resumption, Rewriter, Step};
 use resume::ResumeState;
 
-#[path = "stream_choice.rs"]
 mod choice;
-#[path = "stream_events.rs"]
 mod events;
-#[path = "stream_pending.rs"]
 mod pending;
-#[path = "stream_resume.rs"]
 mod resume;
-#[path = "stream_text.rs"]
 mod text;
 use pending::{Held, Pending, PendingChoice, TextCalls};
 
@@ -358,11 +353,8 @@ impl Rewriter for StreamRewriter {
 }
 
 #[cfg(test)]
-#[path = "stream_held_tests.rs"]
 mod held_tests;
 #[cfg(test)]
-#[path = "stream_paths_tests.rs"]
 mod paths_tests;
 #[cfg(test)]
-#[path = "stream_tests.rs"]
 mod tests;

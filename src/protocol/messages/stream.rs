@@ -54,15 +54,10 @@ const EVENTS: [&str; 8] = [
     "error",
 ];
 
-#[path = "stream_delta.rs"]
 mod delta;
-#[path = "stream_emit.rs"]
 mod emit;
-#[path = "stream_hold.rs"]
 mod hold;
-#[path = "stream_resume.rs"]
 mod resume;
-#[path = "stream_text.rs"]
 mod text;
 
 use crate::protocol::write_named_event as write_event;
@@ -500,5 +495,4 @@ impl Rewriter for StreamRewriter {
 }
 
 #[cfg(test)]
-#[path = "stream_tests.rs"]
 mod tests;

@@ -44,20 +44,13 @@ use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step, Withheld};
 
-#[path = "stream_delta.rs"]
 mod delta;
-#[path = "stream_emit.rs"]
 mod emit;
-#[path = "stream_envelope.rs"]
 mod envelope;
 use envelope::{Ahead, Snapshot};
-#[path = "stream_hold.rs"]
 mod hold;
-#[path = "stream_release.rs"]
 mod release;
-#[path = "stream_resume.rs"]
 mod resume;
-#[path = "stream_text.rs"]
 mod text;
 
 use crate::protocol::write_named_event as write_event;
@@ -529,5 +522,4 @@ impl Rewriter for StreamRewriter {
 }
 
 #[cfg(test)]
-#[path = "stream_tests.rs"]
 mod tests;

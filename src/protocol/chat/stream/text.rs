@@ -188,5 +188,4 @@ impl StreamRewriter {
 }
 
 #[cfg(test)]
-#[path = "stream_text_tests.rs"]
 mod tests;

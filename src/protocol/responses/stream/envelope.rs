@@ -301,5 +301,4 @@ impl StreamRewriter {
 }
 
 #[cfg(test)]
-#[path = "stream_envelope_tests.rs"]
 mod tests;
