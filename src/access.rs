@@ -3,7 +3,7 @@
 //! gates decided. Never payload text.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -13,21 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::policy::Verdict;
 
-/// How many of a request's calls got each verdict (follow-ups included).
-#[derive(Debug, Default)]
-pub struct Tally {
-    by_verdict: [AtomicU32; 4],
-}
-
-impl Tally {
-    pub fn count(&self, v: Verdict) {
-        self.by_verdict[v as usize].fetch_add(1, Relaxed);
-    }
-
-    pub fn get(&self, v: Verdict) -> u32 {
-        self.by_verdict[v as usize].load(Relaxed)
-    }
-}
+pub use crate::call::Tally;
 
 /// What the access line says; written when dropped.
 #[derive(Debug)]

@@ -4,6 +4,12 @@
 //! keeps, on its own side, where the call sits in its response (a choice and
 //! index, an output item). Gates read only this type and [`crate::context`];
 //! they answer with a [`Release`] per call, in the order the calls were given.
+//! The policy's [`Verdict`] and [`RewriteMode`] are here too: the words a
+//! decision is written in, shared by the config, the policy and the gates.
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use serde::Deserialize;
 
 /// What sort of call the model proposed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,5 +96,60 @@ impl Release {
 
     pub fn resumable(self) -> bool {
         matches!(self, Release::Resume { .. })
+    }
+}
+
+/// What happens to a tool call. Ordered by severity: `Allow < Ask < Reject < Deny`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The call is released to the agent.
+    Allow,
+    /// Held until a person approves it (`[approval]`); denied, timed out or
+    /// abandoned, it is a neutral failure. `pause` is the same verdict.
+    #[serde(alias = "pause")]
+    Ask,
+    /// A neutral failure: the call is removed.
+    Reject,
+    /// An authorization failure: as though the call never happened.
+    Deny,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allow => "allow",
+            Verdict::Ask => "ask",
+            Verdict::Reject => "reject",
+            Verdict::Deny => "deny",
+        }
+    }
+}
+
+/// What replaces a withheld call (`[rewrite] mode`, or a rule's `rewrite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RewriteMode {
+    /// The call is removed; a choice left without calls gets the neutral text.
+    #[default]
+    Drop,
+    /// toolgate answers the call with a neutral tool result upstream itself
+    /// and splices the model's continuation into the same response.
+    Resume,
+}
+
+/// How many of a request's calls got each verdict (follow-ups included).
+#[derive(Debug, Default)]
+pub struct Tally {
+    by_verdict: [AtomicU32; 4],
+}
+
+impl Tally {
+    pub fn count(&self, v: Verdict) {
+        self.by_verdict[v as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn get(&self, v: Verdict) -> u32 {
+        self.by_verdict[v as usize].load(Relaxed)
     }
 }

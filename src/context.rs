@@ -23,7 +23,7 @@ impl Declared {
         // Written straight into bytes: `to_string` goes through `fmt`, which
         // cost twice as much. Compact JSON is UTF-8.
         let text = |p: &Value| {
-            let bytes = crate::protocol::json::compact::to_vec(p, 256);
+            let bytes = serde_json::to_vec(p).unwrap_or_default();
             String::from_utf8(bytes).unwrap_or_else(|_| p.to_string())
         };
         Declared {
@@ -59,7 +59,7 @@ pub struct Context {
     pub tool_results: Vec<(std::ops::Range<usize>, String)>,
     /// The injection scan of the tool results, made once per request when
     /// a rule reads it (see `gate::injection`).
-    pub injection: std::sync::OnceLock<Vec<crate::gate::injection::Found>>,
+    pub injection: std::sync::OnceLock<Vec<Found>>,
     /// The texts in caseless form, for entity provenance (made once per
     /// request when a rule reads it).
     pub folded: std::sync::OnceLock<Folded>,
@@ -70,11 +70,28 @@ pub struct Context {
     /// `json_schema` / `json_object`): a neutral text is a refusal.
     pub structured_output: bool,
     /// The request's verdict counts, for its access line.
-    pub tally: std::sync::Arc<crate::access::Tally>,
+    pub tally: std::sync::Arc<crate::call::Tally>,
     /// The request's trace span, parent of its decisions' spans (`[telemetry]`).
     pub trace: Option<crate::telemetry::RequestTrace>,
     /// Set when the agent has gone away: calls waiting for a person end.
     pub left: std::sync::Arc<Left>,
+}
+
+/// One suspected injection span of one text (found by `gate::injection`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub detector: &'static str,
+    /// The span's text, caseless (never audited: it is tool output).
+    pub text: String,
+}
+
+/// A suspected span in one of the request's tool results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The tool result's position among the request's tool results.
+    pub result: usize,
+    pub call_id: String,
+    pub span: Span,
 }
 
 /// The request's texts in caseless form (see [`crate::fold::fold`]).

@@ -144,7 +144,7 @@ impl std::io::Write for Gather {
 /// (large ones go in their own maps).
 pub fn json_body(v: &serde_json::Value, size: usize) -> Result<Bytes, Error> {
     if size < MAP_MIN {
-        let out = crate::protocol::json::compact::to_vec(v, size + size / 8 + 64);
+        let out = crate::json::compact::to_vec(v, size + size / 8 + 64);
         return Ok(Bytes::from(out));
     }
     let mut g = Gather::new(None)?;

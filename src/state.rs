@@ -73,7 +73,7 @@ impl State {
             .as_nanos();
         let seed = format!("{nanos}-{}", std::process::id());
         let mut parts = Parts {
-            namespaces: config.policy.namespaces(),
+            namespaces: crate::gate::signals::Namespaces::of_config(&config.policy),
             threshold: config
                 .judge
                 .as_ref()

@@ -37,7 +37,7 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
     }
     let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
     let parts = Parts {
-        namespaces: config.policy.namespaces(),
+        namespaces: crate::gate::signals::Namespaces::of_config(&config.policy),
         threshold: 0.8,
         ..Parts::default()
     };

@@ -296,7 +296,7 @@ impl Default for RawAudit {
 pub(crate) struct RawRewrite {
     pub(crate) neutral_message: Spanned<String>,
     pub(crate) errors: ErrorMode,
-    pub(crate) mode: crate::policy::RewriteMode,
+    pub(crate) mode: crate::call::RewriteMode,
     pub(crate) max_resumes: Spanned<u32>,
     pub(crate) neutral_result: Spanned<String>,
 }
@@ -306,7 +306,7 @@ impl Default for RawRewrite {
         RawRewrite {
             neutral_message: Spanned::new(0..0, "I wasn't able to complete that action.".into()),
             errors: ErrorMode::Generic,
-            mode: crate::policy::RewriteMode::Drop,
+            mode: crate::call::RewriteMode::Drop,
             max_resumes: Spanned::new(0..0, 2),
             neutral_result: Spanned::new(0..0, "The action could not be completed.".into()),
         }

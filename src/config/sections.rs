@@ -117,20 +117,7 @@ pub struct Policy {
     pub settle: Duration,
 }
 
-impl Policy {
-    /// How tool names are split into namespace and name (prefixes in the
-    /// caseless form tool names are compared in).
-    pub fn namespaces(&self) -> crate::gate::signals::Namespaces {
-        crate::gate::signals::Namespaces {
-            separators: self.namespace_separators.clone(),
-            prefixes: self
-                .namespace_prefixes
-                .iter()
-                .map(|p| crate::fold::fold(p).into_owned())
-                .collect(),
-        }
-    }
-}
+impl Policy {}
 
 /// `[policy] reload`: how policy changes are picked up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -193,7 +180,7 @@ pub struct Rewrite {
     pub neutral_message: std::sync::Arc<str>,
     pub errors: ErrorMode,
     /// What replaces withheld calls unless their rule says otherwise.
-    pub mode: crate::policy::RewriteMode,
+    pub mode: crate::call::RewriteMode,
     /// Follow-up requests at most per response; past it, `drop`.
     pub max_resumes: u32,
     /// The tool result a follow-up answers each withheld call with.

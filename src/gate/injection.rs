@@ -18,13 +18,7 @@ use std::sync::{Arc, LazyLock};
 
 use regex::{Regex, RegexSet};
 
-/// One suspected span of one text.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Span {
-    pub detector: &'static str,
-    /// The span's text, caseless (never audited: it is tool output).
-    pub text: String,
-}
+pub use crate::context::{Found, Span};
 
 /// Longest span kept around a find, in bytes of the caseless text.
 const SPAN_MAX: usize = 1200;
@@ -237,15 +231,6 @@ fn paragraph(t: &str, at: Range<usize>) -> String {
         .find(|&i| t.is_char_boundary(i))
         .unwrap_or(t.len());
     t[start..end].to_string()
-}
-
-/// A suspected span in one of the request's tool results.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Found {
-    /// The tool result's position among the request's tool results.
-    pub result: usize,
-    pub call_id: String,
-    pub span: Span,
 }
 
 /// The injection scan of the request's tool results (made once per request).

@@ -29,7 +29,7 @@ impl Integrity {
         if call.arguments.trim().is_empty() {
             return Outcome::allow("well_formed");
         }
-        match crate::protocol::json::ambiguous_keys(&call.arguments) {
+        match crate::json::ambiguous_keys(&call.arguments) {
             None => Outcome::reject("args_not_json"),
             Some(_) if !call.arguments.trim_start().starts_with('{') => {
                 Outcome::reject("args_not_object")

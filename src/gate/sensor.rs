@@ -63,18 +63,7 @@ impl Judged {
     }
 }
 
-/// One sensor call made for a decision, for its trace span.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SensorRun {
-    pub sensor: &'static str,
-    pub model: String,
-    pub at: std::time::SystemTime,
-    pub micros: u64,
-    /// Answered from the judge's cache.
-    pub cached: bool,
-    /// The failure's kind (`timeout`, `status`, …) when it failed.
-    pub failure: Option<&'static str>,
-}
+pub use crate::telemetry::SensorRun;
 
 /// Where a judge's answer puts its decision and reason, and the signal prefix.
 pub struct Fields {

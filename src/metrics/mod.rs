@@ -332,13 +332,6 @@ impl Metrics {
         }
     }
 
-    /// Counts a response's usage (nothing when it reported none).
-    pub fn usage(&self, u: &crate::protocol::usage::Usage) {
-        if u.any() {
-            self.tokens(u.model.as_deref().unwrap_or("unknown"), u.input, u.output);
-        }
-    }
-
     /// Counts redactions by kind.
     pub fn redacted(&self, counts: &std::collections::BTreeMap<&'static str, u64>) {
         for (kind, n) in counts {

@@ -27,44 +27,7 @@ use limits::Limit;
 /// The embedded default policy (also shipped as `policies/default.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../policies/default.toml");
 
-/// What happens to a tool call. Ordered by severity: `Allow < Ask < Reject < Deny`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    /// The call is released to the agent.
-    Allow,
-    /// Held until a person approves it (`[approval]`); denied, timed out or
-    /// abandoned, it is a neutral failure. `pause` is the same verdict.
-    #[serde(alias = "pause")]
-    Ask,
-    /// A neutral failure: the call is removed.
-    Reject,
-    /// An authorization failure: as though the call never happened.
-    Deny,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Allow => "allow",
-            Verdict::Ask => "ask",
-            Verdict::Reject => "reject",
-            Verdict::Deny => "deny",
-        }
-    }
-}
-
-/// What replaces a withheld call (`[rewrite] mode`, or a rule's `rewrite`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RewriteMode {
-    /// The call is removed; a choice left without calls gets the neutral text.
-    #[default]
-    Drop,
-    /// toolgate answers the call with a neutral tool result upstream itself
-    /// and splices the model's continuation into the same response.
-    Resume,
-}
+pub use crate::call::{RewriteMode, Verdict};
 
 /// How a tool's results are fenced (spotlighting, Hines et al. 2024).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

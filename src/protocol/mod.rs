@@ -17,7 +17,6 @@
 //! its matches; a row in the route table (`proxy::route`).
 
 pub mod chat;
-pub mod json;
 pub mod messages;
 pub mod request;
 pub mod responses;
@@ -46,6 +45,14 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The provider family a wire format names, for traces (`gen_ai.system`).
+    pub fn provider_family(self) -> &'static str {
+        match self {
+            Protocol::Messages => "anthropic",
+            Protocol::Chat | Protocol::Responses => "openai",
+        }
+    }
+
     /// The route label in metrics and the protocol named in audit records.
     pub fn label(self) -> &'static str {
         match self {

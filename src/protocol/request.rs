@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::json;
 use crate::error::Error;
+use crate::json;
 
 /// A request may take at most this many times its size as a parsed tree,
 /// plus [`TREE_SLACK`] (a long conversation of short messages is legitimate).

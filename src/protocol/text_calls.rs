@@ -209,7 +209,7 @@ fn call_of(v: Value) -> Option<TextCall> {
 
 /// One JSON call (duplicate keys refused: another reader could take the other).
 fn one(body: &str) -> Vec<TextCall> {
-    crate::protocol::json::strict_value(body.trim().as_bytes())
+    crate::json::strict_value(body.trim().as_bytes())
         .ok()
         .and_then(call_of)
         .into_iter()
@@ -218,7 +218,7 @@ fn one(body: &str) -> Vec<TextCall> {
 
 /// Mistral's list: every element must be a call, or none is read.
 fn listed(body: &str) -> Vec<TextCall> {
-    match crate::protocol::json::strict_value(body.trim().as_bytes()) {
+    match crate::json::strict_value(body.trim().as_bytes()) {
         Ok(Value::Array(items)) if !items.is_empty() => items
             .into_iter()
             .map(call_of)
@@ -234,7 +234,7 @@ fn named(name: &str, args: &str) -> Vec<TextCall> {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
-    match crate::protocol::json::strict_value(args.trim().as_bytes()) {
+    match crate::json::strict_value(args.trim().as_bytes()) {
         Ok(v @ Value::Object(_)) if valid => vec![TextCall {
             name: name.to_string(),
             arguments: v.to_string(),

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::json::Obj;
+use crate::json::Obj;
 
 /// Tokens of one response (or of every upstream response a stream spliced).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -65,7 +65,7 @@ impl Usage {
         }
         u.model = top
             .present("model")
-            .and_then(super::json::string)
+            .and_then(crate::json::string)
             .map(|m| m.into_owned());
         u
     }
@@ -120,6 +120,17 @@ impl Usage {
     /// Anything to count.
     pub fn any(&self) -> bool {
         self.input > 0 || self.output > 0
+    }
+
+    /// Counts the tokens in the metrics (nothing when none were reported).
+    pub fn count(&self, metrics: &crate::metrics::Metrics) {
+        if self.any() {
+            metrics.tokens(
+                self.model.as_deref().unwrap_or("unknown"),
+                self.input,
+                self.output,
+            );
+        }
     }
 }
 

@@ -10,7 +10,6 @@ use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::{full, is_json, reply, upstream_status, ProxyBody, Routed};
-use crate::body;
 use crate::context::{self, Context};
 use crate::encoding::ContentDecoder;
 use crate::error::Error;
@@ -19,9 +18,10 @@ use crate::gate::Gates;
 use crate::gather::{self, content_length};
 use crate::policy::RewriteMode;
 use crate::protocol::{responses, tree_cost, Parsed, Protocol};
-use crate::resume::{self, FollowUp, Sent};
+use crate::proxy::body;
+use crate::proxy::resume::{self, FollowUp, Sent};
+use crate::proxy::whole;
 use crate::state::State;
-use crate::whole;
 
 /// Gates one request; `asker` holds the request's own part of the gates'
 /// context (id, principal, verdict tally, trace span).

@@ -10,8 +10,12 @@
 //!    SSE → the protocol's stream rewriter, JSON → its whole-body rewriter,
 //!    anything else → 502.
 
+pub mod body;
 mod gated;
+pub mod release;
+pub mod resume;
 pub mod route;
+pub mod whole;
 
 use std::sync::Arc;
 
@@ -25,7 +29,6 @@ use tracing::Instrument;
 
 use crate::access::{Access, Logged};
 use crate::auth;
-use crate::body;
 use crate::budget::Charge;
 use crate::context::Context;
 use crate::encoding::ContentDecoder;
@@ -130,7 +133,7 @@ async fn respond(
     });
     if let Some(t) = &access.trace {
         let protocol = routed.as_ref().ok().map(|(_, r)| r.route.protocol());
-        t.route(req.method(), label, protocol);
+        t.route(req.method(), label, protocol.map(|p| p.provider_family()));
         // What goes upstream continues toolgate's span, not the agent's.
         if protocol.is_some() {
             t.inject(req.headers_mut());

@@ -20,7 +20,7 @@ use opentelemetry_sdk::trace::{
 };
 use opentelemetry_sdk::Resource;
 
-pub use spans::RequestTrace;
+pub use spans::{DecisionSpan, RequestTrace, SensorRun};
 
 use crate::config;
 use crate::error::Error;

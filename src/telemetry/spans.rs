@@ -14,12 +14,42 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracer;
 
 use super::Telemetry;
-use crate::access::Tally;
-use crate::call::Call;
-use crate::context::Context;
-use crate::gate::Decision;
-use crate::policy::Verdict;
-use crate::protocol::Protocol;
+use crate::call::{Tally, Verdict};
+
+/// One sensor call made for a decision, for its trace span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SensorRun {
+    pub sensor: &'static str,
+    pub model: String,
+    pub at: std::time::SystemTime,
+    pub micros: u64,
+    /// Answered from the judge's cache.
+    pub cached: bool,
+    /// The failure's kind (`timeout`, `status`, …) when it failed.
+    pub failure: Option<&'static str>,
+}
+
+/// What a decision's span says: written by whoever audits the decision,
+/// from the call, its context and its decision.
+pub struct DecisionSpan<'a> {
+    pub tool: &'a str,
+    pub call_id: &'a str,
+    /// The verdict as audited.
+    pub verdict: &'a str,
+    pub gate: &'static str,
+    pub reason: &'a str,
+    pub rule: Option<&'a str>,
+    pub phase: &'a str,
+    pub choice: u32,
+    /// Which follow-up request the call came from (0: the agent's own).
+    pub resume: u32,
+    pub monitor: bool,
+    /// When deciding began.
+    pub at: SystemTime,
+    /// Each gate and the microseconds it took, in order.
+    pub steps: Vec<(&'static str, u64)>,
+    pub sensors: &'a [SensorRun],
+}
 
 /// Longest model or tool name put in a span (both are agent or model text).
 const MAX_NAME: usize = 128;
@@ -63,15 +93,12 @@ impl Telemetry {
 impl RequestTrace {
     /// The route the request took; a gated or passed-through route names
     /// the provider family.
-    pub fn route(&self, method: &Method, route: &'static str, protocol: Option<Protocol>) {
+    /// `system` is the provider family (`openai`, `anthropic`).
+    pub fn route(&self, method: &Method, route: &'static str, system: Option<&'static str>) {
         let span = self.cx.span();
         span.update_name(format!("{method} {route}"));
         span.set_attribute(KeyValue::new("toolgate.route", route));
-        if let Some(p) = protocol {
-            let system = match p {
-                Protocol::Messages => "anthropic",
-                Protocol::Chat | Protocol::Responses => "openai",
-            };
+        if let Some(system) = system {
             span.set_attribute(KeyValue::new("gen_ai.system", system));
             span.set_attribute(KeyValue::new("gen_ai.provider.name", system));
         }
@@ -128,21 +155,21 @@ impl RequestTrace {
         opentelemetry::trace::Span::end_with_timestamp(&mut { span }, SystemTime::now());
     }
 
-    /// A span for one decision (`verdict` as audited), with its sensors' spans under it.
-    pub fn decision(&self, ctx: &Context, call: &Call, d: &Decision, verdict: &str, monitor: bool) {
-        let took: u64 = d.steps.iter().map(|s| s.micros).sum();
+    /// A span for one decision, with its sensors' spans under it.
+    pub fn decision(&self, d: DecisionSpan<'_>) {
+        let took: u64 = d.steps.iter().map(|s| s.1).sum();
         let mut attrs = vec![
-            KeyValue::new("gen_ai.tool.name", clip(&call.name)),
-            KeyValue::new("gen_ai.tool.call.id", clip(&call.id)),
-            KeyValue::new("toolgate.verdict", verdict.to_string()),
+            KeyValue::new("gen_ai.tool.name", clip(d.tool)),
+            KeyValue::new("gen_ai.tool.call.id", clip(d.call_id)),
+            KeyValue::new("toolgate.verdict", d.verdict.to_string()),
             KeyValue::new("toolgate.gate", d.gate),
-            KeyValue::new("toolgate.reason", d.outcome.reason.to_string()),
-            KeyValue::new("toolgate.phase", clip(&ctx.phase)),
-            KeyValue::new("toolgate.choice", i64::from(call.choice)),
+            KeyValue::new("toolgate.reason", d.reason.to_string()),
+            KeyValue::new("toolgate.phase", clip(d.phase)),
+            KeyValue::new("toolgate.choice", i64::from(d.choice)),
             KeyValue::new(
                 "toolgate.gates",
                 Value::Array(Array::String(
-                    d.steps.iter().map(|s| StringValue::from(s.gate)).collect(),
+                    d.steps.iter().map(|s| StringValue::from(s.0)).collect(),
                 )),
             ),
             KeyValue::new(
@@ -150,29 +177,29 @@ impl RequestTrace {
                 Value::Array(Array::I64(
                     d.steps
                         .iter()
-                        .map(|s| i64::try_from(s.micros).unwrap_or(i64::MAX))
+                        .map(|s| i64::try_from(s.1).unwrap_or(i64::MAX))
                         .collect(),
                 )),
             ),
         ];
-        if let Some(rule) = &d.outcome.rule {
+        if let Some(rule) = d.rule {
             attrs.push(KeyValue::new("toolgate.rule", clip(rule)));
         }
-        if ctx.resume > 0 {
-            attrs.push(KeyValue::new("toolgate.resume", i64::from(ctx.resume)));
+        if d.resume > 0 {
+            attrs.push(KeyValue::new("toolgate.resume", i64::from(d.resume)));
         }
-        if monitor {
+        if d.monitor {
             attrs.push(KeyValue::new("toolgate.mode", "monitor"));
         }
         let span = self
             .tracer
-            .span_builder(format!("gate {}", clip(&call.name)))
+            .span_builder(format!("gate {}", clip(d.tool)))
             .with_kind(SpanKind::Internal)
             .with_start_time(d.at)
             .with_attributes(attrs)
             .start_with_context(&self.tracer, &self.cx);
         let decided = self.cx.with_span(span);
-        for run in d.signals.iter().flat_map(|s| s.runs()) {
+        for run in d.sensors {
             let mut attrs = vec![
                 KeyValue::new("gen_ai.operation.name", "chat"),
                 KeyValue::new("toolgate.sensor", run.sensor),

@@ -68,9 +68,10 @@ pub async fn list(gate: &Gate) -> Vec<Value> {
     a.json()["pending"].as_array().unwrap().clone()
 }
 
-/// Waits until `n` questions are pending.
+/// Waits until `n` questions are pending (up to 30 s: a Python SDK client
+/// takes seconds to start on a loaded 2-core machine).
 pub async fn pending(gate: &Gate, n: usize) -> Vec<Value> {
-    for _ in 0..500 {
+    for _ in 0..1500 {
         let l = list(gate).await;
         if l.len() >= n {
             return l;

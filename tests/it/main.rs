@@ -16,6 +16,8 @@ mod support;
 mod bin;
 // A case-insensitive JSON reader, as Go's and .NET's decoders are (an oracle).
 mod lenient;
+// The module layering of src/ against docs/ARCHITECTURE.md.
+mod layering;
 // A hostile Responses provider judged by real clients (one reading for everyone).
 mod hostile_responses;
 

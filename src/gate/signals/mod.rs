@@ -249,6 +249,19 @@ pub struct Namespaces {
 }
 
 impl Namespaces {
+    /// From `[policy]` (prefixes in the caseless form tool names are
+    /// compared in).
+    pub fn of_config(p: &crate::config::Policy) -> Namespaces {
+        Namespaces {
+            separators: p.namespace_separators.clone(),
+            prefixes: p
+                .namespace_prefixes
+                .iter()
+                .map(|p| crate::fold::fold(p).into_owned())
+                .collect(),
+        }
+    }
+
     pub fn of<'a>(&self, name: &'a str) -> &'a str {
         let by_separator = self.separators.iter().filter_map(|s| name.find(s.as_str()));
         let by_prefix = self.prefixes.iter().filter_map(|p| {

@@ -1,6 +1,6 @@
 //! Non-streaming chat completions: find every call, then drop the rejected ones.
 //!
-//! The body is read borrowed ([`crate::protocol::json::Obj`]): no JSON tree is built,
+//! The body is read borrowed ([`crate::json::Obj`]): no JSON tree is built,
 //! so a large body costs little more than its own size. Calls come from
 //! `choices[].message.tool_calls` and legacy `choices[].message.function_call`,
 //! in body order, and verdicts are bound to them in that order. Allowed
@@ -20,7 +20,7 @@ use super::keys::{CHOICE, ENTRY, FUNCTION, MESSAGE, TOP};
 use super::{kind_of, Site};
 use crate::call::{Call, Release, MAX_NAME_BYTES};
 use crate::error::Error;
-use crate::protocol::json::{self, is_null, write_key, write_obj, write_string, Obj, Sink};
+use crate::json::{self, is_null, write_key, write_obj, write_string, Obj, Sink};
 use crate::protocol::{fold_guard, Resumption};
 
 fn malformed(why: &'static str) -> Error {
@@ -213,7 +213,7 @@ impl<'a> Completion<'a> {
     /// every call is allowed and the body can go out as it came.
     ///
     /// `out` receives the body: values that stay as they came are written
-    /// with [`Sink::raw`], so a [`super::json::Spliced`] sink copies none of
+    /// with [`Sink::raw`], so a [`crate::json::Spliced`] sink copies none of
     /// them.
     pub fn rewrite(&self, verdicts: &[Release], neutral: &str, out: &mut impl Sink) -> bool {
         let Some(choices) = self.choices.as_ref() else {

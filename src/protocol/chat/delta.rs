@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::assemble::Delta;
-use crate::protocol::json::{from_object, Braced};
+use crate::json::{from_object, Braced};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,7 +139,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 /// The value of `quoted` when it is exactly one JSON string, borrowed unless
 /// it had escapes.
 pub fn string(quoted: &str) -> Option<Cow<'_, str>> {
-    crate::protocol::json::literal::value(quoted)
+    crate::json::literal::value(quoted)
 }
 
 /// A present value's raw text, `null` included.

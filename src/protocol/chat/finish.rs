@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::delta::{raw, scalar, Null, Text};
-use crate::protocol::json::{from_object, Braced};
+use crate::json::{from_object, Braced};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 
 use super::assemble::Delta;
 use super::delta;
-use crate::protocol::json::literal;
+use crate::json::literal;
 
 /// The last chunk read with one choice holding one entry, and that entry.
 #[derive(Debug, Default)]

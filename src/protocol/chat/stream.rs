@@ -180,7 +180,7 @@ impl StreamRewriter {
         self.usage.sniff(&data);
         // Repeated keys are refused: the tree would keep one value of a key and
         // a reader could act on the other.
-        let mut obj = match crate::protocol::json::strict_value(&data) {
+        let mut obj = match crate::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,
             _ if risky => return Err(malformed("event data is not a JSON object")),
             _ => {

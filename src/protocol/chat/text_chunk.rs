@@ -16,7 +16,7 @@
 use serde::Deserialize;
 
 use super::delta::{Null, Text};
-use crate::protocol::json::{from_object, AnyStr, Braced, Checked};
+use crate::json::{from_object, AnyStr, Braced, Checked};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{call_of, classify, hosted_call, neutral_block, BlockClass, BLOCK_KEYS};
 use crate::call::{Call, Release};
 use crate::error::Error;
-use crate::protocol::json::{self, write_key, Obj, Sink};
+use crate::json::{self, write_key, Obj, Sink};
 use crate::protocol::{fold_guard, map_guard};
 
 const TOP: [&str; 4] = ["type", "content", "stop_reason", "error"];

@@ -207,7 +207,7 @@ impl StreamRewriter {
                 return held;
             }
         }
-        let obj = match crate::protocol::json::strict_value(&data) {
+        let obj = match crate::json::strict_value(&data) {
             Ok(Value::Object(o)) => o,
             _ => return Err(malformed("event data is not a JSON object")),
         };
@@ -321,7 +321,7 @@ impl StreamRewriter {
                 (false, true) => s.json.clone(),
                 // Both: readers keep the fragments; they must say the same.
                 (false, false) => {
-                    let same = crate::protocol::json::strict_value(s.json.as_bytes())
+                    let same = crate::json::strict_value(s.json.as_bytes())
                         .is_ok_and(|v| Some(&v) == start);
                     if !same {
                         return Err(malformed(

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{call_of, class_of, dropped_reasoning, neutral_item, Ids, ItemClass, ITEM_KEYS};
 use crate::call::{Call, Release};
 use crate::error::Error;
-use crate::protocol::json::{self, write_key, Obj, Sink};
+use crate::json::{self, write_key, Obj, Sink};
 use crate::protocol::{fold_guard, map_guard, Withheld};
 
 const TOP: [&str; 4] = ["id", "output", "error", "object"];

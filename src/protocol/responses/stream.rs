@@ -255,7 +255,7 @@ impl StreamRewriter {
         // The typed readers above take no usage (text and call deltas) or
         // count it themselves (envelopes).
         self.usage.sniff(&data);
-        let obj = match crate::protocol::json::strict_str(text) {
+        let obj = match crate::json::strict_str(text) {
             Ok(Value::Object(o)) => o,
             _ => return Err(malformed("event data is not a JSON object")),
         };

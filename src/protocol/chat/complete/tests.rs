@@ -26,7 +26,7 @@ fn rewrite(text: &str, allowed: &[bool]) -> Value {
     let body = bytes::Bytes::copy_from_slice(text.as_bytes());
     let base = std::str::from_utf8(&body).unwrap();
     let again = Completion::parse(base, 1024).unwrap();
-    let mut spliced = crate::protocol::json::Spliced::new(base, &body).slicing_all();
+    let mut spliced = crate::json::Spliced::new(base, &body).slicing_all();
     again.rewrite(allowed, "N", &mut spliced);
     let joined: Vec<u8> = spliced.finish().concat();
     assert_eq!(joined, out.as_bytes());

@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::{Choice, Completion, Slot};
-use crate::protocol::json::{self, Sink};
+use crate::json::{self, Sink};
 use crate::protocol::text_calls;
 
 /// A content with calls written as text: before its first marker, and the

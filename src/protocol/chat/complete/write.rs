@@ -4,7 +4,7 @@
 
 use serde_json::value::RawValue;
 
-use crate::protocol::json::{write_obj, write_string, Obj, Sink};
+use crate::json::{write_obj, write_string, Obj, Sink};
 
 /// `reasoning_details` without the entries that name a withheld call (a
 /// thought signature carries its call's id); as it came when none does.

@@ -54,7 +54,7 @@ impl Held {
             Held::Text(t) => serde_json::from_str(&t).ok(),
             // Read whole before it was held (strictly, or by the typed reader,
             // which takes less).
-            Held::Raw { data, .. } => match crate::protocol::json::strict_value(&data) {
+            Held::Raw { data, .. } => match crate::json::strict_value(&data) {
                 Ok(Value::Object(m)) => Some(m),
                 _ => None,
             },

@@ -56,7 +56,7 @@ impl ResumeState {
 }
 
 fn object_of(data: &[u8]) -> Option<Map<String, Value>> {
-    match crate::protocol::json::strict_value(data) {
+    match crate::json::strict_value(data) {
         Ok(Value::Object(o)) => Some(o),
         _ => None,
     }

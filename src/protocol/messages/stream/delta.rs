@@ -16,7 +16,7 @@ use serde_json::Map;
 
 use super::{Event, Open, Place, StreamRewriter};
 use crate::error::Error;
-use crate::protocol::json::{from_object, Braced, Key};
+use crate::json::{from_object, Braced, Key};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

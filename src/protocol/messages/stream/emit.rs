@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::{malformed, Event, StreamRewriter};
 use crate::error::Error;
-use crate::protocol::json::{write_obj, Obj};
+use crate::json::{write_obj, Obj};
 use crate::protocol::map_guard;
 use crate::protocol::write_named_event as write_event;
 

@@ -14,7 +14,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::{Open, Place, StreamRewriter};
-use crate::protocol::json::{from_object, AnyStr, Braced, Key};
+use crate::json::{from_object, AnyStr, Braced, Key};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

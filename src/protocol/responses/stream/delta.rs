@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::StreamRewriter;
 use crate::error::Error;
-use crate::protocol::json::{from_object, AnyStr, Key};
+use crate::json::{from_object, AnyStr, Key};
 
 /// The argument delta types of call items.
 const DELTAS: [&str; 2] = [

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use super::{malformed, Decided, Held, Snapshot, StreamRewriter, TERMINAL};
 use crate::error::Error;
-use crate::protocol::json::{write_obj, Obj};
+use crate::json::{write_obj, Obj};
 use crate::protocol::map_guard;
 use crate::protocol::responses::{
     call_of, class_of, dropped_reasoning, fingerprint, neutral_item, neutral_part, ItemClass,

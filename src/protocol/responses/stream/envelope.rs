@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use super::{malformed, StreamRewriter};
 use crate::error::Error;
 use crate::fold;
-use crate::protocol::json::{from_object, Checked, Key, Strict};
+use crate::json::{from_object, Checked, Key, Strict};
 
 /// The response a stream announced, kept for a failure ending: its tree, or
 /// the data of the event that carried it when that was read without one
@@ -41,7 +41,7 @@ impl Snapshot {
     pub(super) fn into_map(self) -> Option<Map<String, Value>> {
         match self {
             Snapshot::Tree(m) => Some(m),
-            Snapshot::Event(data) => match crate::protocol::json::strict_value(&data) {
+            Snapshot::Event(data) => match crate::json::strict_value(&data) {
                 Ok(Value::Object(mut event)) => match event.remove("response") {
                     Some(Value::Object(m)) => Some(m),
                     _ => None,
@@ -228,7 +228,7 @@ impl StreamRewriter {
             Ahead::Envelope { raw, data, read } if !self.resume.active() => {
                 self.send_envelope(&raw, &data, read, out)
             }
-            Ahead::Envelope { raw, data, .. } => match crate::protocol::json::strict_value(&data) {
+            Ahead::Envelope { raw, data, .. } => match crate::json::strict_value(&data) {
                 Ok(Value::Object(obj)) => self.dispatch(raw, data, obj, out),
                 _ => Err(malformed("event data is not a JSON object")),
             },

@@ -13,7 +13,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 
 use super::StreamRewriter;
-use crate::protocol::json::{from_object, AnyStr, Key};
+use crate::json::{from_object, AnyStr, Key};
 
 /// The text-only delta types: they never carry a call.
 const TEXT: [&str; 4] = [

@@ -4,7 +4,7 @@
 use std::task::Context as TaskContext;
 
 use super::GatedBody;
-use crate::release;
+use crate::proxy::release;
 
 impl GatedBody {
     /// Audits provider-run calls the rewriter has seen (they already ran;

@@ -188,7 +188,7 @@ pub async fn judge(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
         }
         tracing::debug!(request_id = %ctx.request_id, tool = %clip(&call.name), verdict = counted.as_str(), gate = d.gate, "gated");
         if let Some(t) = &ctx.trace {
-            t.decision(ctx, call, d, counted.as_str(), monitor);
+            t.decision(span_of(ctx, call, d, counted.as_str(), monitor));
         }
         if audited && !monitor && d.verdict == Verdict::Ask {
             asked.push((i, state.approvals.ask(ctx, call, d.outcome.rule.as_deref())));
@@ -262,7 +262,7 @@ pub async fn dropped(
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
         }
         if let Some(t) = &ctx.trace {
-            t.decision(ctx, call, &d, "reject", false);
+            t.decision(span_of(ctx, call, &d, "reject", false));
         }
         count(state, gates, ctx, call, Verdict::Reject, "stream", None);
     }
@@ -287,7 +287,32 @@ pub async fn hosted(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
             tracing::error!(request_id = %ctx.request_id, error = %e, "audit failed");
         }
         if let Some(t) = &ctx.trace {
-            t.decision(ctx, call, &d, "provider_run", false);
+            t.decision(span_of(ctx, call, &d, "provider_run", false));
         }
+    }
+}
+
+/// What the decision's trace span says (`verdict` as audited).
+fn span_of<'a>(
+    ctx: &'a Context,
+    call: &'a Call,
+    d: &'a Decision,
+    verdict: &'a str,
+    monitor: bool,
+) -> crate::telemetry::DecisionSpan<'a> {
+    crate::telemetry::DecisionSpan {
+        tool: &call.name,
+        call_id: &call.id,
+        verdict,
+        gate: d.gate,
+        reason: &d.outcome.reason,
+        rule: d.outcome.rule.as_deref(),
+        phase: &ctx.phase,
+        choice: call.choice,
+        resume: ctx.resume,
+        monitor,
+        at: d.at,
+        steps: d.steps.iter().map(|s| (s.gate, s.micros)).collect(),
+        sensors: d.signals.as_ref().map_or(&[], |s| s.runs()),
     }
 }

@@ -24,8 +24,8 @@ use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gate::Gates;
 use crate::protocol::{Protocol, Rewriter, Step, KEEPALIVE};
-use crate::release;
-use crate::resume::{FollowUp, Sending, Sent};
+use crate::proxy::release;
+use crate::proxy::resume::{FollowUp, Sending, Sent};
 use crate::state::State;
 use crate::upstream::ResponseBody;
 

@@ -23,9 +23,9 @@ use crate::error::Error;
 use crate::gate::Gates;
 use crate::gather;
 use crate::protocol::{chat, messages, responses, Protocol, Resumption};
+use crate::proxy::whole;
 use crate::state::State;
 use crate::upstream::ResponseBody;
-use crate::whole;
 
 /// What a response needs to make its follow-ups.
 pub struct FollowUp {

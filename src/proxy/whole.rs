@@ -8,9 +8,9 @@ use bytes::Bytes;
 use crate::context::Context;
 use crate::error::Error;
 use crate::gate::Gates;
-use crate::protocol::json::Spliced;
+use crate::json::Spliced;
 use crate::protocol::{chat, messages, responses, Protocol, Resumption};
-use crate::release;
+use crate::proxy::release;
 use crate::state::State;
 
 /// One whole response, gated.
@@ -57,7 +57,7 @@ pub async fn round(
     let (changed, again) = match protocol {
         Protocol::Chat => {
             let mut parsed = chat::complete::Completion::parse(text, max_args)?;
-            state.metrics.usage(&parsed.usage());
+            parsed.usage().count(&state.metrics);
             parsed.refuse(ctx.structured_output);
             if state.config.text_tool_calls {
                 parsed.read_text_calls();
@@ -72,7 +72,7 @@ pub async fn round(
         }
         Protocol::Responses => {
             let mut parsed = responses::complete::Answer::parse(text, max_args)?;
-            state.metrics.usage(&parsed.usage());
+            parsed.usage().count(&state.metrics);
             parsed.refuse(ctx.structured_output);
             id = Some(parsed.id().to_string()).filter(|i| !i.is_empty());
             if parsed.calls().is_empty() {
@@ -97,7 +97,7 @@ pub async fn round(
         }
         Protocol::Messages => {
             let mut parsed = messages::complete::Answer::parse(text, max_args)?;
-            state.metrics.usage(&parsed.usage());
+            parsed.usage().count(&state.metrics);
             release::hosted(state, gates, ctx, parsed.hosted()).await;
             if parsed.calls().is_empty() {
                 return Ok(Round::unchanged(raw));

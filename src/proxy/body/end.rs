@@ -22,7 +22,7 @@ impl Drop for GatedBody {
                 rt.spawn(chore);
             }
         }
-        self.state.metrics.usage(&self.rw.take_usage());
+        self.rw.take_usage().count(&self.state.metrics);
         let late = self.rw.late_deltas();
         if late > 0 {
             self.state.metrics.late_tool_deltas.inc_by(late);

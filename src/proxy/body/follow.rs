@@ -5,7 +5,7 @@
 use std::task::{Context as TaskContext, Poll};
 
 use super::{GatedBody, Next, Phase};
-use crate::resume;
+use crate::proxy::resume;
 
 impl GatedBody {
     /// Starts the follow-up when the calls just decided were all withheld
