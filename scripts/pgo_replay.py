@@ -1,5 +1,5 @@
 """Recorded provider answers replayed through toolgate, for the profile
-scripts/pgo.sh trains: a local upstream answers `POST …?fx=NAME` with the
+scripts/dist.sh trains: a local upstream answers `POST …?fx=NAME` with the
 recorded answer NAME (an event stream, or JSON), and each recorded request
 goes through toolgate to it, on the path of its protocol.
 

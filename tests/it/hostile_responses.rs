@@ -449,6 +449,7 @@ async fn what_a_stream_holds_is_charged_and_bounded() {
     let r = json!({"model": "m", "input": "go", "stream": true, "tools": [{"type": "function", "name": "read_file"}]});
     send("POST", &url("/v1/responses"), &h, r.to_string()).await;
     let base = bin.memory_kib("VmHWM");
+    let anon_base = bin.memory_kib("RssAnon");
 
     for (path, body, go) in [
         ("/v1/responses", r.clone(), go_r),
@@ -494,6 +495,21 @@ async fn what_a_stream_holds_is_charged_and_bounded() {
         // events, with their trees) and a few events being read.
         assert!(grown < 64 * 1024, "{path}: peak memory grew {grown} KiB");
     }
+    // After the burst, what the streams held has gone back (the allocator
+    // keeps a few MiB of warmed-up state).
+    let mut now = bin.memory_kib("RssAnon");
+    for _ in 0..50 {
+        if now < anon_base + 32 * 1024 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now = bin.memory_kib("RssAnon");
+    }
+    eprintln!("anonymous memory: {anon_base} KiB before, {now} KiB after");
+    assert!(
+        now < anon_base + 32 * 1024,
+        "{now} KiB stayed ({anon_base} KiB before)"
+    );
 }
 
 /// What toolgate remembers of stored responses across requests is bounded

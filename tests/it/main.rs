@@ -65,8 +65,6 @@ mod upstream;
 mod upstream_h1;
 // Docker, compose and Kubernetes files, validated offline; the compose agent for real.
 mod deploy;
-// The profile-guided build: the rustc wrapper and the profile it adds.
-mod pgo;
 // Output validation: facts, the LLM fact-checker, the trace-to-facts bridge.
 mod output;
 // The black-box audit's holes, each through the real binary.

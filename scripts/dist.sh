@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
-# Regenerates pgo/toolgate.profdata, the profile release builds are optimised
-# with (scripts/rustc-pgo; docs/PERFORMANCE.md, "a profile-guided build"):
-#  1. toolgate built instrumented (its own target dir, the old profile unused);
-#  2. trained on the embedded default policy, audit to a file:
+# The optimised binary toolgate ships (the Dockerfile runs this), built in
+# two steps and nothing committed:
+#  1. toolgate built instrumented with the `dist` profile (fat LTO, one
+#     codegen unit; its own target dir), and trained on the embedded default
+#     policy, audit to a file:
 #     - chat streams and whole answers from the local mock
 #       (examples/mock_upstream.rs, examples/loadgen.rs), SECONDS_EACH each,
 #       and an agent's long history with its tool results (bench/agent_request.py);
-#     - every recorded provider exchange in ../shared/fixtures/sse (chat,
-#       Responses and Messages; streamed and whole) replayed PASSES times;
-#  3. merged (sparse: code the training never ran keeps no profile and is
-#     compiled as without one), with the LLVM major version that wrote it
-#     (pgo/toolgate.llvm), and its id put in .cargo/config.toml so cargo
-#     rebuilds everything with it (cargo does not look at the wrapper).
-# Needs llvm-profdata of the toolchain's LLVM: rustup component add llvm-tools.
-#   scripts/pgo.sh            # SECONDS_EACH=5 PASSES=20
+#     - every recorded provider exchange in FIXTURES (../shared/fixtures/sse,
+#       chat, Responses and Messages; streamed and whole) replayed PASSES
+#       times, when that folder is there;
+#  2. the profile merged into target/pgo/toolgate.profdata, and toolgate built
+#     again with the `dist` profile and that profile: target/dist/toolgate.
+# Without llvm-profdata (rustup component add llvm-tools) or with PGO=0, step
+# 1 is skipped and the binary is the `dist` profile alone.
+# Needs curl and python3 for the training.
+#   scripts/dist.sh            # SECONDS_EACH=5 PASSES=20
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${SECONDS_EACH:-5}
 PASSES=${PASSES:-20}
 FIXTURES=${FIXTURES:-../shared/fixtures/sse}
 profdata="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
-[ -x "$profdata" ] || { echo "llvm-profdata missing: rustup component add llvm-tools" >&2; exit 1; }
-[ -d "$FIXTURES" ] || { echo "recorded exchanges missing: $FIXTURES" >&2; exit 1; }
+if [ "${PGO:-1}" = 0 ] || [ ! -x "$profdata" ]; then
+  echo "== no profile (PGO=0, or no llvm-profdata: rustup component add llvm-tools): the dist profile alone"
+  cargo build --profile dist --locked --bin toolgate
+  echo "== target/dist/toolgate"
+  exit 0
+fi
 
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -29,14 +35,14 @@ echo "== instrumented build (target/pgo-generate)"
 # Build scripts and proc-macros are instrumented too, and run during the
 # build: their counts go aside (a fixed path, so that a second run reuses
 # this build); toolgate's go to $work/raw.
-# Built as `cargo build --release` builds it: with the examples (and so
-# the dev-dependencies' features) in the same build, the symbols would differ
-# and no function of the profile would match the release build's.
+# Built as the final build builds it (the binary alone): with the examples
+# (and so the dev-dependencies' features) in the same build, the symbols
+# would differ and no function of the profile would match.
 RUSTFLAGS="-Cprofile-generate=$PWD/target/pgo-generate/aside" CARGO_TARGET_DIR=target/pgo-generate \
-  cargo build --release --locked --quiet --bin toolgate
+  cargo build --profile dist --locked --quiet --bin toolgate
 # The mock and the load generator: an ordinary build.
 cargo build --release --locked --quiet --example mock_upstream --example loadgen
-bin=target/pgo-generate/release
+bin=target/pgo-generate/dist
 
 MOCK=127.0.0.1:9911 REPLAY=9912 GATE=127.0.0.1:9913 ADMIN=127.0.0.1:9914
 run() { # run UPSTREAM_BASE: the instrumented toolgate in front of it
@@ -91,16 +97,20 @@ for _ in range(n):
         sys.exit(f"agent history: status {resp.status}")
 PY
 stop
-echo "== training: recorded provider exchanges replayed"
-run "http://127.0.0.1:$REPLAY/v1"
-python3 scripts/pgo_replay.py "$REPLAY" "${GATE##*:}" "$FIXTURES" "$PASSES" &
-wait $!
-stop
+if [ -d "$FIXTURES" ]; then
+  echo "== training: recorded provider exchanges replayed"
+  run "http://127.0.0.1:$REPLAY/v1"
+  python3 scripts/pgo_replay.py "$REPLAY" "${GATE##*:}" "$FIXTURES" "$PASSES" &
+  wait $!
+  stop
+else
+  echo "== no recorded exchanges at $FIXTURES: trained on the mock alone"
+fi
 
-"$profdata" merge --sparse -o pgo/toolgate.profdata "$work"/raw/*.profraw
-# The LLVM that wrote it: an older one may not read it (scripts/rustc-pgo).
-rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p' > pgo/toolgate.llvm
-id=$(sha256sum pgo/toolgate.profdata | cut -c1-12)
-sed -i "s/toolgate_pgo=\\\\\"[0-9a-f]*\\\\\"/toolgate_pgo=\\\\\"$id\\\\\"/" .cargo/config.toml
-grep -q "$id" .cargo/config.toml || { echo "could not put the profile's id in .cargo/config.toml" >&2; exit 1; }
-echo "== pgo/toolgate.profdata: $(du -h pgo/toolgate.profdata | cut -f1), id $id"
+mkdir -p target/pgo
+"$profdata" merge --sparse -o target/pgo/toolgate.profdata "$work"/raw/*.profraw
+echo "== optimised build with the profile ($(du -h target/pgo/toolgate.profdata | cut -f1))"
+# A function the training never ran is compiled as without a profile.
+RUSTFLAGS="-Cprofile-use=$PWD/target/pgo/toolgate.profdata -Cllvm-args=-no-pgo-warn-mismatch" \
+  cargo build --profile dist --locked --bin toolgate
+echo "== target/dist/toolgate"
