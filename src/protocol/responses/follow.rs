@@ -27,13 +27,12 @@ pub fn turn(reasoning: Vec<Value>, calls: Vec<Value>, result: &str) -> Vec<Value
 /// A withheld `function_call` item as it goes back upstream.
 pub fn call_item(item: &Value) -> Option<Value> {
     let f = |k: &str| item.get(k).cloned();
-    Some(match f("namespace").filter(Value::is_string) {
-        Some(ns) => json!({"type": "function_call", "call_id": f("call_id")?,
-                "namespace": ns, "name": f("name")?,
-                "arguments": f("arguments").unwrap_or_else(|| json!(""))}),
-        None => json!({"type": "function_call", "call_id": f("call_id")?, "name": f("name")?,
-                "arguments": f("arguments").unwrap_or_else(|| json!(""))}),
-    })
+    let mut v = json!({"type": "function_call", "call_id": f("call_id")?, "name": f("name")?,
+        "arguments": f("arguments").unwrap_or_else(|| json!(""))});
+    if let Some(ns) = f("namespace").filter(Value::is_string) {
+        v["namespace"] = ns;
+    }
+    Some(v)
 }
 
 /// The follow-up request, from `body` (what went upstream last).

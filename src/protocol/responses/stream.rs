@@ -49,6 +49,7 @@ mod emit;
 mod envelope;
 use envelope::{Ahead, Snapshot};
 mod hold;
+use hold::Slot;
 mod release;
 mod resume;
 mod text;
@@ -89,44 +90,6 @@ struct Held {
     /// The call (position in the batch) it belongs to; `None` for an event of
     /// another item held only to keep the order.
     slot: Option<usize>,
-}
-
-/// A call item of the current batch.
-#[derive(Debug)]
-struct Slot {
-    output_index: u64,
-    item_id: String,
-    item_type: String,
-    /// The call as `response.output_item.added` showed it.
-    opened: Call,
-    /// The text a reader of the added item and its deltas builds (function
-    /// arguments, custom tool input).
-    text: String,
-    /// A shell call's commands as their events built them.
-    commands: Vec<String>,
-    /// The call of `response.output_item.done`, once it came.
-    done: Option<Done>,
-    bytes: usize,
-    oversized: bool,
-}
-
-impl Slot {
-    /// What the slot itself keeps (its events are counted as held).
-    fn kept_bytes(&self) -> usize {
-        let done = self.done.as_ref().map_or(0, |d| {
-            d.call.arguments.len() + d.item.as_ref().map_or(0, |_| 2 * d.call.arguments.len())
-        });
-        let commands: usize = self.commands.iter().map(String::len).sum();
-        self.item_id.len() + self.opened.arguments.len() + self.text.len() + commands + done
-    }
-}
-
-/// A call item read whole: the call that is gated.
-#[derive(Debug)]
-struct Done {
-    call: Call,
-    /// The item a follow-up sends back (`resume`): function calls only.
-    item: Option<Value>,
 }
 
 /// What the stream remembers of a decided call item.

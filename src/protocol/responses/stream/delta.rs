@@ -177,7 +177,7 @@ mod tests {
         ));
         assert!(!holds(&mut rw(), None, PLAIN), "no call open");
         let mut r = open();
-        r.batch[0].done = Some(super::super::Done {
+        r.batch[0].done = Some(super::super::hold::Done {
             call: Default::default(),
             item: None,
         });

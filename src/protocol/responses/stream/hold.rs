@@ -10,12 +10,50 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::{malformed, Done, Held, Slot, StreamRewriter};
+use super::{malformed, Held, StreamRewriter};
 use crate::call::Call;
 use crate::error::Error;
 use crate::protocol::map_guard;
 use crate::protocol::responses::follow::call_item;
 use crate::protocol::responses::{call_of, class_of, ItemClass, ITEM_KEYS};
+
+/// A call item of the current batch.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) output_index: u64,
+    pub(super) item_id: String,
+    pub(super) item_type: String,
+    /// The call as `response.output_item.added` showed it.
+    pub(super) opened: Call,
+    /// The text a reader of the added item and its deltas builds (function
+    /// arguments, custom tool input).
+    pub(super) text: String,
+    /// A shell call's commands as their events built them.
+    pub(super) commands: Vec<String>,
+    /// The call of `response.output_item.done`, once it came.
+    pub(super) done: Option<Done>,
+    pub(super) bytes: usize,
+    pub(super) oversized: bool,
+}
+
+impl Slot {
+    /// What the slot itself keeps (its events are counted as held).
+    pub(super) fn kept_bytes(&self) -> usize {
+        let done = self.done.as_ref().map_or(0, |d| {
+            d.call.arguments.len() + d.item.as_ref().map_or(0, |_| 2 * d.call.arguments.len())
+        });
+        let commands: usize = self.commands.iter().map(String::len).sum();
+        self.item_id.len() + self.opened.arguments.len() + self.text.len() + commands + done
+    }
+}
+
+/// A call item read whole: the call that is gated.
+#[derive(Debug)]
+pub(super) struct Done {
+    pub(super) call: Call,
+    /// The item a follow-up sends back (`resume`): function calls only.
+    pub(super) item: Option<Value>,
+}
 
 /// Item ids longer than this fail the stream: they are remembered for the
 /// stream's life.
@@ -86,14 +124,16 @@ impl Slot {
 
     /// The item of `response.output_item.done` read against what was
     /// streamed of it; the call that is gated.
-    fn finish(&self, item: &Map<String, Value>, max_call: usize) -> Result<Call, Error> {
+    fn finish(&self, v: &Value, max_call: usize) -> Result<Call, Error> {
+        let Value::Object(item) = v else {
+            return Err(malformed("output_item.done has no item"));
+        };
         let t = item.get("type").and_then(Value::as_str).unwrap_or("");
         let id = item.get("id").and_then(Value::as_str).unwrap_or("");
         if t != self.item_type || id != self.item_id {
             return Err(malformed("a call item changed between added and done"));
         }
-        let v = Value::Object(item.clone());
-        let call = call_of(&v, max_call)?;
+        let call = call_of(v, max_call)?;
         let o = &self.opened;
         if (&call.kind, &call.name, &call.id, call.name_too_long)
             != (&o.kind, &o.name, &o.id, o.name_too_long)
@@ -117,14 +157,14 @@ impl Slot {
                 }
             }
         }
-        if !self.commands.is_empty() || t == "shell_call" {
+        if !self.commands.is_empty() {
             let listed: Vec<&str> = v
                 .get("action")
                 .and_then(|a| a.get("commands"))
                 .and_then(Value::as_array)
                 .map(|c| c.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            if !self.commands.is_empty() && listed != self.commands {
+            if listed != self.commands {
                 return Err(malformed(
                     "a shell call's commands differ from its final item",
                 ));
@@ -183,7 +223,7 @@ impl StreamRewriter {
             if item_class != Some(ItemClass::Call) {
                 return Ok(None);
             }
-            let (Some(oi), Some(Value::Object(i))) = (oi, item) else {
+            let (Some(oi), Some(item @ Value::Object(i))) = (oi, item) else {
                 return Err(malformed("a call item has no output_index"));
             };
             if self.terminal {
@@ -194,7 +234,7 @@ impl StreamRewriter {
                 return Err(malformed("a call item's id is too long"));
             }
             let t = i.get("type").and_then(Value::as_str).unwrap_or("");
-            let opened = call_of(&Value::Object(i.clone()), self.max_call)?;
+            let opened = call_of(item, self.max_call)?;
             let text = match text_events(t) {
                 Some((key, _, _)) => text_of(i, key)?.to_string(),
                 None => String::new(),
@@ -251,15 +291,13 @@ impl StreamRewriter {
         match ty {
             "response.output_item.added" => {}
             "response.output_item.done" => {
-                let Some(Value::Object(item)) = obj.get("item") else {
-                    return Err(malformed("output_item.done has no item"));
-                };
-                map_guard(item, &ITEM_KEYS)?;
+                // `owner` checked the item's keys.
+                let item = obj.get("item").unwrap_or(&Value::Null);
                 let call = slot.finish(item, max_call)?;
                 // What a follow-up sends back of it; kept only when it may
                 // be needed and is within bounds.
                 let item = match (slot.item_type.as_str(), slot.oversized || call.oversized) {
-                    ("function_call", false) => call_item(&Value::Object(item.clone())),
+                    ("function_call", false) => call_item(item),
                     _ => None,
                 };
                 slot.bytes += call.arguments.len();
