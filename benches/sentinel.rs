@@ -22,8 +22,8 @@ use toolgate::call::Call;
 use toolgate::context::{Context, Declared};
 use toolgate::gate::sentinel::Sentinel;
 use toolgate::gate::{Gates, Parts};
-use toolgate::judge::Judge;
 use toolgate::policy::PolicySet;
+use toolgate::upstream::judge::Judge;
 
 async fn judge_server() -> std::net::SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

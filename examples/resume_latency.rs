@@ -132,8 +132,8 @@ async fn main() {
     let cfg = format!("[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\nbase_url = \"http://{up}/v1\"\napi_key_env = \"RESUME_BENCH_KEY\"\n[audit]\npath = \"audit.jsonl\"\n[policy]\ndir = \"policies\"\n");
     std::fs::write(dir.join("toolgate.toml"), cfg).unwrap();
     let config = toolgate::Config::load(&dir.join("toolgate.toml")).unwrap();
-    let state = toolgate::state::State::new(config).await.unwrap();
-    let running = toolgate::server::start_with(state).await.unwrap();
+    let state = toolgate::app::build(config).await.unwrap();
+    let running = toolgate::server::start(state).await.unwrap();
     let url = format!("http://{}/v1/chat/completions", running.addr);
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut whole = Vec::new();

@@ -1,62 +1,51 @@
 //! toolgate: a tool-call firewall for AI agents.
 //!
-//! A sidecar reverse proxy between an agent and its OpenAI-compatible provider.
-//! The data flow, one way:
+//! A sidecar reverse proxy between an agent and its provider. A request
+//! comes in through [`server`], and [`proxy`] takes it through its phases:
+//! the client's identity, the route table (which wire format, in
+//! [`protocol`], reads it), the body read within the budget, its
+//! [`context`], tool results fenced as untrusted text ([`fence`]), denied
+//! tools hidden; then it goes to the protocol's [`upstream`]. The answer
+//! comes back through the same protocol's rewriter: text passes at once,
+//! each tool call is held as a canonical [`call::Call`] until the gates
+//! ([`gate`], driven by [`policy`]) decide it, the decision is written to
+//! the [`audit`] trail, an `ask` waits for a person ([`approval`]), and
+//! only then is the call released as it came, or replaced by a neutral
+//! turn. [`metrics`] and [`telemetry`] watch from the side.
 //!
-//! ```text
-//! agent ─► server ─► proxy (route → protocol, size cap, parse, context, fence) ─► upstream
-//! provider ─► proxy (status, content type) ─► body adapter ─► protocol rewriter
-//!          (SSE decode → text passes at once; calls assembled into canonical Calls, held)
-//!          ─► release (gates decide on Call + Context, audit records; `ask` waits for a person)
-//!          ─► protocol encoder ─► agent
-//! side sinks: audit · metrics · tracing
-//! ```
-//!
-//! [`protocol`] and [`gate`] never touch sockets, and never import each other:
-//! they meet at [`call`] and [`context`]. Only [`body`] and [`proxy`] do I/O.
-//! See `docs/ARCHITECTURE.md` for the code map.
+//! [`protocol`] and [`gate`] never touch sockets and never import each
+//! other: they meet at [`call`] and [`context`]. [`app`] builds everything
+//! once; [`cli`] is the command line. `docs/ARCHITECTURE.md` has the
+//! layers (a test checks them) and the code map.
 
-pub mod access;
-pub mod approval;
-pub mod audit;
-pub mod auth;
-pub mod budget;
+// Leaves.
 pub mod call;
-pub mod cli;
-pub mod config;
-pub mod context;
-pub mod defer;
 pub mod digest;
-pub mod encoding;
 pub mod error;
-pub mod facts;
-pub mod fence;
 pub mod fold;
-pub mod gate;
-pub mod gather;
+// Reading and configuration.
+pub mod config;
+pub mod facts;
 pub mod json;
-pub mod judge;
 pub mod metrics;
-pub mod peer;
-pub mod policy;
+pub mod net;
+// The request, in flow order.
+pub mod context;
+pub mod fence;
 pub mod protocol;
 pub mod proxy;
-pub mod scrub;
 pub mod server;
-pub mod stamp;
-pub mod state;
-pub mod telemetry;
-pub mod tls;
 pub mod upstream;
+// Deciding.
+pub mod approval;
+pub mod audit;
+pub mod gate;
+pub mod policy;
+pub mod telemetry;
+// Building and running it.
+pub mod app;
+pub mod cli;
 
+pub use app::run;
 pub use config::Config;
 pub use error::Error;
-
-/// Starts toolgate and serves until SIGTERM or SIGINT, then drains and exits.
-pub async fn run(config: Config) -> Result<(), Error> {
-    let running = server::start(config).await?;
-    tracing::info!(addr = %running.addr, admin = %running.admin_addr, "toolgate listening");
-    server::signal::wait().await;
-    running.stop().await;
-    Ok(())
-}

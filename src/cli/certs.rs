@@ -164,7 +164,7 @@ mod tests {
             key: dir.join("server-key.pem"),
             client_ca: Some(dir.join("ca.pem")),
         };
-        let cfg = crate::tls::server_config(&tls).unwrap();
+        let cfg = crate::net::tls::server_config(&tls).unwrap();
         assert_eq!(
             cfg.alpn_protocols,
             vec![b"h2".to_vec(), b"http/1.1".to_vec()]
@@ -177,7 +177,7 @@ mod tests {
             key: dir.join("client-key.pem"),
             ..tls
         };
-        let e = crate::tls::server_config(&mismatched)
+        let e = crate::net::tls::server_config(&mismatched)
             .unwrap_err()
             .to_string();
         assert!(e.contains("do not match"), "{e}");

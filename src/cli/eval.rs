@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::error::Error;
 use crate::gate::sentinel::Sentinel;
-use crate::judge::Judge;
+use crate::upstream::judge::Judge;
 
 /// The scenarios (also used by the tests).
 pub const SCENARIOS: &str = include_str!("../../tests/scenarios/sentinel.json");

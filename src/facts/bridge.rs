@@ -239,14 +239,14 @@ pub fn import_logged(b: &Bridge) {
 /// Imports when the trace dir changes (checked every two seconds) and every `interval`.
 pub async fn watch(b: Bridge, mut shutdown: watch::Receiver<bool>) {
     let poll = b.interval.min(Duration::from_secs(2));
-    let mut last = crate::stamp::of_dir(&b.dir, "json", &[]);
+    let mut last = crate::digest::stamp::of_dir(&b.dir, "json", &[]);
     let mut at = Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(poll) => {}
             _ = shutdown.changed() => return,
         }
-        let now = crate::stamp::of_dir(&b.dir, "json", &[]);
+        let now = crate::digest::stamp::of_dir(&b.dir, "json", &[]);
         if now != last || at.elapsed() >= b.interval {
             last = now;
             at = Instant::now();

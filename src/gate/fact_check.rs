@@ -13,7 +13,7 @@ use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
 use crate::context::Context;
-use crate::judge::{Judge, Question};
+use crate::upstream::judge::{Judge, Question};
 
 /// Bumped whenever the prompt changes, so cached answers of an old prompt are not reused.
 pub const PROMPT_VERSION: &str = "fact-check-v1";
@@ -62,12 +62,12 @@ pub fn user_message(channel: &str, text: &str, facts: &Value) -> String {
         })
         .unwrap_or_default();
     let data = json!({"channel": channel, "text": text, "known_facts": facts});
-    crate::judge::data_block("Check the outgoing text in this data block.", &data)
+    crate::upstream::judge::data_block("Check the outgoing text in this data block.", &data)
 }
 
 /// The cache key: the text and the registry version (plus model and prompt version).
 pub fn cache_key(text: &str, registry: &str, model: &str) -> [u8; 32] {
-    crate::judge::key(&[text, registry, model, PROMPT_VERSION])
+    crate::upstream::judge::key(&[text, registry, model, PROMPT_VERSION])
 }
 
 pub struct FactChecker(Judged);
@@ -92,7 +92,7 @@ impl Sensor for FactChecker {
         call: &'a Call,
         _ctx: &'a Context,
         signals: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::upstream::judge::Failure>> {
         Box::pin(async move {
             let get = |n: &str| signals.get(n).map(|s| &s.value);
             // Only external communications are fact-checked.

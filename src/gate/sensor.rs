@@ -9,7 +9,7 @@ use crate::call::Call;
 use crate::context::Context;
 use std::sync::Arc;
 
-use crate::judge::{Answer, Failure, Judge};
+use crate::upstream::judge::{Answer, Failure, Judge};
 
 /// One proposed assisted signal.
 #[derive(Debug, Clone, PartialEq)]

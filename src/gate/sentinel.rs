@@ -12,7 +12,7 @@ use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
 use crate::context::Context;
-use crate::judge::{Judge, Question};
+use crate::upstream::judge::{Judge, Question};
 
 /// Bumped whenever the prompt changes, so cached answers of an old prompt are not reused.
 pub const PROMPT_VERSION: &str = "sentinel-v1";
@@ -62,7 +62,7 @@ pub fn user_message(
         "agent_mission": mission,
         "proposed_action": {"tool": tool, "arguments": args, "agent_id": agent},
     });
-    crate::judge::data_block("Evaluate the proposed action in this data block.", &data)
+    crate::upstream::judge::data_block("Evaluate the proposed action in this data block.", &data)
 }
 
 pub struct Sentinel(Judged);
@@ -80,9 +80,9 @@ impl Sentinel {
         tool: &str,
         args: &Value,
         agent: &str,
-    ) -> Result<crate::judge::Answer, crate::judge::Failure> {
+    ) -> Result<crate::upstream::judge::Answer, crate::upstream::judge::Failure> {
         let canonical = serde_json::to_string(args).unwrap_or_default();
-        let key = crate::judge::key(&[
+        let key = crate::upstream::judge::key(&[
             request.unwrap_or("\u{0}null"),
             mission.unwrap_or("\u{0}null"),
             tool,
@@ -115,7 +115,7 @@ impl Sensor for Sentinel {
         call: &'a Call,
         ctx: &'a Context,
         signals: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::upstream::judge::Failure>> {
         Box::pin(async move {
             let args = signals
                 .get("args")

@@ -11,17 +11,17 @@ use serde_json::Value;
 
 use super::{full, is_json, reply, upstream_status, ProxyBody, Routed};
 use crate::context::{self, Context};
-use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::fence;
 use crate::gate::Gates;
-use crate::gather::{self, content_length};
 use crate::policy::RewriteMode;
 use crate::protocol::{responses, tree_cost, Parsed, Protocol};
 use crate::proxy::body;
+use crate::proxy::gather::{self, content_length};
 use crate::proxy::resume::{self, FollowUp, Sent};
+use crate::proxy::state::State;
 use crate::proxy::whole;
-use crate::state::State;
+use crate::upstream::encoding::ContentDecoder;
 
 /// Gates one request; `asker` holds the request's own part of the gates'
 /// context (id, principal, verdict tally, trace span).
@@ -178,7 +178,7 @@ pub async fn handle(
 pub(crate) fn read_head(
     head: &mut http::response::Parts,
     stream: bool,
-    scrub: &crate::scrub::Scrub,
+    scrub: &crate::upstream::scrub::Scrub,
 ) -> Result<(ContentDecoder, Option<u64>), Error> {
     let decoder = ContentDecoder::for_headers(&head.headers)?;
     let content_type = head

@@ -10,11 +10,16 @@
 //!    SSE → the protocol's stream rewriter, JSON → its whole-body rewriter,
 //!    anything else → 502.
 
+pub mod access;
+pub mod auth;
 pub mod body;
+pub mod budget;
 mod gated;
+pub mod gather;
 pub mod release;
 pub mod resume;
 pub mod route;
+pub mod state;
 pub mod whole;
 
 use std::sync::Arc;
@@ -27,16 +32,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use tracing::Instrument;
 
-use crate::access::{Access, Logged};
-use crate::auth;
-use crate::budget::Charge;
 use crate::context::Context;
-use crate::encoding::ContentDecoder;
 use crate::error::Error;
-use crate::gather;
-use crate::peer::PeerNames;
+use crate::net::peer::PeerNames;
 use crate::protocol::Protocol;
-use crate::state::State;
+use crate::proxy::access::{Access, Logged};
+use crate::proxy::budget::Charge;
+use crate::proxy::state::State;
+use crate::upstream::encoding::ContentDecoder;
 use crate::upstream::ResponseBody;
 pub(crate) use gated::read_head;
 pub use route::{route, Route, Routed};

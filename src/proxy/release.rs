@@ -14,7 +14,7 @@ use crate::digest::{now_rfc3339, sha256_hex};
 use crate::gate::{Decision, Gates};
 use crate::metrics::labels::Decided;
 use crate::policy::{RewriteMode, Verdict};
-use crate::state::State;
+use crate::proxy::state::State;
 
 /// Longest tool name written to the audit trail (names are model output).
 const MAX_NAME: usize = 256;

@@ -16,15 +16,15 @@ use http::{HeaderMap, Method};
 use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
-use crate::budget::Charge;
 use crate::context::Context;
-use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gate::Gates;
-use crate::gather;
 use crate::protocol::{chat, messages, responses, Protocol, Resumption};
+use crate::proxy::budget::Charge;
+use crate::proxy::gather;
+use crate::proxy::state::State;
 use crate::proxy::whole;
-use crate::state::State;
+use crate::upstream::encoding::ContentDecoder;
 use crate::upstream::ResponseBody;
 
 /// What a response needs to make its follow-ups.

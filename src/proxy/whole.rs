@@ -11,7 +11,7 @@ use crate::gate::Gates;
 use crate::json::Spliced;
 use crate::protocol::{chat, messages, responses, Protocol, Resumption};
 use crate::proxy::release;
-use crate::state::State;
+use crate::proxy::state::State;
 
 /// One whole response, gated.
 pub struct Round {

@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::state::State;
+use crate::proxy::state::State;
 
 fn respond(req: &Request<Incoming>, state: &State, ready: &AtomicBool) -> Response<Full<Bytes>> {
     let (status, ctype, body) = match req.uri().path() {

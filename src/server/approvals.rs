@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::approval::{Answer, Channel, Refused};
-use crate::state::State;
+use crate::proxy::state::State;
 
 const PAGE: &str = include_str!("../approval/ui/index.html");
 const SCRIPT: &str = include_str!("../approval/ui/ui.js");

@@ -27,11 +27,11 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::sniff::{sniff, Proto};
-use crate::defer::Deferred;
-use crate::peer::PeerNames;
+use crate::net::defer::Deferred;
+use crate::net::peer::PeerNames;
+use crate::net::tls::Certs;
 use crate::proxy;
-use crate::state::State;
-use crate::tls::Certs;
+use crate::proxy::state::State;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,10 +16,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::Config;
 use crate::error::Error;
-use crate::state::State;
-use crate::tls::Certs;
+use crate::net::tls::Certs;
+use crate::proxy::state::State;
 
 /// A started toolgate: its bound addresses and a way to stop it.
 pub struct Running {
@@ -31,14 +30,8 @@ pub struct Running {
     admin: JoinHandle<()>,
 }
 
-/// Builds the shared state (config, policies, upstream, audit), binds both
-/// ports and starts serving. Nothing is bound when the state cannot be built.
-pub async fn start(config: Config) -> Result<Running, Error> {
-    start_with(State::new(config).await?).await
-}
-
-/// Binds and serves with an already built state (e.g. with extra gates).
-pub async fn start_with(state: State) -> Result<Running, Error> {
+/// Binds both ports and serves with a built state ([`crate::app::build`]).
+pub async fn start(state: State) -> Result<Running, Error> {
     let state = Arc::new(state);
     let l = &state.config.listen;
     let certs = match &l.tls {

@@ -18,9 +18,9 @@ use tokio::sync::watch;
 
 use crate::config::ReloadMode;
 use crate::error::Error;
+use crate::net::tls::Certs;
 use crate::policy::PolicySet;
-use crate::state::State;
-use crate::tls::Certs;
+use crate::proxy::state::State;
 
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -85,7 +85,7 @@ fn reload_certs(state: &State, certs: &Certs) {
 
 /// A change of the policy files, waiting to settle.
 struct Pending {
-    stamp: Vec<(std::path::PathBuf, crate::stamp::Stamp)>,
+    stamp: Vec<(std::path::PathBuf, crate::digest::stamp::Stamp)>,
     since: Instant,
 }
 
@@ -100,7 +100,8 @@ pub async fn watch(
     let every = state.config.policy.reload;
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let stamp = |dir: &Path| crate::stamp::of_dir(dir, "toml", &state.gates().policy().files);
+    let stamp =
+        |dir: &Path| crate::digest::stamp::of_dir(dir, "toml", &state.gates().policy().files);
     let mut last = dir.as_deref().map(stamp);
     let mut pending: Option<Pending> = None;
     // Events wake the loop at once; polling every `reload_secs` stays, for
@@ -144,7 +145,7 @@ pub async fn watch(
         // server go now, with their buffers, before freed memory is returned.
         state.upstream.sweep();
         state.messages_upstream.sweep();
-        crate::gather::return_freed_memory();
+        crate::proxy::gather::return_freed_memory();
         if pruned.elapsed() >= PRUNE_EVERY {
             for l in &state.gates().policy().limits {
                 l.retain_recent();

@@ -2,10 +2,13 @@
 //! over pooled HTTP/1.1 ([`h1`], toolgate's own) and HTTP/2 (hyper's)
 //! connections ([`pool`]), plain or rustls.
 
+pub mod encoding;
 pub mod fault;
 mod h1;
+pub mod judge;
 mod pool;
 mod response;
+pub mod scrub;
 mod stream;
 
 pub use response::ResponseBody;
@@ -69,7 +72,7 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = ca_file {
-        for c in crate::tls::read_certs(path, "CA file")? {
+        for c in crate::net::tls::read_certs(path, "CA file")? {
             roots.add(c).map_err(|e| {
                 Error::config(
                     path.display().to_string(),

@@ -522,7 +522,7 @@ async fn remembered_responses_are_bounded_by_bytes() {
     let cfg = "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\nbase_url = \"http://127.0.0.1:9\"\n[policy]\ndir = \"policies\"\n[responses]\nremember_max = 1000\nremember_max_bytes = 1048576\n";
     std::fs::write(dir.0.join("toolgate.toml"), cfg).unwrap();
     let config = toolgate::Config::load(&dir.0.join("toolgate.toml")).unwrap();
-    let state = toolgate::state::State::new(config).await.unwrap();
+    let state = toolgate::app::build(config).await.unwrap();
     for r in 0..200 {
         let calls = (0..100)
             .map(|i| {

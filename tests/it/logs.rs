@@ -32,7 +32,7 @@ async fn access_lines(bin: &Bin, n: usize) -> Vec<Value> {
             .collect();
         let access: Vec<Value> = lines
             .into_iter()
-            .filter(|l| l["target"] == "toolgate::access")
+            .filter(|l| l["target"] == "toolgate::proxy::access")
             .collect();
         if access.len() >= n {
             return access;

@@ -575,11 +575,11 @@ async fn launch(
     std::fs::write(dir.0.join("toolgate.toml"), &cfg).unwrap();
     let config = toolgate::Config::load(&dir.0.join("toolgate.toml"))
         .unwrap_or_else(|e| panic!("{e}\n{cfg}"));
-    let mut state = toolgate::state::State::new(config).await.unwrap();
+    let mut state = toolgate::app::build(config).await.unwrap();
     for g in gates {
         state.add_gate(g);
     }
-    let running = toolgate::server::start_with(state).await.unwrap();
+    let running = toolgate::server::start(state).await.unwrap();
     Gate {
         url: format!("http://{}", running.addr),
         admin: format!("http://{}", running.admin_addr),

@@ -229,7 +229,7 @@ async fn steps(dir: &Path) -> Result<(String, bool), Error> {
          [audit]\npath = \"audit.jsonl\"\n\n[policy]\ndir = \"policies\"\n"
     );
     let config = Config::from_toml(&cfg, "<demo>", dir)?;
-    let running = crate::server::start(config).await?;
+    let running = crate::app::start(config).await?;
     let mut d = Demo {
         client: Client::builder(TokioExecutor::new()).build_http(),
         base: format!("http://{}", running.addr),

@@ -5,7 +5,7 @@
 use super::*;
 
 /// A scripted sensor: returns `answer`, or fails.
-struct Scripted(Result<Vec<Assisted>, crate::judge::Failure>);
+struct Scripted(Result<Vec<Assisted>, crate::upstream::judge::Failure>);
 
 impl Sensor for Scripted {
     fn name(&self) -> &'static str {
@@ -16,7 +16,7 @@ impl Sensor for Scripted {
         _: &'a Call,
         _: &'a Context,
         _: &'a Signals,
-    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::judge::Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<Assisted>, crate::upstream::judge::Failure>> {
         let r = self.0.clone();
         Box::pin(async move { r })
     }
@@ -91,7 +91,7 @@ async fn a_low_confidence_answer_is_dropped() {
 
 #[tokio::test]
 async fn a_failing_sensor_leaves_the_deterministic_result_or_fails_closed() {
-    let failing: Arc<dyn Sensor> = Arc::new(Scripted(Err(crate::judge::Failure::new(
+    let failing: Arc<dyn Sensor> = Arc::new(Scripted(Err(crate::upstream::judge::Failure::new(
         "timeout", "timeout",
     ))));
     let g = gates_with(SENTINEL_RULES, vec![failing]);

@@ -13,8 +13,8 @@ use std::task::{Context as TaskContext, Poll};
 use http_body::Body;
 
 use super::{GatedBody, Phase};
-use crate::encoding::ContentDecoder;
 use crate::protocol::Rewriter;
+use crate::upstream::encoding::ContentDecoder;
 
 /// Upstream bytes read ahead while one gate decides.
 pub(super) const AHEAD_MAX: usize = 64 * 1024;

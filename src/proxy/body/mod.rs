@@ -17,16 +17,16 @@ use std::task::{Context as TaskContext, Poll};
 use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame};
 
-use crate::budget::Charge;
 use crate::call::Release;
 use crate::context::Context;
-use crate::encoding::ContentDecoder;
 use crate::error::Error;
 use crate::gate::Gates;
 use crate::protocol::{Protocol, Rewriter, Step, KEEPALIVE};
+use crate::proxy::budget::Charge;
 use crate::proxy::release;
 use crate::proxy::resume::{FollowUp, Sending, Sent};
-use crate::state::State;
+use crate::proxy::state::State;
+use crate::upstream::encoding::ContentDecoder;
 use crate::upstream::ResponseBody;
 
 /// The error a response body may end with: the agent sees a cut-off response.

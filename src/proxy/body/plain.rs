@@ -103,21 +103,21 @@ where
 }
 
 /// A pass-through body with toolgate's upstream keys masked
-/// ([`crate::scrub::Carry`]); trailers pass after the bytes held back.
+/// ([`crate::upstream::scrub::Carry`]); trailers pass after the bytes held back.
 pub struct Scrubbed<B> {
     inner: B,
-    state: std::sync::Arc<crate::state::State>,
-    carry: crate::scrub::Carry,
+    state: std::sync::Arc<crate::proxy::state::State>,
+    carry: crate::upstream::scrub::Carry,
     trailers: Option<Frame<Bytes>>,
     done: bool,
 }
 
 impl<B> Scrubbed<B> {
-    pub fn new(inner: B, state: std::sync::Arc<crate::state::State>) -> Scrubbed<B> {
+    pub fn new(inner: B, state: std::sync::Arc<crate::proxy::state::State>) -> Scrubbed<B> {
         Scrubbed {
             inner,
             state,
-            carry: crate::scrub::Carry::default(),
+            carry: crate::upstream::scrub::Carry::default(),
             trailers: None,
             done: false,
         }

@@ -121,8 +121,8 @@ pub async fn send(
         _ => {}
     }
     // Behind the tasks already ready: the requests of one turn go out back
-    // to back, and the upstream is woken once for them (crate::defer).
-    crate::defer::turn().await;
+    // to back, and the upstream is woken once for them (crate::net::defer).
+    crate::net::defer::turn().await;
     write(&mut conn, &out).await?;
     conn.io
         .flush()

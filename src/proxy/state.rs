@@ -1,5 +1,6 @@
-//! What every request shares: config, upstream client, gates (swapped atomically
-//! on policy reload), audit log, metrics.
+//! What every request shares: config, upstream clients, gates (swapped
+//! atomically on policy reload), audit log, metrics, the records of stored
+//! Responses. Built once by [`crate::app`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -7,16 +8,27 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::audit::AuditLog;
 use crate::config::{Config, ErrorMode, PolicyMode};
-use crate::error::Error;
 use crate::fence::redact::Redactor;
-use crate::gate::fact_check::FactChecker;
-use crate::gate::injection_judge::InjectionJudge;
-use crate::gate::sentinel::Sentinel;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
 use crate::protocol::{Options, Withheld};
 use crate::upstream::Upstream;
+
+/// What the composition root builds for [`State::new`].
+pub struct Built {
+    pub policy: Arc<PolicySet>,
+    /// Metrics, sensors, namespaces and the judge threshold the gates are built with.
+    pub parts: Parts,
+    pub upstream: Upstream,
+    pub messages_upstream: Upstream,
+    pub audit: AuditLog,
+    pub fence_secret: Vec<u8>,
+    pub redactor: Redactor,
+    pub scrub: crate::upstream::scrub::Scrub,
+    pub approvals: Arc<crate::approval::Approvals>,
+    pub telemetry: Option<crate::telemetry::Telemetry>,
+}
 
 pub struct State {
     pub config: Config,
@@ -32,17 +44,17 @@ pub struct State {
     /// Redacts secrets (and toolgate's own key) from tool results.
     pub redactor: Redactor,
     /// Keeps toolgate's upstream keys out of responses.
-    pub scrub: crate::scrub::Scrub,
+    pub scrub: crate::upstream::scrub::Scrub,
     id_prefix: String,
     next_id: AtomicU64,
     /// Wakes the reload loop (`POST /reload` on the admin port).
     pub reload_requested: tokio::sync::Notify,
     /// Body bytes in flight (request bodies, whole response bodies).
-    pub budget: crate::budget::Budget,
+    pub budget: crate::proxy::budget::Budget,
     /// Upstream exchanges in flight (`[limits] max_streams`).
     pub streams: Arc<tokio::sync::Semaphore>,
     /// Failed client authentications, for their rate-limited warning.
-    pub auth_failures: crate::auth::Failures,
+    pub auth_failures: crate::proxy::auth::Failures,
     /// The key of the ids given to messages that replace withheld calls.
     pub id_key: [u8; 32],
     /// Calls waiting for a person (`ask`), and session approvals.
@@ -57,71 +69,17 @@ pub struct State {
 }
 
 impl State {
-    /// Loads policies, builds the upstream client and opens the audit sink.
-    /// Any failure here happens before a port is bound.
-    pub async fn new(config: Config) -> Result<State, Error> {
-        // Before the policies load, so a `[[facts]] file` naming the bridge's output exists.
-        if let Some(b) = &config.bridge {
-            crate::facts::bridge::import_logged(b);
-        }
-        let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
-        let upstream = Upstream::new(&config.upstream)?;
-        let messages_upstream = Upstream::new(&config.messages_upstream)?;
+    /// Assembles the shared state from the parts the composition root
+    /// ([`crate::app::build`]) built, and makes what belongs to the
+    /// request path alone: the body budget, the stream cap, the records of
+    /// stored Responses, the id prefix.
+    pub fn new(config: Config, b: Built) -> State {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
         let seed = format!("{nanos}-{}", std::process::id());
-        let mut parts = Parts {
-            namespaces: crate::gate::signals::Namespaces::of_config(&config.policy),
-            threshold: config
-                .judge
-                .as_ref()
-                .map(|j| j.confidence_threshold)
-                .unwrap_or(0.8),
-            metrics: Arc::new(Metrics::default()),
-            ..Parts::default()
-        };
-        let audit =
-            AuditLog::start(&config.audit, parts.metrics.audit_write_failures.clone()).await?;
-        if let Some(j) = &config.judge {
-            let judge = crate::judge::Judge::new(j)?;
-            let sentinel = Sentinel::new(
-                judge,
-                j.confidence_threshold,
-                config.audit.include_judge_reason,
-            );
-            parts.sensors.push(Arc::new(sentinel));
-            let checker = FactChecker::new(
-                crate::judge::Judge::new(&j.for_output_check())?,
-                j.confidence_threshold,
-                config.audit.include_judge_reason,
-            );
-            parts.sensors.push(Arc::new(checker));
-            let injection = InjectionJudge::new(
-                crate::judge::Judge::new(j)?,
-                j.confidence_threshold,
-                config.audit.include_judge_reason,
-            );
-            parts.sensors.push(Arc::new(injection));
-        }
-        let fence_secret = fence_secret(&config.fence.key_env);
-        let keys: Vec<String> = [&upstream, &messages_upstream]
-            .iter()
-            .filter_map(|u| u.key_text())
-            .collect();
-        let scrub = crate::scrub::Scrub::new(keys.clone());
-        let mut exact: Vec<(String, &'static str)> =
-            keys.into_iter().map(|k| (k, "upstream_key")).collect();
-        exact.extend(
-            config
-                .clients
-                .iter()
-                .filter_map(|c| c.token.clone())
-                .map(|t| (t, "client_token")),
-        );
-        let redactor = Redactor::new(exact);
-        let budget = crate::budget::Budget::new(config.limits.max_body_bytes_in_flight);
+        let budget = crate::proxy::budget::Budget::new(config.limits.max_body_bytes_in_flight);
         let streams = Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams));
         // Bounded by bytes and by count at once: each of the two records
         // has half the bytes, and every entry weighs its bytes, and at
@@ -150,41 +108,30 @@ impl State {
             .time_to_live(r.remember_ttl)
             .build();
         let id_key =
-            crate::fence::marker::hmac_sha256(&fence_secret, &[b"replacement message ids"]);
-        let metrics = parts.metrics.clone();
-        let approvals = Arc::new(crate::approval::Approvals::new(
-            &config.approval,
-            audit.clone(),
-            metrics.clone(),
-            redactor.clone(),
-        )?);
-        let telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
-        if let Some(t) = &telemetry {
-            tracing::info!(endpoint = %t.endpoint, "traces go to an OTLP collector");
-        }
-        Ok(State {
-            approvals,
-            telemetry,
+            crate::fence::marker::hmac_sha256(&b.fence_secret, &[b"replacement message ids"]);
+        State {
+            approvals: b.approvals,
+            telemetry: b.telemetry,
             id_key,
-            fence_secret,
-            redactor,
-            scrub,
+            fence_secret: b.fence_secret,
+            redactor: b.redactor,
+            scrub: b.scrub,
             streams,
-            gates: RwLock::new(Arc::new(Gates::new(policy, &parts))),
-            parts,
+            gates: RwLock::new(Arc::new(Gates::new(b.policy, &b.parts))),
+            metrics: b.parts.metrics.clone(),
+            parts: b.parts,
             config,
-            upstream,
-            messages_upstream,
-            audit,
-            metrics,
+            upstream: b.upstream,
+            messages_upstream: b.messages_upstream,
+            audit: b.audit,
             id_prefix: crate::digest::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
             reload_requested: tokio::sync::Notify::new(),
             budget,
-            auth_failures: crate::auth::Failures::default(),
+            auth_failures: crate::proxy::auth::Failures::default(),
             withheld,
             renamed,
-        })
+        }
     }
 
     /// The current gate pipeline. A request takes it once and keeps it, so a
@@ -302,17 +249,4 @@ impl State {
     pub fn monitor(&self) -> bool {
         self.config.policy.mode == PolicyMode::Monitor
     }
-}
-
-/// The fence secret from `key_env`, else 32 random bytes (fence ids then
-/// change across restarts, which costs provider prompt-cache hits).
-fn fence_secret(key_env: &str) -> Vec<u8> {
-    if let Some(v) = std::env::var(key_env).ok().filter(|v| !v.is_empty()) {
-        return v.into_bytes();
-    }
-    tracing::info!(
-        env = key_env,
-        "no fence key set; using a random one, so fence ids change across restarts"
-    );
-    crate::digest::random_key().to_vec()
 }

@@ -1,4 +1,7 @@
-//! Leaf helpers anyone may import: hex, SHA-256 and RFC 3339 timestamps.
+//! Leaf helpers anyone may import: hex, SHA-256, RFC 3339 timestamps, and
+//! file change stamps ([`stamp`]).
+
+pub mod stamp;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -10,8 +10,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::config::Tls;
+use crate::digest::stamp::{self, Stamp};
 use crate::error::Error;
-use crate::stamp::{self, Stamp};
 
 fn bad(path: &Path, message: String) -> Error {
     Error::config(path.display().to_string(), 1, message)

@@ -12,7 +12,7 @@ use http::{header, HeaderMap};
 
 use crate::config::Client;
 use crate::error::Error;
-use crate::peer::PeerNames;
+use crate::net::peer::PeerNames;
 
 /// How often a failed client authentication is logged at most.
 const WARN_EVERY: Duration = Duration::from_secs(10);

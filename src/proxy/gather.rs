@@ -16,9 +16,9 @@ use hyper::body::Incoming;
 use crate::upstream::ResponseBody;
 use memmap2::MmapMut;
 
-use crate::budget::Charge;
-use crate::encoding::ContentDecoder;
 use crate::error::Error;
+use crate::proxy::budget::Charge;
+use crate::upstream::encoding::ContentDecoder;
 
 /// Bodies (and blocks) this large are mapped rather than allocated.
 pub const MAP_MIN: usize = 256 * 1024;

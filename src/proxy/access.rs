@@ -56,7 +56,7 @@ impl Drop for Access {
             trace.end(self.status, t);
         }
         tracing::info!(
-            target: "toolgate::access",
+            target: "toolgate::proxy::access",
             method = %self.method,
             route = %self.route,
             status = self.status,
