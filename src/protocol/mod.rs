@@ -301,6 +301,38 @@ pub struct Withheld {
     pub calls: Vec<(String, String)>,
 }
 
+/// What a [`Rewriter`] reports to its driver besides the bytes it writes
+/// ([`Rewriter::poll`]; an SSE event is [`sse::Event`], a different thing).
+#[derive(Debug)]
+pub enum Report {
+    /// Call events were read since the last poll. The driver notes the
+    /// time once per upstream frame, not once per event.
+    CallRead,
+    /// Calls just withheld from a stored response: remembered before
+    /// anything of this answer goes out, so a request continuing from it
+    /// finds the record.
+    Withheld(Withheld),
+    /// Calls the provider ran itself (for the audit trail; they were gated
+    /// on the request).
+    Hosted(Vec<Call>),
+    /// Every call of the response was withheld for `resume`: the rest of
+    /// this upstream stream is read but not sent, and the driver makes the
+    /// follow-up request (or calls [`Rewriter::give_up`]).
+    Resumption(Resumption),
+    /// A response the agent knows by `first` that the provider continued
+    /// as `then` (`resume` on a stored response): a later request
+    /// continuing from `first` is sent on from `then`.
+    Renamed { first: String, then: String },
+}
+
+/// What a stream came to: the tokens the upstream reported, and the call
+/// events that arrived after their call was decided (stripped).
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub usage: usage::Usage,
+    pub late_deltas: u64,
+}
+
 /// A sans-IO streaming rewriter: one per response, one implementation per
 /// wire format. Text passes at once; a call is held from its first event to
 /// its last, then gated.
@@ -310,7 +342,8 @@ pub struct Withheld {
 /// stops with [`Step::Gate`] when calls are held and complete. The driver
 /// gates [`Rewriter::pending`] and hands one verdict per call to
 /// [`Rewriter::resolve`]. At end of input call [`Rewriter::end`]; on any
-/// error call [`Rewriter::fail`], which never releases held calls.
+/// error call [`Rewriter::fail`], which never releases held calls. After
+/// each of these, [`Rewriter::poll`] until it answers `None`.
 pub trait Rewriter: Send {
     fn push(&mut self, bytes: &[u8]);
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error>;
@@ -324,32 +357,13 @@ pub trait Rewriter: Send {
     /// Ends the stream after `err` with the format's error ending. Returns
     /// the calls that were held and are now dropped without release.
     fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call>;
-    /// Whether a call event was read since the last ask. The body notes the
-    /// time once per upstream frame, not once per event: the clock is read
-    /// once for every event that arrived together.
-    fn take_call_delta(&mut self) -> bool;
+    /// What the rewriter has to report besides the bytes it wrote, one at a
+    /// time; the driver asks after every `process`, `end`, `resolve`,
+    /// `fail` and `give_up` until it answers `None`.
+    fn poll(&mut self) -> Option<Report>;
     /// The gate is slow (a call waits for a person, maybe for minutes):
     /// what is held meanwhile is kept in its smallest form.
     fn compact(&mut self) {}
-    /// Call events that arrived after their call was decided (stripped).
-    fn late_deltas(&self) -> u64 {
-        0
-    }
-    /// Calls withheld since the last time this was asked, by stored response.
-    fn take_withheld(&mut self) -> Option<Withheld> {
-        None
-    }
-    /// Calls the provider ran itself seen since the last time this was asked
-    /// (for the audit trail; they were gated on the request).
-    fn take_hosted(&mut self) -> Vec<Call> {
-        Vec::new()
-    }
-    /// A response whose calls were all withheld for `resume` (asked once,
-    /// right after `resolve`): the rest of this upstream stream is read but
-    /// not sent, and the driver makes the follow-up request.
-    fn take_resumption(&mut self) -> Option<Resumption> {
-        None
-    }
     /// The follow-up's stream comes next: it is read as the continuation of
     /// the response the agent is receiving (one id, one ending, usage
     /// summed). `resume` says whether it may be continued again.
@@ -357,14 +371,8 @@ pub trait Rewriter: Send {
     /// The follow-up could not be made: the response ends as `drop` would
     /// have ended it.
     fn give_up(&mut self, _out: &mut BytesMut) {}
-    /// A response the agent knows by one id that the provider continued
-    /// under another (`resume` on a stored response): a later request
-    /// continuing from the first is sent on from the second.
-    fn take_renamed(&mut self) -> Option<(String, String)> {
-        None
-    }
-    /// The tokens the upstream stream(s) reported (asked once, at the end).
-    fn take_usage(&mut self) -> usage::Usage;
+    /// What the stream(s) came to, asked once when the body is dropped.
+    fn totals(&mut self) -> Totals;
     /// Bytes held back from the agent now (held calls and what is kept
     /// behind them), charged to the shared budget while held.
     fn held_bytes(&self) -> usize;

@@ -29,7 +29,8 @@ use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::SseDecoder;
 use crate::protocol::text_calls::TextScan;
-use crate::protocol::{map_guard, write_raw_data, Options, Resumption, Rewriter, Step};
+use crate::protocol::{map_guard, write_raw_data, Options, Rewriter, Step};
+use crate::protocol::{Report, Totals};
 use resume::ResumeState;
 
 mod choice;
@@ -254,8 +255,11 @@ impl StreamRewriter {
 }
 
 impl Rewriter for StreamRewriter {
-    fn take_usage(&mut self) -> crate::protocol::usage::Usage {
-        std::mem::take(&mut self.usage)
+    fn totals(&mut self) -> Totals {
+        Totals {
+            usage: std::mem::take(&mut self.usage),
+            late_deltas: self.late_deltas,
+        }
     }
 
     fn held_bytes(&self) -> usize {
@@ -283,13 +287,11 @@ impl Rewriter for StreamRewriter {
         self.pending.as_ref().map(|p| &p.calls[..]).unwrap_or(&[])
     }
 
-    fn take_call_delta(&mut self) -> bool {
-        std::mem::take(&mut self.call_delta)
-    }
-
-    /// Tool-call deltas that arrived after their choice had finished (stripped).
-    fn late_deltas(&self) -> u64 {
-        self.late_deltas
+    fn poll(&mut self) -> Option<Report> {
+        if std::mem::take(&mut self.call_delta) {
+            return Some(Report::CallRead);
+        }
+        self.take_ready().map(Report::Resumption)
     }
 
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
@@ -330,10 +332,6 @@ impl Rewriter for StreamRewriter {
         }
         out.put_slice(DONE);
         dropped
-    }
-
-    fn take_resumption(&mut self) -> Option<Resumption> {
-        self.take_ready()
     }
 
     fn continue_with(&mut self, resume: bool) {

@@ -30,7 +30,8 @@ use super::call_of;
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step};
+use crate::protocol::{map_guard, Options, Rewriter, Step};
+use crate::protocol::{Report, Totals};
 
 /// The keys toolgate reads at the top of an event.
 const TOP: [&str; 6] = [
@@ -344,8 +345,11 @@ impl StreamRewriter {
 }
 
 impl Rewriter for StreamRewriter {
-    fn take_usage(&mut self) -> crate::protocol::usage::Usage {
-        std::mem::take(&mut self.usage)
+    fn totals(&mut self) -> Totals {
+        Totals {
+            usage: std::mem::take(&mut self.usage),
+            late_deltas: 0,
+        }
     }
 
     fn held_bytes(&self) -> usize {
@@ -473,16 +477,14 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
-    fn take_call_delta(&mut self) -> bool {
-        std::mem::take(&mut self.call_delta)
-    }
-
-    fn take_hosted(&mut self) -> Vec<Call> {
-        std::mem::take(&mut self.hosted)
-    }
-
-    fn take_resumption(&mut self) -> Option<Resumption> {
-        self.take_ready()
+    fn poll(&mut self) -> Option<Report> {
+        if std::mem::take(&mut self.call_delta) {
+            return Some(Report::CallRead);
+        }
+        if !self.hosted.is_empty() {
+            return Some(Report::Hosted(std::mem::take(&mut self.hosted)));
+        }
+        self.take_ready().map(Report::Resumption)
     }
 
     fn continue_with(&mut self, resume: bool) {

@@ -42,7 +42,8 @@ use super::Ids;
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::{map_guard, Options, Resumption, Rewriter, Step, Withheld};
+use crate::protocol::{map_guard, Options, Rewriter, Step, Withheld};
+use crate::protocol::{Report, Totals};
 
 mod delta;
 mod emit;
@@ -327,8 +328,11 @@ impl StreamRewriter {
 }
 
 impl Rewriter for StreamRewriter {
-    fn take_usage(&mut self) -> crate::protocol::usage::Usage {
-        std::mem::take(&mut self.usage)
+    fn totals(&mut self) -> Totals {
+        Totals {
+            usage: std::mem::take(&mut self.usage),
+            late_deltas: 0,
+        }
     }
 
     fn held_bytes(&self) -> usize {
@@ -453,12 +457,21 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
-    fn take_call_delta(&mut self) -> bool {
-        std::mem::take(&mut self.call_delta)
-    }
-
-    fn take_resumption(&mut self) -> Option<Resumption> {
-        self.take_ready()
+    fn poll(&mut self) -> Option<Report> {
+        if std::mem::take(&mut self.call_delta) {
+            return Some(Report::CallRead);
+        }
+        if !self.withheld.is_empty() && !self.response_id.is_empty() {
+            return Some(Report::Withheld(Withheld {
+                response_id: self.response_id.clone(),
+                calls: std::mem::take(&mut self.withheld),
+            }));
+        }
+        if let Some(r) = self.take_ready() {
+            return Some(Report::Resumption(r));
+        }
+        self.resume_renamed()
+            .map(|(first, then)| Report::Renamed { first, then })
     }
 
     fn continue_with(&mut self, resume: bool) {
@@ -467,20 +480,6 @@ impl Rewriter for StreamRewriter {
 
     fn give_up(&mut self, out: &mut BytesMut) {
         self.end_without_follow_up(out);
-    }
-
-    fn take_renamed(&mut self) -> Option<(String, String)> {
-        self.resume_renamed()
-    }
-
-    fn take_withheld(&mut self) -> Option<Withheld> {
-        if self.withheld.is_empty() || self.response_id.is_empty() {
-            return None;
-        }
-        Some(Withheld {
-            response_id: self.response_id.clone(),
-            calls: std::mem::take(&mut self.withheld),
-        })
     }
 }
 

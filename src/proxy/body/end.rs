@@ -22,8 +22,9 @@ impl Drop for GatedBody {
                 rt.spawn(chore);
             }
         }
-        self.rw.take_usage().count(&self.state.metrics);
-        let late = self.rw.late_deltas();
+        let totals = self.rw.totals();
+        totals.usage.count(&self.state.metrics);
+        let late = totals.late_deltas;
         if late > 0 {
             self.state.metrics.late_tool_deltas.inc_by(late);
             tracing::warn!(request_id = %self.ctx.request_id, late, "tool-call deltas after their finish were stripped");

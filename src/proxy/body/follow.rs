@@ -5,21 +5,23 @@
 use std::task::{Context as TaskContext, Poll};
 
 use super::{GatedBody, Next, Phase};
+use crate::protocol::Resumption;
 use crate::proxy::resume;
 
 impl GatedBody {
-    /// Starts the follow-up when the calls just decided were all withheld
-    /// for `resume` (the rest of this upstream stream is read meanwhile).
-    pub(super) fn start_follow_up(&mut self) {
-        let Some(r) = self.rw.take_resumption() else {
-            return;
-        };
+    /// Starts the follow-up the rewriter asked for: the calls just decided
+    /// were all withheld for `resume` (the rest of this upstream stream is
+    /// read meanwhile). A response that may not be continued gives up.
+    pub(super) fn start_follow_up(&mut self, r: Resumption) {
         match self.follow.take() {
             Some(f) => {
                 let (state, ctx) = (self.state.clone(), self.ctx.clone());
                 self.sending = Some(resume::send(state, ctx, *f, r));
             }
-            None => self.rw.give_up(&mut self.out),
+            None => {
+                self.rw.give_up(&mut self.out);
+                self.reports();
+            }
         }
     }
 
@@ -56,9 +58,7 @@ impl GatedBody {
             Some(Err(e)) => {
                 self.state.metrics.upstream_fault(&e);
                 self.rw.give_up(&mut self.out);
-                if let Some(w) = self.rw.take_withheld() {
-                    self.state.remember_withheld(w);
-                }
+                self.reports();
                 self.phase = Phase::Done;
                 Next::Continue
             }

@@ -4,17 +4,14 @@
 use std::task::Context as TaskContext;
 
 use super::GatedBody;
+use crate::call::Call;
 use crate::proxy::release;
 
 impl GatedBody {
     /// Audits provider-run calls the rewriter has seen (they already ran;
     /// the record is written beside the stream, not before it, and before
     /// the stream's end).
-    pub(super) fn audit_hosted(&mut self) {
-        let hosted = self.rw.take_hosted();
-        if hosted.is_empty() {
-            return;
-        }
+    pub(super) fn audit_hosted(&mut self, hosted: Vec<Call>) {
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
         let before = self.hosted.take();
         self.hosted = Some(Box::pin(async move {

@@ -38,6 +38,7 @@ mod follow;
 mod hosted;
 mod idle;
 mod plain;
+mod reports;
 pub use plain::{Deadline, Pieces, Scrubbed};
 
 type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
@@ -167,22 +168,11 @@ impl GatedBody {
             Some(true) => self.rw.end(&mut self.out),
             _ => self.rw.process(&mut self.out),
         };
-        if self.rw.take_call_delta() {
-            self.last_call_delta = Some(std::time::Instant::now());
-        }
+        // A format that decides to continue at its message's end (not in
+        // `resolve`) reports the follow-up now.
+        self.reports();
         let held = self.rw.held_bytes();
         let step = step.and_then(|s| self.held.hold(held).map(|()| s));
-        self.audit_hosted();
-        // A format that decides to continue at its message's end (not in
-        // `resolve`) has the follow-up ready now.
-        // Only a response that may be continued has either (`follow` is
-        // back while the follow-up's stream is read).
-        if self.follow.is_some() {
-            self.start_follow_up();
-            if let Some((first, then)) = self.rw.take_renamed() {
-                self.state.remember_renamed(first, then);
-            }
-        }
         match step {
             Ok(Step::NeedMore) => match ending {
                 // Upstream frames that have already arrived are read before
@@ -249,9 +239,7 @@ impl GatedBody {
         let dropped = self
             .rw
             .fail(&err, self.state.passthrough_errors(), &mut self.out);
-        if let Some(w) = self.rw.take_withheld() {
-            self.state.remember_withheld(w);
-        }
+        self.reports();
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
         self.phase = Phase::Failing(Box::pin(async move {
             release::dropped(&state, &gates, &ctx, &dropped, "stream_fault").await;
@@ -361,12 +349,7 @@ impl GatedBody {
         self.gated_for(started.elapsed());
         self.phase = *then;
         self.rw.resolve(&verdicts, &mut self.out);
-        // Remembered before anything of this answer goes out, so a request
-        // that continues from it finds the record.
-        if let Some(w) = self.rw.take_withheld() {
-            self.state.remember_withheld(w);
-        }
-        self.start_follow_up();
+        self.reports();
         if let Some(t) = since {
             self.state
                 .metrics

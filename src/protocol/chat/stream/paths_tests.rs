@@ -64,7 +64,7 @@ fn usage_is_counted_wherever_it_comes_on_both_paths() {
             let out = rw.run_sync(&[input.as_bytes()], |_| true);
             let out = std::str::from_utf8(&out).unwrap();
             assert_eq!(calls(out).len(), 1, "case {i}, typed {typed}: {out}");
-            let u = rw.take_usage();
+            let u = rw.totals().usage;
             assert_eq!((u.input, u.output), (7, 3), "case {i}, typed {typed}");
         }
     }

@@ -248,7 +248,7 @@ fn late_tool_deltas_after_a_finish_are_stripped() {
     let mut rw = StreamRewriter::new(&opts());
     let out = rw.run_sync(&[input.as_bytes()], |_| true);
     assert!(!String::from_utf8_lossy(&out).contains("sneaky"));
-    assert_eq!(rw.late_deltas(), 1);
+    assert_eq!(rw.totals().late_deltas, 1);
 }
 
 #[test]

@@ -315,7 +315,13 @@ fn provider_run_calls_pass_and_are_reported() {
     let out = String::from_utf8(out.to_vec()).unwrap();
     assert!(out.contains("srvtoolu_1") && out.contains("query"));
     assert!(!out.contains("toolu_c"));
-    let hosted = rw.take_hosted();
+    let hosted: Vec<Call> = std::iter::from_fn(|| rw.poll())
+        .filter_map(|r| match r {
+            crate::protocol::Report::Hosted(c) => Some(c),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     assert_eq!(hosted.len(), 1);
     assert_eq!(
         (hosted[0].id.as_str(), hosted[0].name.as_str()),

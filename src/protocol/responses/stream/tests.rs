@@ -137,7 +137,12 @@ fn reasoning_that_led_only_to_withheld_calls_leaves_the_final_output() {
     );
     let mut rw = StreamRewriter::new(&opts());
     rw.run_sync(&[stream().as_bytes()], |c| c.name != "shell");
-    let w = rw.take_withheld().unwrap();
+    let w = std::iter::from_fn(|| rw.poll())
+        .find_map(|r| match r {
+            crate::protocol::Report::Withheld(w) => Some(w),
+            _ => None,
+        })
+        .unwrap();
     assert_eq!((w.response_id.as_str(), w.calls.len()), ("resp_1", 1));
     assert_eq!(
         w.calls[0],

@@ -167,7 +167,7 @@ fn usage_is_counted_alike() {
     for typed in [true, false] {
         let mut r = rw(typed);
         r.run_sync(&[input.as_bytes()], |_: &Call| true);
-        let u = r.take_usage();
+        let u = r.totals().usage;
         assert_eq!((u.input, u.output), (5, 2), "typed {typed}");
         assert_eq!(u.model.as_deref(), Some("gpt-test"), "typed {typed}");
     }
