@@ -16,11 +16,10 @@ use crate::gate::sentinel::Sentinel;
 use crate::gate::Parts;
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
-use crate::proxy::state::{Built, State};
+use crate::proxy::state::{Built, State, Upstreams};
 use crate::server::Running;
 use crate::upstream::judge::Judge;
 use crate::upstream::scrub::Scrub;
-use crate::upstream::Upstream;
 
 /// Builds the shared state: loads policies, builds the upstream clients,
 /// opens the audit sink, starts the sensors, approvals and telemetry.
@@ -30,8 +29,7 @@ pub async fn build(config: Config) -> Result<State, Error> {
         crate::facts::bridge::import_logged(b);
     }
     let policy = Arc::new(PolicySet::load(config.policy.dir.as_deref())?);
-    let upstream = Upstream::new(&config.upstream)?;
-    let messages_upstream = Upstream::new(&config.messages_upstream)?;
+    let upstreams = Upstreams::new(&config)?;
     let mut parts = Parts {
         namespaces: crate::gate::signals::Namespaces::of_config(&config.policy),
         threshold: config
@@ -57,7 +55,8 @@ pub async fn build(config: Config) -> Result<State, Error> {
         parts.sensors.push(Arc::new(injection));
     }
     let fence_secret = fence_secret(&config.fence.key_env);
-    let keys: Vec<String> = [&upstream, &messages_upstream]
+    let keys: Vec<String> = upstreams
+        .all()
         .iter()
         .filter_map(|u| u.key_text())
         .collect();
@@ -85,8 +84,7 @@ pub async fn build(config: Config) -> Result<State, Error> {
     let built = Built {
         policy,
         parts,
-        upstream,
-        messages_upstream,
+        upstreams,
         audit,
         fence_secret,
         redactor,

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+use crate::protocol::Protocol;
 
 pub use crate::config::LogFormat;
 
@@ -144,22 +146,50 @@ pub enum ApprovalsAction {
     },
 }
 
-/// The wire format a call is explained for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProtocolArg {
-    #[value(name = "chat_completions", alias = "chat-completions")]
-    ChatCompletions,
-    Responses,
-    Messages,
-}
+/// Reads `--protocol` as a [`Protocol`] label (`chat_completions`,
+/// `responses`, `messages`; `-` for `_`), offering the labels to
+/// completions and `--help`.
+#[derive(Debug, Clone, Copy)]
+pub struct ProtocolParser;
 
-impl ProtocolArg {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolArg::ChatCompletions => "chat_completions",
-            ProtocolArg::Responses => "responses",
-            ProtocolArg::Messages => "messages",
-        }
+impl clap::builder::TypedValueParser for ProtocolParser {
+    type Value = Protocol;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Protocol, clap::Error> {
+        value
+            .to_str()
+            .and_then(Protocol::from_label)
+            .ok_or_else(|| {
+                let mut e = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+                use clap::error::{ContextKind, ContextValue};
+                if let Some(a) = arg {
+                    e.insert(ContextKind::InvalidArg, ContextValue::String(a.to_string()));
+                }
+                e.insert(
+                    ContextKind::InvalidValue,
+                    ContextValue::String(value.to_string_lossy().into_owned()),
+                );
+                e.insert(
+                    ContextKind::ValidValue,
+                    ContextValue::Strings(Protocol::ALL.iter().map(|p| p.label().into()).collect()),
+                );
+                e
+            })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            Protocol::ALL
+                .into_iter()
+                .map(|p| clap::builder::PossibleValue::new(p.label())),
+        ))
     }
 }
 
@@ -186,8 +216,8 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "NAME")]
     pub principal: Option<String>,
     /// The wire format the call came in.
-    #[arg(long, value_enum, default_value = "chat_completions")]
-    pub protocol: ProtocolArg,
+    #[arg(long, value_parser = ProtocolParser, default_value = "chat_completions")]
+    pub protocol: Protocol,
     /// A request body (JSON, in `--protocol`'s format) whose conversation the
     /// call answers: provenance and taint read its texts, and its tools are
     /// the declared ones.
@@ -295,7 +325,7 @@ mod tests {
         };
         assert_eq!(
             explained,
-            Some(("t", ProtocolArg::Messages, true, "{}")),
+            Some(("t", Protocol::Messages, true, "{}")),
             "{cli:?}"
         );
         assert!(Cli::try_parse_from(["toolgate", "serve", "--bogus"]).is_err());

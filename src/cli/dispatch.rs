@@ -201,7 +201,7 @@ fn explain(config: &Config, a: &ExplainArgs) -> Result<String, Error> {
         request: a.request.clone(),
         mission: a.mission.clone(),
         principal: a.principal.clone(),
-        protocol: a.protocol.as_str(),
+        protocol: a.protocol,
         conversation: a.conversation.clone(),
     };
     let v = block_on(false, explain::explain(config, &q))?;

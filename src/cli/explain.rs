@@ -21,9 +21,8 @@ pub struct Question {
     pub request: Option<String>,
     pub mission: Option<String>,
     pub principal: Option<String>,
-    /// The wire format the call came in (`chat_completions`, `responses`,
-    /// `messages`): what audit records and metrics name it by.
-    pub protocol: &'static str,
+    /// The wire format the call came in.
+    pub protocol: crate::protocol::Protocol,
     /// A request body in that format whose conversation the call answers:
     /// its texts feed provenance and taint, its tools are the declared ones.
     pub conversation: Option<std::path::PathBuf>,
@@ -46,11 +45,7 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
     let principal = q.principal.clone().unwrap_or_else(|| "anonymous".into());
     let mut ctx = Context {
         request_id: "explain".into(),
-        protocol: if q.protocol.is_empty() {
-            "chat_completions"
-        } else {
-            q.protocol
-        },
+        protocol: q.protocol.label(),
         phase: q
             .phase
             .clone()
@@ -65,7 +60,7 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
         ..Context::default()
     };
     match &q.conversation {
-        Some(path) => conversation(&mut ctx, path, &q.tool)?,
+        Some(path) => conversation(&mut ctx, q.protocol, path, &q.tool)?,
         None => {
             ctx.declared
                 .insert(q.tool.clone(), Declared { parameters: None });
@@ -106,12 +101,12 @@ pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
 
 /// Reads `--conversation`: the request's texts (all of them) and declared
 /// tools go into `ctx`, as the proxy would fill them.
-fn conversation(ctx: &mut Context, path: &std::path::Path, tool: &str) -> Result<(), Error> {
-    let protocol = match ctx.protocol {
-        "responses" => crate::protocol::Protocol::Responses,
-        "messages" => crate::protocol::Protocol::Messages,
-        _ => crate::protocol::Protocol::Chat,
-    };
+fn conversation(
+    ctx: &mut Context,
+    protocol: crate::protocol::Protocol,
+    path: &std::path::Path,
+    tool: &str,
+) -> Result<(), Error> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path.display().to_string(), e))?;
     let parsed = protocol
         .parse(&bytes)

@@ -83,6 +83,16 @@ pub fn toml_diagnostic(file: &str, src: &str, err: &toml::de::Error) -> Diagnost
 }
 
 impl Config {
+    /// An upstream section: `[upstream]` for `None`, `[upstream.NAME]` for
+    /// a protocol that has its own (`Protocol::upstream_section`); a name
+    /// without a section is the default one.
+    pub fn upstream_section(&self, name: Option<&str>) -> &Upstream {
+        match name {
+            Some("messages") => &self.messages_upstream,
+            _ => &self.upstream,
+        }
+    }
+
     /// The configuration used when no file is given.
     pub fn embedded() -> Result<Config, Error> {
         Config::from_toml("", EMBEDDED, Path::new("."))

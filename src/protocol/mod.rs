@@ -21,7 +21,10 @@ pub mod messages;
 pub mod request;
 pub mod responses;
 pub use request::{array, stream_flag, tree_cost};
+pub mod complete;
 pub mod sse;
+
+pub use complete::{Complete, Reading};
 pub mod sync_driver;
 pub mod text_calls;
 pub mod usage;
@@ -37,19 +40,75 @@ use crate::error::Error;
 use crate::fence::{self, ToolResult};
 
 /// The wire formats toolgate gates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
+    /// OpenAI Chat Completions, which most clients speak (the default of
+    /// `toolgate explain`).
+    #[default]
     Chat,
     Responses,
     Messages,
 }
 
 impl Protocol {
+    /// Every wire format toolgate gates.
+    pub const ALL: [Protocol; 3] = [Protocol::Chat, Protocol::Responses, Protocol::Messages];
+
+    /// The protocol a [`Protocol::label`] names (`-` read as `_`).
+    pub fn from_label(s: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| {
+            p.label()
+                .bytes()
+                .eq(s.bytes().map(|b| if b == b'-' { b'_' } else { b }))
+        })
+    }
+
     /// The provider family a wire format names, for traces (`gen_ai.system`).
     pub fn provider_family(self) -> &'static str {
         match self {
             Protocol::Messages => "anthropic",
             Protocol::Chat | Protocol::Responses => "openai",
+        }
+    }
+
+    /// The `[upstream.NAME]` section this protocol's requests go to, when it
+    /// has its own; `None` for `[upstream]`.
+    pub fn upstream_section(self) -> Option<&'static str> {
+        match self {
+            Protocol::Messages => Some("messages"),
+            Protocol::Chat | Protocol::Responses => None,
+        }
+    }
+
+    /// A whole follow-up body `v` made the continuation of `first` after
+    /// the responses in `before` (one id, the text or blocks before it,
+    /// usage summed).
+    pub fn join(self, first: &Value, before: &[Resumption], v: &mut Value) {
+        match self {
+            Protocol::Chat => chat::follow::join(first, before, v),
+            Protocol::Messages => messages::follow::join(first, before, v),
+            Protocol::Responses => responses::follow::join(first, before, v),
+        }
+    }
+
+    /// A request continuing a stored response (Responses'
+    /// `previous_response_id`) goes on from the response a follow-up
+    /// continued it as, and answers the calls withheld from it with `text`.
+    /// Other formats store nothing: the body is left as it is.
+    pub fn continue_stored(self, body: &mut Value, stored: &dyn Stored, text: &str) {
+        if self != Protocol::Responses {
+            return;
+        }
+        let Some(mut prev) = body.get("previous_response_id").and_then(Value::as_str) else {
+            return;
+        };
+        let renamed = stored.renamed(prev);
+        if let Some(then) = &renamed {
+            body["previous_response_id"] = Value::from(then.as_ref());
+            prev = then;
+        }
+        if let Some(calls) = stored.withheld(prev) {
+            responses::request::answer_withheld(body, &calls, text);
         }
     }
 
@@ -60,6 +119,28 @@ impl Protocol {
             Protocol::Responses => "responses",
             Protocol::Messages => "messages",
         }
+    }
+
+    /// Reads a complete (non-streamed) response body.
+    pub fn complete<'a>(self, text: &'a str, r: Reading) -> Result<Box<dyn Complete + 'a>, Error> {
+        Ok(match self {
+            Protocol::Chat => {
+                let mut b = chat::complete::Body::parse(text, r.max_call_bytes)?;
+                b.refuse(r.refusal);
+                if r.text_calls {
+                    b.read_text_calls();
+                }
+                Box::new(b)
+            }
+            Protocol::Responses => {
+                let mut b = responses::complete::Body::parse(text, r.max_call_bytes)?;
+                b.refuse(r.refusal);
+                Box::new(b)
+            }
+            Protocol::Messages => {
+                Box::new(messages::complete::Body::parse(text, r.max_call_bytes)?)
+            }
+        })
     }
 
     /// The body of an error answered on this protocol's routes.
@@ -224,6 +305,37 @@ pub struct Resumption {
     /// The response's id, when the provider stores it (Responses): the
     /// follow-up continues from it.
     pub previous: Option<String>,
+}
+
+impl Resumption {
+    /// The calls of a stored response whose follow-up failed: they are
+    /// answered when the agent continues from it, as withheld calls are.
+    pub fn unanswered(&self) -> Option<Withheld> {
+        let id = self.previous.as_ref()?;
+        let calls = self
+            .turn
+            .iter()
+            .filter(|i| i["type"] == "function_call")
+            .filter_map(|i| {
+                Some((
+                    i["call_id"].as_str()?.to_string(),
+                    "function_call".to_string(),
+                ))
+            })
+            .collect();
+        Some(Withheld {
+            response_id: id.clone(),
+            calls,
+        })
+    }
+}
+
+/// What toolgate remembers of stored responses (kept by the proxy's state).
+pub trait Stored {
+    /// The response that continued stored response `id`, if any.
+    fn renamed(&self, id: &str) -> Option<std::sync::Arc<str>>;
+    /// The `(call id, item type)` of calls withheld from stored response `id`.
+    fn withheld(&self, id: &str) -> Option<std::sync::Arc<Vec<(String, String)>>>;
 }
 
 /// Appends a resumption's turn to the request's `list` (`messages`).
@@ -434,6 +546,19 @@ pub const KEEPALIVE: Bytes = Bytes::from_static(b": keepalive\n\n");
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_protocol_is_listed_once_at_its_own_index_and_read_back_from_its_label() {
+        for (i, p) in Protocol::ALL.into_iter().enumerate() {
+            assert_eq!(p as usize, i, "{p:?}");
+            assert_eq!(Protocol::from_label(p.label()), Some(p));
+        }
+        assert_eq!(
+            Protocol::from_label("chat-completions"),
+            Some(Protocol::Chat)
+        );
+        assert_eq!(Protocol::from_label("chat"), None);
+    }
 
     #[test]
     fn raw_data_is_split_into_data_lines() {

@@ -15,12 +15,12 @@ use crate::error::Error;
 use crate::fence;
 use crate::gate::Gates;
 use crate::policy::RewriteMode;
-use crate::protocol::{responses, tree_cost, Parsed, Protocol};
+use crate::protocol::{tree_cost, Parsed, Protocol};
 use crate::proxy::body;
+use crate::proxy::complete;
 use crate::proxy::gather::{self, content_length};
 use crate::proxy::resume::{self, FollowUp, Sent};
 use crate::proxy::state::State;
-use crate::proxy::whole;
 use crate::upstream::encoding::ContentDecoder;
 
 /// Gates one request; `asker` holds the request's own part of the gates'
@@ -79,9 +79,11 @@ pub async fn handle(
     );
     fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
     // After the fence: these answers are toolgate's own, not a tool's output.
-    if protocol == Protocol::Responses {
-        continue_conversation(state, &mut req.body);
-    }
+    protocol.continue_stored(
+        &mut req.body,
+        &**state,
+        &state.config.rewrite.neutral_message,
+    );
     hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
     let body = gather::json_body(&req.body, size)?;
     let mut follow = resumable(state, &gates, &req.body).then(|| {
@@ -145,7 +147,7 @@ pub async fn handle(
     .await?;
     let raw = state.scrub.bytes(raw);
     let more = follow.as_ref().is_some_and(|f| f.left());
-    let round = whole::round(state, &gates, &ctx, protocol, &raw, more).await?;
+    let round = complete::gate(state, &gates, &ctx, protocol, &raw, more).await?;
     let body = match (round.again, follow) {
         (Some(r), Some(f)) => {
             let dropped = resume::concat(round.pieces);
@@ -223,24 +225,6 @@ fn resumable(state: &State, gates: &Gates, body: &Value) -> bool {
             .any(|r| r.rewrite == Some(RewriteMode::Resume));
     let one_choice = body.get("n").and_then(Value::as_u64).is_none_or(|n| n <= 1);
     wanted && one_choice && state.config.rewrite.max_resumes > 0 && !state.monitor()
-}
-
-/// A request that continues a stored response answers the calls toolgate
-/// withheld from it (the provider still holds them) with the neutral text.
-fn continue_conversation(state: &State, body: &mut Value) {
-    let Some(mut prev) = body.get("previous_response_id").and_then(Value::as_str) else {
-        return;
-    };
-    // A response toolgate continued (`resume`) goes on from the follow-up's.
-    let renamed = state.renamed(prev);
-    if let Some(then) = &renamed {
-        body["previous_response_id"] = Value::from(then.as_ref());
-        prev = then;
-    }
-    let Some(calls) = state.withheld(prev) else {
-        return;
-    };
-    responses::request::answer_withheld(body, &calls, &state.config.rewrite.neutral_message);
 }
 
 /// Redacts and fences the request's tool results in place. Requests whose

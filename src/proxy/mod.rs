@@ -14,13 +14,13 @@ pub mod access;
 pub mod auth;
 pub mod body;
 pub mod budget;
+pub mod complete;
 mod gated;
 pub mod gather;
 pub mod release;
 pub mod resume;
 pub mod route;
 pub mod state;
-pub mod whole;
 
 use std::sync::Arc;
 

@@ -19,11 +19,11 @@ use serde_json::Value;
 use crate::context::Context;
 use crate::error::Error;
 use crate::gate::Gates;
-use crate::protocol::{chat, messages, responses, Protocol, Resumption};
+use crate::protocol::{Protocol, Resumption};
 use crate::proxy::budget::Charge;
+use crate::proxy::complete;
 use crate::proxy::gather;
 use crate::proxy::state::State;
-use crate::proxy::whole;
 use crate::upstream::encoding::ContentDecoder;
 use crate::upstream::ResponseBody;
 
@@ -176,7 +176,7 @@ pub async fn whole(
         )
         .await;
         let round = match read.map(|next| state.scrub.bytes(next)) {
-            Ok(next) => whole::round(state, gates, &sent.ctx, protocol, &next, f.left()).await,
+            Ok(next) => complete::gate(state, gates, &sent.ctx, protocol, &next, f.left()).await,
             Err(e) => Err(e),
         };
         let round = match round {
@@ -203,24 +203,9 @@ pub async fn whole(
 /// A stored response whose follow-up failed still holds its calls: they are
 /// answered when the agent continues from it, as withheld calls are.
 fn unanswered(state: &State, r: &Resumption) {
-    let Some(id) = &r.previous else {
-        return;
-    };
-    let calls = r
-        .turn
-        .iter()
-        .filter(|i| i["type"] == "function_call")
-        .filter_map(|i| {
-            Some((
-                i["call_id"].as_str()?.to_string(),
-                "function_call".to_string(),
-            ))
-        })
-        .collect();
-    state.remember_withheld(crate::protocol::Withheld {
-        response_id: id.clone(),
-        calls,
-    });
+    if let Some(w) = r.unanswered() {
+        state.remember_withheld(w);
+    }
 }
 
 /// `body` continuing `first` after the responses in `before`.
@@ -228,10 +213,6 @@ fn joined(protocol: Protocol, first: &Value, before: &[Resumption], body: &[u8])
     let Ok(mut v) = serde_json::from_slice::<Value>(body) else {
         return Bytes::copy_from_slice(body);
     };
-    match protocol {
-        Protocol::Chat => chat::follow::join(first, before, &mut v),
-        Protocol::Messages => messages::follow::join(first, before, &mut v),
-        Protocol::Responses => responses::follow::join(first, before, &mut v),
-    }
+    protocol.join(first, before, &mut v);
     serde_json::to_vec(&v).map_or_else(|_| Bytes::copy_from_slice(body), Bytes::from)
 }

@@ -12,16 +12,59 @@ use crate::fence::redact::Redactor;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
-use crate::protocol::{Options, Withheld};
+use crate::protocol::{Options, Protocol, Withheld};
 use crate::upstream::Upstream;
+
+/// The upstream clients: one per upstream section a protocol names
+/// ([`Protocol::upstream_section`]), found by protocol.
+pub struct Upstreams {
+    clients: Vec<Upstream>,
+    /// `clients[by_protocol[p as usize]]` serves protocol `p`.
+    by_protocol: [usize; Protocol::ALL.len()],
+}
+
+impl Upstreams {
+    /// One client per section the protocols use, built from `config`.
+    pub fn new(config: &Config) -> Result<Upstreams, crate::error::Error> {
+        let mut sections: Vec<Option<&'static str>> = Vec::new();
+        let mut clients = Vec::new();
+        let mut by_protocol = [0; Protocol::ALL.len()];
+        for p in Protocol::ALL {
+            let section = p.upstream_section();
+            let i = match sections.iter().position(|s| *s == section) {
+                Some(i) => i,
+                None => {
+                    clients.push(Upstream::new(config.upstream_section(section))?);
+                    sections.push(section);
+                    clients.len() - 1
+                }
+            };
+            by_protocol[p as usize] = i;
+        }
+        Ok(Upstreams {
+            clients,
+            by_protocol,
+        })
+    }
+
+    /// The client a protocol's requests go to.
+    pub fn of(&self, p: Protocol) -> &Upstream {
+        // Built for every protocol, so the index is always there.
+        &self.clients[self.by_protocol[p as usize]]
+    }
+
+    /// Every client once.
+    pub fn all(&self) -> &[Upstream] {
+        &self.clients
+    }
+}
 
 /// What the composition root builds for [`State::new`].
 pub struct Built {
     pub policy: Arc<PolicySet>,
     /// Metrics, sensors, namespaces and the judge threshold the gates are built with.
     pub parts: Parts,
-    pub upstream: Upstream,
-    pub messages_upstream: Upstream,
+    pub upstreams: Upstreams,
     pub audit: AuditLog,
     pub fence_secret: Vec<u8>,
     pub redactor: Redactor,
@@ -32,9 +75,8 @@ pub struct Built {
 
 pub struct State {
     pub config: Config,
-    pub upstream: Upstream,
-    /// Where `/v1/messages` goes (`[upstream.messages]`).
-    pub messages_upstream: Upstream,
+    /// The upstream clients, one per upstream section, found by protocol.
+    pub upstreams: Upstreams,
     gates: RwLock<Arc<Gates>>,
     parts: Parts,
     pub audit: AuditLog,
@@ -121,8 +163,7 @@ impl State {
             metrics: b.parts.metrics.clone(),
             parts: b.parts,
             config,
-            upstream: b.upstream,
-            messages_upstream: b.messages_upstream,
+            upstreams: b.upstreams,
             audit: b.audit,
             id_prefix: crate::digest::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
@@ -224,22 +265,9 @@ impl State {
         self.withheld.weighted_size() + self.renamed.weighted_size()
     }
 
-    /// The response that continued stored response `id`, if any.
-    pub fn renamed(&self, id: &str) -> Option<Arc<str>> {
-        self.renamed.get(id)
-    }
-
-    /// The calls withheld from stored response `id`, if toolgate remembers it.
-    pub fn withheld(&self, id: &str) -> Option<Arc<Vec<(String, String)>>> {
-        self.withheld.get(id)
-    }
-
     /// The upstream a protocol's requests go to.
-    pub fn upstream_for(&self, protocol: crate::protocol::Protocol) -> &Upstream {
-        match protocol {
-            crate::protocol::Protocol::Messages => &self.messages_upstream,
-            _ => &self.upstream,
-        }
+    pub fn upstream_for(&self, protocol: Protocol) -> &Upstream {
+        self.upstreams.of(protocol)
     }
 
     pub fn passthrough_errors(&self) -> bool {
@@ -248,5 +276,15 @@ impl State {
 
     pub fn monitor(&self) -> bool {
         self.config.policy.mode == PolicyMode::Monitor
+    }
+}
+
+impl crate::protocol::Stored for State {
+    fn renamed(&self, id: &str) -> Option<Arc<str>> {
+        self.renamed.get(id)
+    }
+
+    fn withheld(&self, id: &str) -> Option<Arc<Vec<(String, String)>>> {
+        self.withheld.get(id)
     }
 }

@@ -143,8 +143,9 @@ pub async fn watch(
         };
         // Idle upstream connections that expired or were closed by the
         // server go now, with their buffers, before freed memory is returned.
-        state.upstream.sweep();
-        state.messages_upstream.sweep();
+        for u in state.upstreams.all() {
+            u.sweep();
+        }
         crate::proxy::gather::return_freed_memory();
         if pruned.elapsed() >= PRUNE_EVERY {
             for l in &state.gates().policy().limits {

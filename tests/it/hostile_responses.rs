@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use toolgate::protocol::Stored;
 
 use serde_json::{json, Value};
 

@@ -176,3 +176,125 @@ fn the_check_sees_an_import_against_the_order() {
     assert!(!stripped.contains("proxy"));
     assert!(stripped.contains("crate::policy"));
 }
+
+/// What names a wire format: the `Protocol` variants, the codec folders
+/// under `src/protocol/`, and the labels `Protocol::label` gives them.
+struct WireNames {
+    variants: Vec<String>,
+    codecs: Vec<String>,
+    labels: Vec<String>,
+}
+
+fn wire_names() -> WireNames {
+    let text = std::fs::read_to_string(root().join("src/protocol/mod.rs")).unwrap();
+    let body = text
+        .split("pub enum Protocol {")
+        .nth(1)
+        .and_then(|b| b.split('}').next())
+        .expect("src/protocol/mod.rs declares `pub enum Protocol`");
+    let variant = Regex::new(r"(?m)^\s*(\w+),").unwrap();
+    let variants: Vec<String> = variant
+        .captures_iter(body)
+        .map(|c| c[1].to_string())
+        .collect();
+    let label_fn = text
+        .split("pub fn label(self)")
+        .nth(1)
+        .and_then(|b| b.split("\n    }\n").next())
+        .expect("Protocol::label");
+    let label = Regex::new(r#"=>\s*"(\w+)""#).unwrap();
+    let labels: Vec<String> = label
+        .captures_iter(label_fn)
+        .map(|c| c[1].to_string())
+        .collect();
+    let mut codecs = Vec::new();
+    for e in std::fs::read_dir(root().join("src/protocol")).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && p.join("stream.rs").exists() {
+            codecs.push(p.file_name().unwrap().to_string_lossy().to_string());
+        }
+    }
+    assert!(
+        variants.len() >= 3 && labels.len() == variants.len() && codecs.len() == variants.len(),
+        "read {variants:?}, {labels:?}, {codecs:?}"
+    );
+    WireNames {
+        variants,
+        codecs,
+        labels,
+    }
+}
+
+/// The lines of `text` (test blocks and comments removed) that decide by a
+/// wire format: a `Protocol` variant, a codec's module path, or a label
+/// compared or matched as a string.
+fn wire_matches(text: &str, w: &WireNames) -> Vec<String> {
+    let comment = Regex::new(r"//[^\n]*").unwrap();
+    let code = comment
+        .replace_all(&without_test_blocks(text), "")
+        .to_string();
+    let v = w.variants.join("|");
+    let c = w.codecs.join("|");
+    let l = w.labels.join("|");
+    let pats = [
+        format!(r"\bProtocol::({v})\b"),
+        format!(r"\bprotocol::({c})\b"),
+        format!(r"\bprotocol::\{{[^}}]*\b({c})\b"),
+        format!(r#"(==|!=)\s*"({l})"|"({l})"\s*(==|!=|=>|\|)"#),
+    ];
+    let res: Vec<Regex> = pats.iter().map(|p| Regex::new(p).unwrap()).collect();
+    code.lines()
+        .filter(|line| res.iter().any(|r| r.is_match(line)))
+        .map(|line| line.trim().to_string())
+        .collect()
+}
+
+/// Adding a wire format means its folder under `src/protocol/`, its arm in
+/// `Protocol`, its rows in the route table and its upstream's config
+/// section: nothing else in `src/` decides by a wire format.
+#[test]
+fn no_wire_format_is_matched_outside_protocol_and_the_route_table() {
+    let w = wire_names();
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let allowed = |p: &Path| {
+        let rel = p
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        rel.starts_with("protocol/") || rel == "proxy/route.rs" || rel.starts_with("config/")
+    };
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| !allowed(f)) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for line in wire_matches(&text, &w) {
+            found.push(format!(
+                "{}: {line}",
+                f.strip_prefix(&src).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "wire formats decided outside protocol/ and the route table:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_wire_check_sees_a_match_on_a_protocol() {
+    let w = wire_names();
+    let seen = |t: &str| !wire_matches(t, &w).is_empty();
+    assert!(seen("if p == Protocol::Responses { x() }"));
+    assert!(seen("use crate::protocol::{chat, Options};"));
+    assert!(seen("let b = crate::protocol::messages::error_body(e);"));
+    assert!(seen(r#"match label { "responses" => 1, _ => 2 }"#));
+    assert!(seen(r#"if ctx.protocol == "chat_completions" {}"#));
+    assert!(!seen(r#"let body = json!({"messages": []});"#));
+    assert!(!seen(
+        "#[cfg(test)]\nmod tests { use crate::protocol::chat; }\n"
+    ));
+    assert!(!seen("let u = state.upstream_for(protocol);"));
+}

@@ -150,7 +150,13 @@ async fn the_sweep_lets_go_of_kept_connections_the_upstream_closed() {
     let state = &gate.running.as_ref().unwrap().state;
     let a = post_chat(&gate, &chat_request(false, &[])).await;
     assert_eq!(a.status, 200, "{}", a.text());
-    assert_eq!(state.upstream.sweep(), 1, "an open idle connection is kept");
+    assert_eq!(
+        state
+            .upstream_for(toolgate::protocol::Protocol::Chat)
+            .sweep(),
+        1,
+        "an open idle connection is kept"
+    );
     // Two at once: the kept one and a new one, both back in the pool.
     let req = chat_request(false, &[]);
     let (a, b) = tokio::join!(post_chat(&gate, &req), post_chat(&gate, &req));
@@ -158,7 +164,9 @@ async fn the_sweep_lets_go_of_kept_connections_the_upstream_closed() {
     assert_eq!(conns.load(Ordering::SeqCst), 2);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        state.upstream.sweep(),
+        state
+            .upstream_for(toolgate::protocol::Protocol::Chat)
+            .sweep(),
         1,
         "the connection the upstream closed is gone, the open one stays"
     );
@@ -176,14 +184,32 @@ async fn a_bursts_extra_connections_are_let_go_sooner_than_the_newest_32() {
     assert!(all.iter().all(|a| a.status == 200));
     assert_eq!(conns.load(Ordering::SeqCst), 40);
     let now = std::time::Instant::now();
-    assert_eq!(state.upstream.sweep_at(now), 40, "all kept at first");
     assert_eq!(
-        state.upstream.sweep_at(now + Duration::from_secs(6)),
+        state
+            .upstream_for(toolgate::protocol::Protocol::Chat)
+            .sweep_at(now),
+        40,
+        "all kept at first"
+    );
+    assert_eq!(
+        state
+            .upstream_for(toolgate::protocol::Protocol::Chat)
+            .sweep_at(now + Duration::from_secs(6)),
         32,
         "the burst's extra ones go after a few seconds"
     );
-    assert_eq!(state.upstream.sweep_at(now + Duration::from_secs(60)), 32);
-    assert_eq!(state.upstream.sweep_at(now + Duration::from_secs(91)), 0);
+    assert_eq!(
+        state
+            .upstream_for(toolgate::protocol::Protocol::Chat)
+            .sweep_at(now + Duration::from_secs(60)),
+        32
+    );
+    assert_eq!(
+        state
+            .upstream_for(toolgate::protocol::Protocol::Chat)
+            .sweep_at(now + Duration::from_secs(91)),
+        0
+    );
     gate.stop().await;
 }
 

@@ -46,26 +46,26 @@ struct Choice<'a> {
 }
 
 /// A parsed response body, borrowed from its text.
-pub struct Completion<'a> {
+pub struct Body<'a> {
     top: Obj<'a>,
     choices: Option<Vec<Choice<'a>>>,
     calls: Vec<Call>,
     /// The calls' ids, in order: the rewrite drops reasoning that names a
-    /// withheld one, after [`Completion::forget_calls`] too.
+    /// withheld one, after [`Body::forget_calls`] too.
     ids: Vec<String>,
     /// The neutral text goes in `refusal`, not `content` (the request asked
     /// for structured output, which the content must parse as).
     refusal: bool,
 }
 
-impl<'a> Completion<'a> {
+impl<'a> Body<'a> {
     /// The tokens the body reports, for the metrics.
     pub fn usage(&self) -> crate::protocol::usage::Usage {
         crate::protocol::usage::Usage::of_top(&self.top)
     }
 
     /// Parses `text` and finds its calls. An `error` object is an error.
-    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Completion<'a>, Error> {
+    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Body<'a>, Error> {
         // A repeated key anywhere fails, also in members read no further
         // (`usage`, `logprobs`): an unchanged body goes on as it came.
         if !json::is_strict(text) {
@@ -80,7 +80,7 @@ impl<'a> Completion<'a> {
             )));
         }
         let Some(raw) = top.present("choices") else {
-            return Ok(Completion {
+            return Ok(Body {
                 top,
                 choices: None,
                 calls: Vec::new(),
@@ -134,7 +134,7 @@ impl<'a> Completion<'a> {
             }
             choices.push(ch);
         }
-        Ok(Completion {
+        Ok(Body {
             top,
             choices: Some(choices),
             ids: calls.iter().map(|c| c.id.clone()).collect(),
@@ -452,6 +452,30 @@ mod text;
 mod write;
 use text::TextBody;
 use write::{append_neutral, write_reasoning, write_tools};
+
+impl crate::protocol::Complete for Body<'_> {
+    fn usage(&self) -> crate::protocol::usage::Usage {
+        Body::usage(self)
+    }
+    fn calls(&self) -> &[Call] {
+        Body::calls(self)
+    }
+    fn resumption(&self, _text: &str, verdicts: &[Release], result: &str) -> Option<Resumption> {
+        Body::resumption(self, verdicts, result)
+    }
+    fn forget_calls(&mut self) {
+        Body::forget_calls(self)
+    }
+    fn rewrite(
+        &self,
+        verdicts: &[Release],
+        neutral: &str,
+        _id_key: &[u8; 32],
+        out: &mut crate::json::Spliced<'_>,
+    ) -> bool {
+        Body::rewrite(self, verdicts, neutral, out)
+    }
+}
 
 #[cfg(test)]
 mod tests;

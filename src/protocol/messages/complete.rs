@@ -23,7 +23,7 @@ fn malformed(why: &'static str) -> Error {
 }
 
 /// A parsed message body, borrowed from its text.
-pub struct Answer<'a> {
+pub struct Body<'a> {
     top: Obj<'a>,
     blocks: Vec<&'a RawValue>,
     /// For each block, whether it is a call (in `calls` order).
@@ -32,7 +32,7 @@ pub struct Answer<'a> {
     hosted: Vec<Call>,
 }
 
-impl<'a> Answer<'a> {
+impl<'a> Body<'a> {
     /// The tokens the body reports, for the metrics.
     pub fn usage(&self) -> crate::protocol::usage::Usage {
         crate::protocol::usage::Usage::of_top(&self.top)
@@ -40,7 +40,7 @@ impl<'a> Answer<'a> {
 
     /// Parses `text` and finds its call blocks. A body of type `error` is the
     /// provider's error.
-    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Answer<'a>, Error> {
+    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Body<'a>, Error> {
         // Read once strictly (repeated keys anywhere fail), then borrowed.
         let tree = json::strict_value(text.as_bytes())
             .map_err(|_| malformed("response is not unambiguous JSON"))?;
@@ -88,7 +88,7 @@ impl<'a> Answer<'a> {
                 }
             }
         }
-        Ok(Answer {
+        Ok(Body {
             top,
             blocks,
             is_call,
@@ -168,6 +168,38 @@ impl<'a> Answer<'a> {
     }
 }
 
+impl crate::protocol::Complete for Body<'_> {
+    fn usage(&self) -> crate::protocol::usage::Usage {
+        Body::usage(self)
+    }
+    fn calls(&self) -> &[Call] {
+        Body::calls(self)
+    }
+    fn hosted(&self) -> &[Call] {
+        Body::hosted(self)
+    }
+    fn resumption(
+        &self,
+        text: &str,
+        verdicts: &[Release],
+        result: &str,
+    ) -> Option<crate::protocol::Resumption> {
+        super::follow::whole(text, verdicts, result)
+    }
+    fn forget_calls(&mut self) {
+        Body::forget_calls(self)
+    }
+    fn rewrite(
+        &self,
+        verdicts: &[Release],
+        neutral: &str,
+        _id_key: &[u8; 32],
+        out: &mut crate::json::Spliced<'_>,
+    ) -> bool {
+        Body::rewrite(self, verdicts, neutral, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,7 +225,7 @@ mod tests {
     #[test]
     fn calls_are_found_in_order() {
         let b = body("tool_use");
-        let a = Answer::parse(&b, 1024).unwrap();
+        let a = Body::parse(&b, 1024).unwrap();
         let seen: Vec<_> = a
             .calls()
             .iter()
@@ -212,7 +244,7 @@ mod tests {
     #[test]
     fn a_withheld_call_is_removed() {
         let b = body("tool_use");
-        let a = Answer::parse(&b, 1024).unwrap();
+        let a = Body::parse(&b, 1024).unwrap();
         assert!(!a.rewrite(&verdicts(&[true, true]), "N", &mut String::new()));
         let mut out = String::new();
         assert!(a.rewrite(&verdicts(&[false, true]), "N", &mut out));
@@ -235,7 +267,7 @@ mod tests {
     #[test]
     fn when_no_call_remains_the_turn_ends_with_the_neutral_text() {
         let b = body("tool_use");
-        let a = Answer::parse(&b, 1024).unwrap();
+        let a = Body::parse(&b, 1024).unwrap();
         let mut out = String::new();
         assert!(a.rewrite(&verdicts(&[false, false]), "N", &mut out));
         let v: Value = serde_json::from_str(&out).unwrap();
@@ -244,7 +276,7 @@ mod tests {
         assert_eq!(content[2], json!({"type": "text", "text": "N"}));
         assert_eq!(v["stop_reason"], "end_turn");
         let b = body("max_tokens");
-        let a = Answer::parse(&b, 1024).unwrap();
+        let a = Body::parse(&b, 1024).unwrap();
         let mut out = String::new();
         a.rewrite(&verdicts(&[false, false]), "N", &mut out);
         let v: Value = serde_json::from_str(&out).unwrap();
@@ -265,7 +297,7 @@ mod tests {
             r#"{"type":"message","content":[],"usage":{"input_tokens":1,"input_tokens":9}}"#,
             r#"{"type":"message","content":[{"type":"text","text":"a","citations":[{"url":"x","url":"y"}]}]}"#,
         ] {
-            assert!(Answer::parse(bad, 1024).is_err(), "{bad}");
+            assert!(Body::parse(bad, 1024).is_err(), "{bad}");
         }
     }
 }

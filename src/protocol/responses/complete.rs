@@ -30,7 +30,7 @@ struct Item<'a> {
 }
 
 /// A parsed response body, borrowed from its text.
-pub struct Answer<'a> {
+pub struct Body<'a> {
     top: Obj<'a>,
     id: String,
     items: Vec<Item<'a>>,
@@ -39,7 +39,7 @@ pub struct Answer<'a> {
     refusal: bool,
 }
 
-impl<'a> Answer<'a> {
+impl<'a> Body<'a> {
     /// The tokens the body reports, for the metrics.
     pub fn usage(&self) -> crate::protocol::usage::Usage {
         crate::protocol::usage::Usage::of_top(&self.top)
@@ -47,7 +47,7 @@ impl<'a> Answer<'a> {
 
     /// Parses `text` and finds its call items. An `error` object without
     /// an `output` is the provider's error.
-    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Answer<'a>, Error> {
+    pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Body<'a>, Error> {
         // Checked strictly once (repeated keys anywhere fail) without a
         // tree, then read borrowed: only `output` becomes a tree. The rest
         // (the request's instructions and tools, echoed) goes on as it came.
@@ -109,7 +109,7 @@ impl<'a> Answer<'a> {
             }
             items.push(Item { raw, class, call });
         }
-        Ok(Answer {
+        Ok(Body {
             top,
             id,
             items,
@@ -217,6 +217,41 @@ impl<'a> Answer<'a> {
     }
 }
 
+impl crate::protocol::Complete for Body<'_> {
+    fn usage(&self) -> crate::protocol::usage::Usage {
+        Body::usage(self)
+    }
+    fn calls(&self) -> &[Call] {
+        Body::calls(self)
+    }
+    fn id(&self) -> Option<&str> {
+        Some(Body::id(self)).filter(|i| !i.is_empty())
+    }
+    fn resumption(
+        &self,
+        text: &str,
+        verdicts: &[Release],
+        result: &str,
+    ) -> Option<crate::protocol::Resumption> {
+        super::follow::whole(text, verdicts, result)
+    }
+    fn forget_calls(&mut self) {
+        Body::forget_calls(self)
+    }
+    fn rewrite(
+        &self,
+        verdicts: &[Release],
+        neutral: &str,
+        id_key: &[u8; 32],
+        out: &mut crate::json::Spliced<'_>,
+    ) -> bool {
+        Body::rewrite(self, verdicts, neutral, &Ids::new(id_key), out)
+    }
+    fn withheld(&self, verdicts: &[Release]) -> Option<Withheld> {
+        Body::withheld(self, verdicts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,7 +277,7 @@ mod tests {
     #[test]
     fn calls_are_found_in_order() {
         let b = body();
-        let a = Answer::parse(&b, 1024).unwrap();
+        let a = Body::parse(&b, 1024).unwrap();
         let names: Vec<_> = a
             .calls()
             .iter()
@@ -254,7 +289,7 @@ mod tests {
     #[test]
     fn a_withheld_call_becomes_a_message_and_its_reasoning_goes() {
         let b = body();
-        let a = Answer::parse(&b, 1024).unwrap();
+        let a = Body::parse(&b, 1024).unwrap();
         let ids = Ids::new(&[7; 32]);
         assert!(!a.rewrite(&verdicts(&[true, true]), "N", &ids, &mut String::new()));
         let mut out = String::new();
@@ -288,7 +323,7 @@ mod tests {
             r#"{"id":"r","tools":[{"type":"function","name":"a","name":"b"}],"output":[]}"#,
             r#"{"id":"r","output":[{"type":"message","content":[{"type":"output_text","text":"a","text":"b"}]}]}"#,
         ] {
-            assert!(Answer::parse(bad, 1024).is_err(), "{bad}");
+            assert!(Body::parse(bad, 1024).is_err(), "{bad}");
         }
     }
 }

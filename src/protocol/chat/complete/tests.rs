@@ -19,13 +19,13 @@ fn verdicts(allowed: &[bool]) -> Vec<Release> {
 
 fn rewrite(text: &str, allowed: &[bool]) -> Value {
     let allowed = &verdicts(allowed)[..];
-    let c = Completion::parse(text, 1024).unwrap();
+    let c = Body::parse(text, 1024).unwrap();
     let mut out = String::new();
     assert!(c.rewrite(allowed, "N", &mut out));
     // The same through the splicing sink, with every kept value sliced.
     let body = bytes::Bytes::copy_from_slice(text.as_bytes());
     let base = std::str::from_utf8(&body).unwrap();
-    let again = Completion::parse(base, 1024).unwrap();
+    let again = Body::parse(base, 1024).unwrap();
     let mut spliced = crate::json::Spliced::new(base, &body).slicing_all();
     again.rewrite(allowed, "N", &mut spliced);
     let joined: Vec<u8> = spliced.finish().concat();
@@ -36,7 +36,7 @@ fn rewrite(text: &str, allowed: &[bool]) -> Value {
 #[test]
 fn finds_calls_in_order() {
     let b = body();
-    let c = Completion::parse(&b, 1024).unwrap();
+    let c = Body::parse(&b, 1024).unwrap();
     let c = c.calls();
     assert_eq!(c.len(), 2);
     assert_eq!(
@@ -52,7 +52,7 @@ fn finds_calls_in_order() {
 #[test]
 fn all_allowed_means_unchanged() {
     let b = body();
-    assert!(!Completion::parse(&b, 1024).unwrap().rewrite(
+    assert!(!Body::parse(&b, 1024).unwrap().rewrite(
         &verdicts(&[true, true]),
         "N",
         &mut String::new()
@@ -98,7 +98,7 @@ fn the_neutral_text_follows_the_content_escapes_and_all() {
         let t = format!(
             r#"{{"choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":{content},"tool_calls":[{{"id":"a","function":{{"name":"x","arguments":"{{}}"}}}}]}}}}]}}"#
         );
-        let c = Completion::parse(&t, 1024).unwrap();
+        let c = Body::parse(&t, 1024).unwrap();
         let mut out = String::new();
         assert!(c.rewrite(&[Release::Withhold], "N \"q\"", &mut out));
         let b: Value = serde_json::from_str(&out).unwrap();
@@ -109,7 +109,7 @@ fn the_neutral_text_follows_the_content_escapes_and_all() {
 #[test]
 fn structured_output_gets_the_neutral_text_as_a_refusal() {
     let t = json!({"choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}}]}).to_string();
-    let mut c = Completion::parse(&t, 1024).unwrap();
+    let mut c = Body::parse(&t, 1024).unwrap();
     c.refuse(true);
     let mut out = String::new();
     assert!(c.rewrite(&[Release::Withhold], "N", &mut out));
@@ -131,7 +131,7 @@ fn structured_output_gets_the_neutral_text_as_a_refusal() {
 #[test]
 fn legacy_function_call_is_found_and_removed() {
     let t = json!({"choices":[{"index":0,"finish_reason":"function_call","message":{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}}}]}).to_string();
-    let c = Completion::parse(&t, 1024).unwrap();
+    let c = Body::parse(&t, 1024).unwrap();
     assert_eq!(c.calls()[0].name, "f");
     let b = rewrite(&t, &[false]);
     assert!(b["choices"][0]["message"].get("function_call").is_none());
@@ -152,12 +152,12 @@ fn verdicts_follow_each_choice_in_order() {
 
 #[test]
 fn errors_bad_shapes_and_ambiguity_fail() {
-    let parse = |v: Value| Completion::parse(&v.to_string(), 10).err();
+    let parse = |v: Value| Body::parse(&v.to_string(), 10).err();
     assert!(matches!(
         parse(json!({"error":{"message":"x"}})),
         Some(Error::UpstreamEvent(_))
     ));
-    assert!(Completion::parse("[1]", 10).is_err());
+    assert!(Body::parse("[1]", 10).is_err());
     for bad in [
         json!({"choices":[{"message":{"tool_calls":{}}}]}),
         json!({"choices":[{"index":0,"message":{}},{"index":0,"message":{}}]}),
@@ -170,7 +170,7 @@ fn errors_bad_shapes_and_ambiguity_fail() {
         assert!(parse(bad.clone()).is_some(), "{bad}");
     }
     assert!(
-        Completion::parse(r#"{"choices":[],"choices":[]}"#, 10).is_err(),
+        Body::parse(r#"{"choices":[],"choices":[]}"#, 10).is_err(),
         "a repeated key"
     );
     // Repeated keys in members toolgate does not read go on as they came
@@ -180,7 +180,7 @@ fn errors_bad_shapes_and_ambiguity_fail() {
         r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi","audio":{"id":"a","id":"b"}}}]}"#,
         r#"{"choices":[{"index":0,"logprobs":{"content":[{"token":"a","token":"b"}]},"message":{"content":"hi"}}]}"#,
     ] {
-        assert!(Completion::parse(bad, 10).is_err(), "{bad}");
+        assert!(Body::parse(bad, 10).is_err(), "{bad}");
     }
 }
 
@@ -191,7 +191,7 @@ fn text_body(content: &str) -> String {
 }
 
 fn text_rewrite(text: &str, allowed: &[bool]) -> (Vec<String>, Option<Value>) {
-    let mut c = Completion::parse(text, 1024).unwrap();
+    let mut c = Body::parse(text, 1024).unwrap();
     c.read_text_calls();
     let names = c.calls().iter().map(|c| c.name.clone()).collect();
     let mut out = String::new();
@@ -202,7 +202,7 @@ fn text_rewrite(text: &str, allowed: &[bool]) -> (Vec<String>, Option<Value>) {
 #[test]
 fn calls_written_as_text_are_read_only_when_asked() {
     let b = text_body("ok <tool_call>{\"name\": \"shell\", \"arguments\": {}}</tool_call>");
-    assert!(Completion::parse(&b, 1024).unwrap().calls().is_empty());
+    assert!(Body::parse(&b, 1024).unwrap().calls().is_empty());
     let (names, unchanged) = text_rewrite(&b, &[true]);
     assert_eq!(names, ["shell"]);
     assert_eq!(unchanged, None);

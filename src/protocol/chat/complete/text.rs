@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{Choice, Completion, Slot};
+use super::{Body, Choice, Slot};
 use crate::json::{self, Sink};
 use crate::protocol::text_calls;
 
@@ -21,7 +21,7 @@ pub(super) struct TextBody {
     pub(super) parts: Option<Vec<Value>>,
 }
 
-impl Completion<'_> {
+impl Body<'_> {
     /// Reads the calls written as text in each choice's content; they
     /// follow the choice's structured calls.
     pub fn read_text_calls(&mut self) {
