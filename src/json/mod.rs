@@ -14,8 +14,6 @@ use serde_json::value::RawValue;
 use crate::fold;
 
 mod check;
-pub mod compact;
-pub mod literal;
 mod tree;
 mod write;
 pub use check::{is_strict, Checked};
@@ -198,6 +196,16 @@ pub fn is_null(v: &RawValue) -> bool {
 /// The elements of a JSON array; `None` when `raw` is not an array.
 pub fn array(raw: &RawValue) -> Option<Vec<&RawValue>> {
     serde_json::from_str(raw.get()).ok()
+}
+
+/// The value of the JSON string literal `lit` (its quotes first and last,
+/// nothing around them), as serde_json reads it: borrowed unless it holds
+/// escapes; `None` for anything that is not exactly one JSON string.
+pub fn string_literal(lit: &str) -> Option<Cow<'_, str>> {
+    if !(lit.len() >= 2 && lit.starts_with('"') && lit.ends_with('"')) {
+        return None;
+    }
+    serde_json::from_str::<Key>(lit).ok().map(|k| k.0)
 }
 
 /// A string value; `None` when it is not a string.

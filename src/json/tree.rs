@@ -123,7 +123,7 @@ pub fn lean_value(raw: &RawValue) -> Result<serde_json::Value, serde_json::Error
             }
             Ok(Value::Array(out))
         }
-        Some(b'"') => super::literal::value(s)
+        Some(b'"') => super::string_literal(s)
             .map(|v| Value::String(v.into_owned()))
             .ok_or_else(|| serde_json::Error::custom("invalid string escape")),
         _ => serde_json::from_str(s),
@@ -211,7 +211,7 @@ mod tests {
             assert!(lean_value(raw).is_err(), "a repeated key at any depth");
         }
         for bad in [r#""\x""#, r#""\ud83d""#, r#""\ud83dx""#, r#""\u12""#] {
-            assert_eq!(super::super::literal::value(bad), None, "{bad}");
+            assert_eq!(super::super::string_literal(bad), None, "{bad}");
         }
     }
 

@@ -144,7 +144,8 @@ impl std::io::Write for Gather {
 /// (large ones go in their own maps).
 pub fn json_body(v: &serde_json::Value, size: usize) -> Result<Bytes, Error> {
     if size < MAP_MIN {
-        let out = crate::json::compact::to_vec(v, size + size / 8 + 64);
+        let mut out = Vec::with_capacity(size + size / 8 + 64);
+        serde_json::to_writer(&mut out, v).map_err(|_| Error::Overloaded("memory"))?;
         return Ok(Bytes::from(out));
     }
     let mut g = Gather::new(None)?;

@@ -139,7 +139,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 /// The value of `quoted` when it is exactly one JSON string, borrowed unless
 /// it had escapes.
 pub fn string(quoted: &str) -> Option<Cow<'_, str>> {
-    crate::json::literal::value(quoted)
+    crate::json::string_literal(quoted)
 }
 
 /// A present value's raw text, `null` included.

@@ -15,7 +15,6 @@ use std::borrow::Cow;
 
 use super::assemble::Delta;
 use super::delta;
-use crate::json::literal;
 
 /// The last chunk read with one choice holding one entry, and that entry.
 #[derive(Debug, Default)]
@@ -33,8 +32,6 @@ pub struct Last {
     id: Option<String>,
     kind: Option<String>,
     name: Option<String>,
-    /// The last escaped arguments' value, kept for its room.
-    unescaped: String,
 }
 
 impl Last {
@@ -78,7 +75,7 @@ impl Last {
         // The quotes are the unchanged pieces' own: the slice must be one
         // whole JSON string, nothing before or after it.
         let quoted = std::str::from_utf8(&data[self.start - 1..end + 1]).ok()?;
-        let arguments = Cow::Borrowed(literal::read(quoted, &mut self.unescaped)?);
+        let arguments = crate::json::string_literal(quoted)?;
         self.bytes.truncate(self.start);
         self.bytes.extend_from_slice(&data[self.start..]);
         self.end = end;
