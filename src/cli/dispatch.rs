@@ -14,7 +14,7 @@ use crate::cli::args::{
     AuditCommand, CertsCommand, Cli, Command, EvalCommand, ExplainArgs, FactsCommand,
     PolicyCommand, EXIT_USAGE, EXIT_WRONG,
 };
-use crate::cli::explain::{self, Question};
+use crate::cli::explain::{self, Query};
 use crate::config::Config;
 use crate::error::Error;
 use crate::policy::PolicySet;
@@ -194,7 +194,7 @@ fn run(cli: Cli) -> ExitCode {
 }
 
 fn explain(config: &Config, a: &ExplainArgs) -> Result<String, Error> {
-    let q = Question {
+    let q = Query {
         tool: a.tool.clone(),
         args: a.args.clone(),
         phase: a.phase.clone(),

@@ -14,7 +14,7 @@ use crate::policy::PolicySet;
 
 /// What `explain` is asked about.
 #[derive(Debug, Clone, Default)]
-pub struct Question {
+pub struct Query {
     pub tool: String,
     pub args: String,
     pub phase: Option<String>,
@@ -29,7 +29,7 @@ pub struct Question {
 }
 
 /// Decides `q` under `config`'s policy; returns `{verdict, rule, gate, reason, signals}`.
-pub async fn explain(config: &Config, q: &Question) -> Result<Value, Error> {
+pub async fn explain(config: &Config, q: &Query) -> Result<Value, Error> {
     if !q.args.trim().is_empty() {
         serde_json::from_str::<Value>(&q.args)
             .map_err(|e| Error::BadRequest(format!("--args is not JSON: {e}")))?;

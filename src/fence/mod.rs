@@ -22,7 +22,7 @@ use redact::{Counts, Redactor};
 
 /// What fencing did to one request.
 #[derive(Debug, Default)]
-pub struct Report {
+pub struct Fenced {
     /// Tool results fenced.
     pub fenced: usize,
     pub redactions: Counts,
@@ -80,7 +80,7 @@ pub fn first_url(text: &str) -> Option<String> {
     Some(url)
 }
 
-fn truncate<'a>(text: &'a str, max: Option<usize>, report: &mut Report) -> Cow<'a, str> {
+fn truncate<'a>(text: &'a str, max: Option<usize>, report: &mut Fenced) -> Cow<'a, str> {
     match max {
         Some(max) if text.len() > max => {
             let mut cut = max;
@@ -105,7 +105,7 @@ fn process(
     src: &Source<'_>,
     mode: Mode,
     s: &Settings<'_>,
-    report: &mut Report,
+    report: &mut Fenced,
 ) -> String {
     let redacted = s.redactor.redact(text, &mut report.redactions);
     let text = truncate(redacted.as_deref().unwrap_or(text), s.max_bytes, report);
@@ -114,8 +114,8 @@ fn process(
 
 /// Fences `results` in place. The caller adds [`marker::notice`] to the
 /// request (see `Protocol::fence`).
-pub fn apply(results: Vec<ToolResult<'_>>, s: &Settings<'_>) -> Report {
-    let mut report = Report::default();
+pub fn apply(results: Vec<ToolResult<'_>>, s: &Settings<'_>) -> Fenced {
+    let mut report = Fenced::default();
     for r in results {
         let mode = s.policy.fence_mode(&r.tool);
         if mode == Mode::Off {
@@ -137,7 +137,7 @@ fn fence_content(
     src: &Source<'_>,
     mode: Mode,
     s: &Settings<'_>,
-    report: &mut Report,
+    report: &mut Fenced,
 ) {
     if content.is_object() && is_media(content) {
         return;
@@ -169,7 +169,7 @@ fn fence_part(
     src: &Source<'_>,
     mode: Mode,
     s: &Settings<'_>,
-    report: &mut Report,
+    report: &mut Fenced,
 ) {
     match part {
         Value::Null => return,

@@ -8,12 +8,12 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::sensor::{Assisted, Fields, Judged, Sensor};
+use super::sensor::{Assisted, Fields, JudgeSensor, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
 use crate::context::Context;
-use crate::upstream::judge::{Judge, Question};
+use crate::upstream::judge::{Judge, Prompt};
 
 /// Bumped whenever the prompt changes, so cached answers of an old prompt are not reused.
 pub const PROMPT_VERSION: &str = "fact-check-v1";
@@ -34,7 +34,7 @@ Check the text for:\n\
 5. Exaggerated capability claims: best, only, never fails, 100 % and the like, about a product or the organisation.\n\n\
 Block when the text contains at least one of these that a careful communications lead would not let out. \
 Pass ordinary messages, opinions clearly marked as such, and claims that agree with known_facts.\n\n\
-Answer with: verdict (pass or block), reasons (short lines naming each problem; empty when passing), \
+Reply with: verdict (pass or block), reasons (short lines naming each problem; empty when passing), \
 confidence (0 to 1).";
 
 static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
@@ -70,11 +70,11 @@ pub fn cache_key(text: &str, registry: &str, model: &str) -> [u8; 32] {
     crate::upstream::judge::key(&[text, registry, model, PROMPT_VERSION])
 }
 
-pub struct FactChecker(Judged);
+pub struct FactChecker(JudgeSensor);
 
 impl FactChecker {
     pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> FactChecker {
-        FactChecker(Judged::new(judge, threshold, include_reason))
+        FactChecker(JudgeSensor::new(judge, threshold, include_reason))
     }
 }
 
@@ -102,7 +102,7 @@ impl Sensor for FactChecker {
             let text = get("output.text").and_then(Value::as_str).unwrap_or("");
             let registry = get("output.registry").and_then(Value::as_str).unwrap_or("");
             let facts = get("output.facts").cloned().unwrap_or(json!([]));
-            let q = Question {
+            let q = Prompt {
                 schema_name: "output_fact_check",
                 schema: SCHEMA.clone(),
                 system: SYSTEM_PROMPT.to_string(),

@@ -12,7 +12,7 @@ use crate::context::Context;
 pub struct Integrity;
 
 impl Integrity {
-    pub fn judge(call: &Call) -> Outcome {
+    pub fn check(call: &Call) -> Outcome {
         if call.oversized {
             return Outcome::reject("args_too_large");
         }
@@ -46,7 +46,7 @@ impl Gate for Integrity {
     }
 
     fn check<'a>(&'a self, call: &'a Call, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
-        let o = Integrity::judge(call);
+        let o = Integrity::check(call);
         Box::pin(async move { o })
     }
 }
@@ -105,7 +105,7 @@ mod tests {
             ),
         ];
         for (call, v, reason) in cases {
-            let o = Integrity::judge(&call);
+            let o = Integrity::check(&call);
             assert_eq!((o.verdict, o.reason.as_ref()), (v, reason), "{call:?}");
         }
     }

@@ -238,7 +238,7 @@ impl PolicyGate {
         over
     }
 
-    async fn judge(&self, call: &Call, ctx: &Context) -> Outcome {
+    async fn evaluate(&self, call: &Call, ctx: &Context) -> Outcome {
         let plan = self.plans.get(&self.policy, &call.name);
         let rules: Vec<&Rule> = plan
             .rules
@@ -453,6 +453,6 @@ impl Gate for PolicyGate {
     }
 
     fn check<'a>(&'a self, call: &'a Call, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
-        Box::pin(self.judge(call, ctx))
+        Box::pin(self.evaluate(call, ctx))
     }
 }

@@ -9,7 +9,7 @@ use crate::call::Call;
 use crate::context::Context;
 use std::sync::Arc;
 
-use crate::upstream::judge::{Answer, Failure, Judge};
+use crate::upstream::judge::{Failure, Judge, Reply};
 
 /// One proposed assisted signal.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,15 +37,15 @@ pub trait Sensor: Send + Sync {
 
 /// What an LLM sensor holds: its judge, the confidence an answer needs,
 /// and whether the judge's reasons are kept as signals.
-pub struct Judged {
+pub struct JudgeSensor {
     pub judge: Arc<Judge>,
     threshold: f64,
     include_reason: bool,
 }
 
-impl Judged {
-    pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> Judged {
-        Judged {
+impl JudgeSensor {
+    pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> JudgeSensor {
+        JudgeSensor {
             judge,
             threshold,
             include_reason,
@@ -58,7 +58,7 @@ impl Judged {
     }
 
     /// An answer as assisted signals under `f` (see [`from_answer`]).
-    pub fn signals(&self, a: &Answer, f: Fields) -> Result<Vec<Assisted>, Failure> {
+    pub fn signals(&self, a: &Reply, f: Fields) -> Result<Vec<Assisted>, Failure> {
         from_answer(a, f, self.threshold, self.include_reason)
     }
 }
@@ -76,7 +76,7 @@ pub struct Fields {
 /// `.latency_ms`, `.cache_hit` (and `.<reason>` when reasons are kept). An
 /// answer below the confidence threshold is a sensor failure.
 pub fn from_answer(
-    a: &Answer,
+    a: &Reply,
     f: Fields,
     threshold: f64,
     include_reason: bool,

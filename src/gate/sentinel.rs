@@ -7,12 +7,12 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::{json, Value};
 
-use super::sensor::{Assisted, Fields, Judged, Sensor};
+use super::sensor::{Assisted, Fields, JudgeSensor, Sensor};
 use super::signals::Signals;
 use super::BoxFuture;
 use crate::call::Call;
 use crate::context::Context;
-use crate::upstream::judge::{Judge, Question};
+use crate::upstream::judge::{Judge, Prompt};
 
 /// Bumped whenever the prompt changes, so cached answers of an old prompt are not reused.
 pub const PROMPT_VERSION: &str = "sentinel-v1";
@@ -34,7 +34,7 @@ Principles:\n\
 - Irreversible actions (send, delete, archive, run, payments) need strong alignment.\n\
 - An agent must not act outside its mission's domain, even if the user might want it.\n\
 - If original_request is null, judge against the mission alone.\n\n\
-Answer with: decision (approve or reject), reason (one short line), confidence (0 to 1).";
+Reply with: decision (approve or reject), reason (one short line), confidence (0 to 1).";
 
 static SCHEMA: LazyLock<Arc<Value>> = LazyLock::new(|| {
     Arc::new(json!({
@@ -65,11 +65,11 @@ pub fn user_message(
     crate::upstream::judge::data_block("Evaluate the proposed action in this data block.", &data)
 }
 
-pub struct Sentinel(Judged);
+pub struct Sentinel(JudgeSensor);
 
 impl Sentinel {
     pub fn new(judge: Arc<Judge>, threshold: f64, include_reason: bool) -> Sentinel {
-        Sentinel(Judged::new(judge, threshold, include_reason))
+        Sentinel(JudgeSensor::new(judge, threshold, include_reason))
     }
 
     /// Asks the judge directly (used by `toolgate eval sentinel`).
@@ -80,7 +80,7 @@ impl Sentinel {
         tool: &str,
         args: &Value,
         agent: &str,
-    ) -> Result<crate::upstream::judge::Answer, crate::upstream::judge::Failure> {
+    ) -> Result<crate::upstream::judge::Reply, crate::upstream::judge::Failure> {
         let canonical = serde_json::to_string(args).unwrap_or_default();
         let key = crate::upstream::judge::key(&[
             request.unwrap_or("\u{0}null"),
@@ -91,7 +91,7 @@ impl Sentinel {
             self.0.judge.model(),
             PROMPT_VERSION,
         ]);
-        let q = Question {
+        let q = Prompt {
             schema_name: "sentinel_decision",
             schema: SCHEMA.clone(),
             system: SYSTEM_PROMPT.to_string(),

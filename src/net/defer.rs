@@ -5,15 +5,13 @@
 //! Waking a client that sleeps on another core is most of what a write
 //! costs: the kernel wakes the reader from inside the writer's `writev`
 //! (`sock_def_readable`), and on a virtual machine that is an
-//! inter-processor interrupt through the hypervisor, about 9 µs of the 15 µs
-//! a streamed answer's one `writev` took on the shared bench. Written back to
-//! back, the first write wakes the client and the ones after it find it
+//! inter-processor interrupt through the hypervisor, most of a `writev`'s
+//! cost. Written back to back, the first write wakes the client and the ones after it find it
 //! awake. So each write first yields: the task wakes itself and goes to the
 //! back of the run queue, behind the tasks already ready, and writes when it
 //! is polled again. Nothing is held for I/O or a timer: a write waits at
 //! most for the work that was ready before it, and with nothing else ready
-//! it goes out at once. (Shared bench, with both: stream 71 → 52 µs of CPU
-//! per request, whole 49 → 40; docs/PERFORMANCE.md.)
+//! it goes out at once.
 
 use std::io;
 use std::pin::Pin;

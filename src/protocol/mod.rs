@@ -189,7 +189,7 @@ impl Protocol {
         body: &mut Value,
         s: &fence::Settings<'_>,
         declares_tools: bool,
-    ) -> fence::Report {
+    ) -> fence::Fenced {
         let report = fence::apply(self.tool_results(body), s);
         if report.fenced > 0 || declares_tools {
             self.add_notice(body, &fence::marker::notice(&s.policy.fence_modes()));
@@ -416,7 +416,7 @@ pub struct Withheld {
 /// What a [`Rewriter`] reports to its driver besides the bytes it writes
 /// ([`Rewriter::poll`]; an SSE event is [`sse::Event`], a different thing).
 #[derive(Debug)]
-pub enum Report {
+pub enum Update {
     /// Call events were read since the last poll. The driver notes the
     /// time once per upstream frame, not once per event.
     CallRead,
@@ -472,7 +472,7 @@ pub trait Rewriter: Send {
     /// What the rewriter has to report besides the bytes it wrote, one at a
     /// time; the driver asks after every `process`, `end`, `resolve`,
     /// `fail` and `give_up` until it answers `None`.
-    fn poll(&mut self) -> Option<Report>;
+    fn poll(&mut self) -> Option<Update>;
     /// The gate is slow (a call waits for a person, maybe for minutes):
     /// what is held meanwhile is kept in its smallest form.
     fn compact(&mut self) {}

@@ -112,7 +112,7 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
 /// at once; the batch is released when each is answered. In monitor mode
 /// every audited call is released, its verdict only recorded.
 pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Vec<Release> {
-    judge(state, gates, ctx, calls)
+    batch(state, gates, ctx, calls)
         .await
         .answered(&ctx.left)
         .await
@@ -121,12 +121,12 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
 /// A batch whose calls are decided: what each may become, and the calls
 /// that wait for a person. Holds neither the calls nor what the gates
 /// found, so a batch that waits long keeps only its tickets.
-pub struct Judged {
+pub struct Batch {
     releases: Vec<Release>,
     asked: Vec<(usize, Ticket)>,
 }
 
-impl Judged {
+impl Batch {
     /// Waits until every asked call is answered (at once when none was asked).
     pub async fn answered(mut self, left: &Left) -> Vec<Release> {
         let approved: Vec<(usize, bool)> = match &mut self.asked[..] {
@@ -152,7 +152,7 @@ impl Judged {
 
 /// [`decide`] up to the wait: gates and audits each call, and asks a
 /// person about those decided `ask`.
-pub async fn judge(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Judged {
+pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Batch {
     let decisions = gates.decide_all(calls, ctx).await;
     let version = &gates.policy().version;
     let monitor = state.monitor();
@@ -204,7 +204,7 @@ pub async fn judge(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
             Release::Withhold
         });
     }
-    Judged {
+    Batch {
         releases: allowed,
         asked,
     }

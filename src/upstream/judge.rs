@@ -77,7 +77,7 @@ pub fn key(parts: &[&str]) -> [u8; 32] {
 
 /// What a judge is asked: a strict schema and two messages.
 #[derive(Debug, Clone)]
-pub struct Question {
+pub struct Prompt {
     pub schema_name: &'static str,
     pub schema: Arc<Value>,
     pub system: String,
@@ -86,7 +86,7 @@ pub struct Question {
 
 /// A judged answer and whether it came from the cache.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
+pub struct Reply {
     pub value: Value,
     pub cached: bool,
     pub latency: Duration,
@@ -120,10 +120,10 @@ impl Judge {
     }
 
     /// Asks (or answers from the cache). `key` identifies the question.
-    pub async fn ask(&self, key: [u8; 32], q: Question) -> Result<Answer, Failure> {
+    pub async fn ask(&self, key: [u8; 32], q: Prompt) -> Result<Reply, Failure> {
         let started = Instant::now();
         if let Some(value) = self.cache.get(&key).await {
-            return Ok(Answer {
+            return Ok(Reply {
                 value,
                 cached: true,
                 latency: started.elapsed(),
@@ -140,7 +140,7 @@ impl Judge {
             .try_get_with(key, load)
             .await
             .map_err(|e| (*e).clone())?;
-        Ok(Answer {
+        Ok(Reply {
             value,
             cached: false,
             latency: started.elapsed(),
@@ -148,7 +148,7 @@ impl Judge {
     }
 
     /// The compiled answer schema (compiled once per schema name).
-    fn validator(&self, q: &Question) -> Result<Arc<jsonschema::Validator>, Failure> {
+    fn validator(&self, q: &Prompt) -> Result<Arc<jsonschema::Validator>, Failure> {
         let mut m = self
             .validators
             .lock()
@@ -165,7 +165,7 @@ impl Judge {
     }
 
     /// One upstream call, validated against the schema.
-    async fn call(&self, q: &Question) -> Result<Value, Failure> {
+    async fn call(&self, q: &Prompt) -> Result<Value, Failure> {
         let body = json!({
             "model": self.model,
             "temperature": 0,

@@ -534,16 +534,17 @@ fn explain_reads_a_conversation_for_provenance_and_taint_under_the_taint_example
 }
 
 #[test]
-fn signals_prints_the_schema_and_the_readme_holds_the_same_table() {
+fn signals_prints_the_schema_and_the_policy_guide_holds_the_same_table() {
     let (code, table, _) = stdout(&["signals", "--markdown"]);
     assert_eq!(code, 0);
     assert!(table.lines().count() > 30, "{table}");
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policies.md"),
+    )
+    .unwrap();
     assert!(
-        readme.contains(&table),
-        "README's signal table differs from `toolgate signals --markdown`:\n{table}"
+        guide.contains(&table),
+        "docs/policies.md's signal table differs from `toolgate signals --markdown`:\n{table}"
     );
     let (code, text, _) = stdout(&["signals"]);
     assert_eq!(code, 0);

@@ -225,7 +225,7 @@ mod fence_tests {
     use crate::protocol::Protocol;
     use serde_json::json;
 
-    fn apply(b: &mut Value, s: &Settings<'_>) -> crate::fence::Report {
+    fn apply(b: &mut Value, s: &Settings<'_>) -> crate::fence::Fenced {
         Protocol::Chat.fence(b, s, false)
     }
 

@@ -30,7 +30,7 @@ use crate::error::Error;
 use crate::protocol::sse::SseDecoder;
 use crate::protocol::text_calls::TextScan;
 use crate::protocol::{map_guard, write_raw_data, Options, Rewriter, Step};
-use crate::protocol::{Report, Totals};
+use crate::protocol::{Totals, Update};
 use resume::ResumeState;
 
 mod choice;
@@ -287,11 +287,11 @@ impl Rewriter for StreamRewriter {
         self.pending.as_ref().map(|p| &p.calls[..]).unwrap_or(&[])
     }
 
-    fn poll(&mut self) -> Option<Report> {
+    fn poll(&mut self) -> Option<Update> {
         if std::mem::take(&mut self.call_delta) {
-            return Some(Report::CallRead);
+            return Some(Update::CallRead);
         }
-        self.take_ready().map(Report::Resumption)
+        self.take_ready().map(Update::Resumption)
     }
 
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {

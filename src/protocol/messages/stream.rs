@@ -31,7 +31,7 @@ use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step};
-use crate::protocol::{Report, Totals};
+use crate::protocol::{Totals, Update};
 
 /// The keys toolgate reads at the top of an event.
 const TOP: [&str; 6] = [
@@ -477,14 +477,14 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
-    fn poll(&mut self) -> Option<Report> {
+    fn poll(&mut self) -> Option<Update> {
         if std::mem::take(&mut self.call_delta) {
-            return Some(Report::CallRead);
+            return Some(Update::CallRead);
         }
         if !self.hosted.is_empty() {
-            return Some(Report::Hosted(std::mem::take(&mut self.hosted)));
+            return Some(Update::Hosted(std::mem::take(&mut self.hosted)));
         }
-        self.take_ready().map(Report::Resumption)
+        self.take_ready().map(Update::Resumption)
     }
 
     fn continue_with(&mut self, resume: bool) {

@@ -43,7 +43,7 @@ use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step, Withheld};
-use crate::protocol::{Report, Totals};
+use crate::protocol::{Totals, Update};
 
 mod delta;
 mod emit;
@@ -457,21 +457,21 @@ impl Rewriter for StreamRewriter {
         dropped
     }
 
-    fn poll(&mut self) -> Option<Report> {
+    fn poll(&mut self) -> Option<Update> {
         if std::mem::take(&mut self.call_delta) {
-            return Some(Report::CallRead);
+            return Some(Update::CallRead);
         }
         if !self.withheld.is_empty() && !self.response_id.is_empty() {
-            return Some(Report::Withheld(Withheld {
+            return Some(Update::Withheld(Withheld {
                 response_id: self.response_id.clone(),
                 calls: std::mem::take(&mut self.withheld),
             }));
         }
         if let Some(r) = self.take_ready() {
-            return Some(Report::Resumption(r));
+            return Some(Update::Resumption(r));
         }
         self.resume_renamed()
-            .map(|(first, then)| Report::Renamed { first, then })
+            .map(|(first, then)| Update::Renamed { first, then })
     }
 
     fn continue_with(&mut self, resume: bool) {

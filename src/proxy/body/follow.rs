@@ -20,7 +20,7 @@ impl GatedBody {
             }
             None => {
                 self.rw.give_up(&mut self.out);
-                self.reports();
+                self.updates();
             }
         }
     }
@@ -58,7 +58,7 @@ impl GatedBody {
             Some(Err(e)) => {
                 self.state.metrics.upstream_fault(&e);
                 self.rw.give_up(&mut self.out);
-                self.reports();
+                self.updates();
                 self.phase = Phase::Done;
                 Next::Continue
             }

@@ -38,7 +38,7 @@ mod follow;
 mod hosted;
 mod idle;
 mod plain;
-mod reports;
+mod updates;
 pub use plain::{Deadline, Pieces, Scrubbed};
 
 type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
@@ -170,7 +170,7 @@ impl GatedBody {
         };
         // A format that decides to continue at its message's end (not in
         // `resolve`) reports the follow-up now.
-        self.reports();
+        self.updates();
         let held = self.rw.held_bytes();
         let step = step.and_then(|s| self.held.hold(held).map(|()| s));
         match step {
@@ -212,7 +212,7 @@ impl GatedBody {
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
         let calls = self.rw.pending().to_vec();
         let decide: Decide = Box::pin(async move {
-            let judged = release::judge(&state, &gates, &ctx, &calls).await;
+            let judged = release::batch(&state, &gates, &ctx, &calls).await;
             // A call that waits for a person may wait minutes: its copy goes now.
             drop(calls);
             judged.answered(&ctx.left).await
@@ -239,7 +239,7 @@ impl GatedBody {
         let dropped = self
             .rw
             .fail(&err, self.state.passthrough_errors(), &mut self.out);
-        self.reports();
+        self.updates();
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
         self.phase = Phase::Failing(Box::pin(async move {
             release::dropped(&state, &gates, &ctx, &dropped, "stream_fault").await;
@@ -349,7 +349,7 @@ impl GatedBody {
         self.gated_for(started.elapsed());
         self.phase = *then;
         self.rw.resolve(&verdicts, &mut self.out);
-        self.reports();
+        self.updates();
         if let Some(t) = since {
             self.state
                 .metrics

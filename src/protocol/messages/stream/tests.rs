@@ -317,7 +317,7 @@ fn provider_run_calls_pass_and_are_reported() {
     assert!(!out.contains("toolu_c"));
     let hosted: Vec<Call> = std::iter::from_fn(|| rw.poll())
         .filter_map(|r| match r {
-            crate::protocol::Report::Hosted(c) => Some(c),
+            crate::protocol::Update::Hosted(c) => Some(c),
             _ => None,
         })
         .flatten()

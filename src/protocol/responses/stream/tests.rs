@@ -139,7 +139,7 @@ fn reasoning_that_led_only_to_withheld_calls_leaves_the_final_output() {
     rw.run_sync(&[stream().as_bytes()], |c| c.name != "shell");
     let w = std::iter::from_fn(|| rw.poll())
         .find_map(|r| match r {
-            crate::protocol::Report::Withheld(w) => Some(w),
+            crate::protocol::Update::Withheld(w) => Some(w),
             _ => None,
         })
         .unwrap();

@@ -1,0 +1,24 @@
+//! What the rewriter reports besides the bytes it writes
+//! ([`crate::protocol::Update`]), acted on at once: the time of the last
+//! call event, withheld calls of a stored response remembered, provider-run
+//! calls audited, a follow-up started, a renamed response remembered.
+
+use super::GatedBody;
+use crate::protocol::Update;
+
+impl GatedBody {
+    /// Takes every update the rewriter has, in order. Called after each
+    /// step of the rewriter, before anything that step wrote goes out (so a
+    /// request continuing from a stored response finds its record).
+    pub(super) fn updates(&mut self) {
+        while let Some(r) = self.rw.poll() {
+            match r {
+                Update::CallRead => self.last_call_delta = Some(std::time::Instant::now()),
+                Update::Withheld(w) => self.state.remember_withheld(w),
+                Update::Hosted(calls) => self.audit_hosted(calls),
+                Update::Resumption(r) => self.start_follow_up(r),
+                Update::Renamed { first, then } => self.state.remember_renamed(first, then),
+            }
+        }
+    }
+}
