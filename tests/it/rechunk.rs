@@ -1,9 +1,11 @@
-//! Property: for every fixture and any re-chunking of its bytes, what the agent
+//! Property: for every fixture of every protocol (Chat Completions,
+//! Responses, Messages) and any re-chunking of its bytes, what the agent
 //! receives is the same (with every tool allowed, and with the first denied).
 
 use proptest::prelude::*;
 use toolgate::call::Call;
-use toolgate::protocol::{chat::stream::StreamRewriter, sync_driver::RunSync, Options};
+use toolgate::protocol::{chat::stream::StreamRewriter, sync_driver, sync_driver::RunSync};
+use toolgate::protocol::{Options, Protocol};
 
 use crate::accumulate::Acc;
 use crate::support::*;
@@ -29,16 +31,53 @@ fn rewrite(input: &[u8], cuts: &[usize], deny: Option<&str>) -> Vec<u8> {
     rw.run_sync(&chunks, allow).to_vec()
 }
 
-fn sse_fixtures() -> Vec<(String, Vec<u8>)> {
+/// `input` through `protocol`'s rewriter cut at `cuts`, denying `deny`;
+/// with the name of the first call the gate was asked about.
+fn rewrite_as(
+    protocol: Protocol,
+    input: &[u8],
+    cuts: &[usize],
+    deny: Option<&str>,
+) -> (Vec<u8>, Option<String>) {
+    let chunks = cut_at(input, cuts);
+    let mut rw = protocol.rewriter(&opts());
+    let mut first = None;
+    let out = sync_driver::run_sync(rw.as_mut(), &chunks, |c: &Call| {
+        first.get_or_insert_with(|| c.name.clone());
+        Some(c.name.as_str()) != deny
+    });
+    (out.to_vec(), first)
+}
+
+/// The recorded streams of every protocol, and the repository's own.
+fn sse_fixtures() -> Vec<(Protocol, String, Vec<u8>)> {
+    let read = |protocol: Protocol, p: std::path::PathBuf| {
+        (
+            protocol,
+            p.file_name().unwrap().to_string_lossy().to_string(),
+            std::fs::read(p).unwrap(),
+        )
+    };
+    let own =
+        std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "sse"));
     chat_fixtures()
         .into_iter()
         .filter(|p| p.extension().unwrap() == "sse")
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().to_string(),
-                std::fs::read(p).unwrap(),
-            )
-        })
+        .chain(own)
+        .map(|p| read(Protocol::Chat, p))
+        .chain(
+            responses_fixtures()
+                .into_iter()
+                .map(|p| read(Protocol::Responses, p)),
+        )
+        .chain(
+            messages_fixtures()
+                .into_iter()
+                .map(|p| read(Protocol::Messages, p)),
+        )
         .collect()
 }
 
@@ -55,12 +94,18 @@ proptest! {
             eprintln!("SKIPPED: ../shared/fixtures/sse is absent");
             return Ok(());
         }
-        for (name, bytes) in sse_fixtures() {
-            let first = Acc::from_sse(&bytes).all_calls().first().map(|c| c.name.clone());
-            for deny in [None, first.as_deref()] {
-                let whole = rewrite(&bytes, &[], deny);
-                let cut = rewrite(&bytes, &cuts, deny);
-                prop_assert!(whole == cut, "{} (deny {:?}) differs when cut at {:?}", name, deny, cuts);
+        let fixtures = sse_fixtures();
+        for p in Protocol::ALL {
+            prop_assert!(fixtures.iter().any(|f| f.0 == p), "no {:?} fixture", p);
+        }
+        for (protocol, name, bytes) in fixtures {
+            let (whole, first) = rewrite_as(protocol, &bytes, &[], None);
+            let (cut, _) = rewrite_as(protocol, &bytes, &cuts, None);
+            prop_assert!(whole == cut, "{} differs when cut at {:?}", name, cuts);
+            if first.is_some() {
+                let (whole, _) = rewrite_as(protocol, &bytes, &[], first.as_deref());
+                let (cut, _) = rewrite_as(protocol, &bytes, &cuts, first.as_deref());
+                prop_assert!(whole == cut, "{} (deny {:?}) differs when cut at {:?}", name, first, cuts);
             }
         }
     }
