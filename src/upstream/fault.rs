@@ -1,5 +1,6 @@
 //! What broke in an exchange with the upstream, read from hyper's error
-//! and its causes (an HTTP/2 GOAWAY or reset, an I/O error, broken HTTP).
+//! and its causes (an HTTP/2 GOAWAY or reset, an I/O error, broken HTTP,
+//! a body hyper could not decode).
 
 use std::error::Error as _;
 
@@ -12,6 +13,15 @@ pub fn of(e: &hyper::Error) -> Fault {
     }
     let mut cause = e.source();
     while let Some(c) = cause {
+        // A body hyper could not decode (a chunk's size line or its end).
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput
+            ) {
+                return Fault::Protocol;
+            }
+        }
         if let Some(h2) = c.downcast_ref::<h2::Error>() {
             if h2.is_go_away() {
                 return Fault::Goaway;

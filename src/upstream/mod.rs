@@ -1,6 +1,6 @@
 //! The upstream client: header hygiene, key injection and the total timeout,
-//! over pooled HTTP/1.1 ([`h1`], toolgate's own) and HTTP/2 (hyper's)
-//! connections ([`pool`]), plain or rustls.
+//! over hyper's HTTP/1.1 ([`h1`]) and HTTP/2 client connections, kept in
+//! toolgate's pool ([`pool`]), plain or rustls.
 
 pub mod encoding;
 pub mod fault;

@@ -1,9 +1,8 @@
 //! Upstream connections kept for reuse.
 //!
-//! An HTTP/1.1 connection ([`h1`], toolgate's own) is read by the request
-//! that holds it, in the agent's own task: its response head, and then its
-//! body ([`ResponseBody`]), so what is already in the socket is read and
-//! decoded in one go. When the body has ended exactly the connection goes
+//! An HTTP/1.1 connection ([`h1`], hyper's client connection) is driven by
+//! the request that holds it, in the agent's own task: while its response
+//! head is awaited, and then by its body ([`ResponseBody`]). When the body has ended exactly the connection goes
 //! back to the idle list; a body dropped early drops its connection, which
 //! cancels the upstream request. An HTTP/2 connection (chosen by TLS ALPN)
 //! is hyper's, runs on its own task and is shared by all requests.
@@ -122,7 +121,7 @@ impl Pool {
             }
             return Ok(Lease::H2 { tx, reused: false });
         }
-        Ok(Lease::H1(Conn::new(opened.stream)))
+        Ok(Lease::H1(Conn::new(opened.stream).await?))
     }
 
     fn take_idle(&self) -> Option<Box<Conn>> {

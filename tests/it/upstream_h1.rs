@@ -1,5 +1,5 @@
-//! toolgate's own HTTP/1.1 upstream client against an upstream written by
-//! hand: chunked framing written a byte at a time and in odd chunk sizes,
+//! The HTTP/1.1 upstream client (hyper's connection, driven in the agent's
+//! task, its head filtered) against an upstream written by hand: chunked framing written a byte at a time and in odd chunk sizes,
 //! with extensions and trailers; an interim `100`; a body that ends when the
 //! connection closes; a body cut short. Framing two readers could read
 //! differently is a protocol fault: a generic 502 with nothing of it passed.
