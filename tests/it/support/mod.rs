@@ -1,0 +1,16 @@
+//! Test support: the mock provider, a launcher for a real toolgate on real
+//! ports, a small HTTP client, the fixtures, and the SDK scripts.
+
+mod client;
+mod fixtures;
+mod gate;
+mod mock;
+mod python;
+mod sse;
+
+pub use client::*;
+pub use fixtures::*;
+pub use gate::*;
+pub use mock::*;
+pub use python::*;
+pub use sse::*;
