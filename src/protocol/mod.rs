@@ -22,6 +22,7 @@ pub mod request;
 pub mod responses;
 pub use request::{array, stream_flag, tree_cost};
 pub mod complete;
+pub(crate) mod events;
 pub mod sse;
 
 pub use complete::{Complete, Reading};
@@ -411,6 +412,12 @@ pub struct Withheld {
     pub response_id: String,
     /// `(call id, item type)` of each withheld call.
     pub calls: Vec<(String, String)>,
+}
+
+/// An upstream body toolgate cannot read in exactly one way: the response
+/// fails closed with `why` (for the log; the agent sees a generic error).
+pub(crate) fn malformed(why: &'static str) -> Error {
+    Error::UpstreamUnreadable(why)
 }
 
 /// What a [`Rewriter`] reports to its driver besides the bytes it writes

@@ -15,6 +15,7 @@ use super::keys::{ENTRY, FUNCTION};
 use super::{ChatCall, Site};
 use crate::call::{Call, MAX_NAME_BYTES};
 use crate::error::Error;
+use crate::protocol::malformed;
 use crate::protocol::map_guard;
 
 /// How many calls one choice may hold, and how many choices may hold calls.
@@ -53,10 +54,6 @@ pub struct Assembler {
     held_bytes: usize,
     max_call_bytes: usize,
     max_held_bytes: usize,
-}
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
 }
 
 impl Assembler {

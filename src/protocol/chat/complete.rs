@@ -21,11 +21,8 @@ use super::{kind_of, Site};
 use crate::call::{Call, Release, MAX_NAME_BYTES};
 use crate::error::Error;
 use crate::json::{self, is_null, write_key, write_obj, write_string, Obj, Sink};
+use crate::protocol::malformed;
 use crate::protocol::{fold_guard, Resumption};
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
-}
 
 /// Where one call sits.
 enum Slot {

@@ -27,6 +27,7 @@ use super::{
 };
 use crate::call::{Call, Release};
 use crate::error::Error;
+use crate::protocol::malformed;
 use crate::protocol::sse::SseDecoder;
 use crate::protocol::text_calls::TextScan;
 use crate::protocol::{map_guard, write_raw_data, Options, Rewriter, Step};
@@ -90,10 +91,6 @@ pub struct StreamRewriter {
     /// compare with the whole-tree way (each block an event of its own) in
     /// tests.
     typed: bool,
-}
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
 }
 
 impl StreamRewriter {

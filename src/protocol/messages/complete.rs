@@ -14,13 +14,10 @@ use super::{call_of, classify, hosted_call, neutral_block, BlockClass, BLOCK_KEY
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::json::{self, write_key, Obj, Sink};
+use crate::protocol::malformed;
 use crate::protocol::{fold_guard, map_guard};
 
 const TOP: [&str; 4] = ["type", "content", "stop_reason", "error"];
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
-}
 
 /// A parsed message body, borrowed from its text.
 pub struct Body<'a> {

@@ -27,6 +27,7 @@ use serde_json::{json, Map, Value};
 
 use crate::call::{Call, Kind, MAX_NAME_BYTES};
 use crate::error::Error;
+use crate::protocol::malformed;
 
 /// Block types of calls the provider runs itself (passed, audited).
 const HOSTED_BLOCKS: [&str; 2] = ["server_tool_use", "mcp_tool_use"];
@@ -76,10 +77,6 @@ pub fn classify(t: &str) -> BlockClass {
         _ if OTHER_BLOCKS.contains(&t) => BlockClass::Other,
         _ => BlockClass::Call,
     }
-}
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
 }
 
 fn str_field<'a>(block: &'a Map<String, Value>, key: &str) -> Result<&'a str, Error> {

@@ -29,6 +29,7 @@ use serde_json::{Map, Value};
 use super::call_of;
 use crate::call::{Call, Release};
 use crate::error::Error;
+use crate::protocol::events::{self, Events};
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step};
 use crate::protocol::{Totals, Update};
@@ -61,11 +62,8 @@ mod hold;
 mod resume;
 mod text;
 
+use crate::protocol::malformed;
 use crate::protocol::write_named_event as write_event;
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
-}
 
 /// One parsed event.
 struct Event {
@@ -344,6 +342,27 @@ impl StreamRewriter {
     }
 }
 
+impl Events for StreamRewriter {
+    fn decoder(&mut self) -> &mut SseDecoder {
+        &mut self.decoder
+    }
+    fn gating(&self) -> bool {
+        !self.pending.is_empty()
+    }
+    fn read_ahead(&mut self, out: &mut BytesMut) -> Result<bool, Error> {
+        let Some(ev) = self.lookahead.take() else {
+            return Ok(false);
+        };
+        self.dispatch(ev, out).map(|()| true)
+    }
+    fn ended(&self) -> bool {
+        self.ended
+    }
+    fn on_event(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
+        self.handle(ev, out)
+    }
+}
+
 impl Rewriter for StreamRewriter {
     fn totals(&mut self) -> Totals {
         Totals {
@@ -369,43 +388,12 @@ impl Rewriter for StreamRewriter {
     }
 
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        loop {
-            if !self.pending.is_empty() {
-                return Ok(Step::Gate);
-            }
-            if let Some(ev) = self.lookahead.take() {
-                self.dispatch(ev, out)?;
-                continue;
-            }
-            if self.ended {
-                self.decoder.clear();
-                return Ok(Step::NeedMore);
-            }
-            match self.decoder.next_event() {
-                Ok(Some(ev)) => self.handle(ev, out)?,
-                Ok(None) => return Ok(Step::NeedMore),
-                Err(e) => return Err(malformed(e.why())),
-            }
-        }
+        events::process(self, out)
     }
 
     fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        if !self.pending.is_empty() {
-            return Ok(Step::Gate);
-        }
-        if let Some(ev) = self.lookahead.take() {
-            self.dispatch(ev, out)?;
-            if !self.pending.is_empty() {
-                return Ok(Step::Gate);
-            }
-        }
-        if !self.ended {
-            if let Some(ev) = self.decoder.finish().map_err(|e| malformed(e.why()))? {
-                self.handle(ev, out)?;
-                if !self.pending.is_empty() {
-                    return Ok(Step::Gate);
-                }
-            }
+        if let Some(step) = events::finish(self, out)? {
+            return Ok(step);
         }
         // Complete calls with nothing after them: the stream may have been
         // cut inside the message, so they are dropped, not released.

@@ -13,13 +13,10 @@ use super::{call_of, class_of, dropped_reasoning, neutral_item, Ids, ItemClass, 
 use crate::call::{Call, Release};
 use crate::error::Error;
 use crate::json::{self, write_key, Obj, Sink};
+use crate::protocol::malformed;
 use crate::protocol::{fold_guard, map_guard, Withheld};
 
 const TOP: [&str; 4] = ["id", "output", "error", "object"];
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
-}
 
 /// One item of `output`.
 struct Item<'a> {

@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 
 use crate::call::{Call, Kind, MAX_NAME_BYTES};
 use crate::error::Error;
+use crate::protocol::malformed;
 
 /// Output item types of tools the provider runs itself (never held).
 const HOSTED_CALLS: [&str; 5] = [
@@ -123,10 +124,6 @@ pub fn builtin_name(tool_type: &str) -> &str {
         "computer_use_preview" | "computer_use" => "computer",
         t => t,
     }
-}
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
 }
 
 fn str_field<'a>(item: &'a Value, key: &str) -> Result<&'a str, Error> {

@@ -41,6 +41,7 @@ use serde_json::{json, Map, Value};
 use super::Ids;
 use crate::call::{Call, Release};
 use crate::error::Error;
+use crate::protocol::events::{self, Events};
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step, Withheld};
 use crate::protocol::{Totals, Update};
@@ -55,6 +56,7 @@ mod release;
 mod resume;
 mod text;
 
+use crate::protocol::malformed;
 use crate::protocol::write_named_event as write_event;
 
 /// The keys toolgate reads at the top of an event and in a call item.
@@ -76,10 +78,6 @@ const TERMINAL: [&str; 3] = [
     "response.incomplete",
     "response.failed",
 ];
-
-fn malformed(why: &'static str) -> Error {
-    Error::UpstreamUnreadable(why)
-}
 
 /// One held event.
 #[derive(Debug)]
@@ -327,6 +325,27 @@ impl StreamRewriter {
     }
 }
 
+impl Events for StreamRewriter {
+    fn decoder(&mut self) -> &mut SseDecoder {
+        &mut self.decoder
+    }
+    fn gating(&self) -> bool {
+        !self.pending.is_empty()
+    }
+    fn read_ahead(&mut self, out: &mut BytesMut) -> Result<bool, Error> {
+        let Some(ahead) = self.lookahead.take() else {
+            return Ok(false);
+        };
+        self.ahead(ahead, out).map(|()| true)
+    }
+    fn ended(&self) -> bool {
+        self.ended
+    }
+    fn on_event(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
+        self.handle(ev, out)
+    }
+}
+
 impl Rewriter for StreamRewriter {
     fn totals(&mut self) -> Totals {
         Totals {
@@ -349,43 +368,12 @@ impl Rewriter for StreamRewriter {
     }
 
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        loop {
-            if !self.pending.is_empty() {
-                return Ok(Step::Gate);
-            }
-            if let Some(ahead) = self.lookahead.take() {
-                self.ahead(ahead, out)?;
-                continue;
-            }
-            if self.ended {
-                self.decoder.clear();
-                return Ok(Step::NeedMore);
-            }
-            match self.decoder.next_event() {
-                Ok(Some(ev)) => self.handle(ev, out)?,
-                Ok(None) => return Ok(Step::NeedMore),
-                Err(e) => return Err(malformed(e.why())),
-            }
-        }
+        events::process(self, out)
     }
 
     fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        if !self.pending.is_empty() {
-            return Ok(Step::Gate);
-        }
-        if let Some(ahead) = self.lookahead.take() {
-            self.ahead(ahead, out)?;
-            if !self.pending.is_empty() {
-                return Ok(Step::Gate);
-            }
-        }
-        if !self.ended {
-            if let Some(ev) = self.decoder.finish().map_err(|e| malformed(e.why()))? {
-                self.handle(ev, out)?;
-                if !self.pending.is_empty() {
-                    return Ok(Step::Gate);
-                }
-            }
+        if let Some(step) = events::finish(self, out)? {
+            return Ok(step);
         }
         if !self.batch.is_empty() {
             // Complete calls are released only once the response went on:
