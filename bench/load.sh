@@ -11,7 +11,7 @@ GATE=127.0.0.1:9902
 ADMIN=127.0.0.1:9903
 
 # toolgate on its own: built with the examples, it would take the
-# dev-dependencies' features and no longer match the build's profile (pgo/).
+# dev-dependencies' features, which the shipped binary does not have.
 cargo build --release --quiet --bin toolgate
 cargo build --release --quiet --example mock_upstream --example loadgen
 tmp=$(mktemp -d)

@@ -1,10 +1,9 @@
-//! The one event loop of the stream rewriters that read their stream event
-//! by event (Responses, Messages): while calls wait for their verdicts
-//! nothing is read; then what was read ahead goes first; then the SSE
-//! decoder's next event. A codec implements [`Events`] and calls
-//! [`process`] and [`finish`] from its `Rewriter`. Chat's rewriter reads
-//! most events where they lie in the decoder's buffer and keeps its own
-//! loop for that (`chat::stream`).
+//! The one event loop of the stream rewriters: while calls wait for their
+//! verdicts nothing is read; then what was read ahead goes first; then the
+//! SSE decoder's next block. A codec implements [`Events`] and calls
+//! [`process`] and [`finish`] from its `Rewriter`. A block is read as an
+//! event of its own unless the codec reads it where it lies in the
+//! decoder's buffer (chat does, for most data events: [`Events::read_next`]).
 
 use bytes::BytesMut;
 
@@ -20,15 +19,36 @@ pub(crate) trait Events {
     fn gating(&self) -> bool;
     /// Handles what was read ahead of the last gate, if anything was;
     /// whether there was.
-    fn read_ahead(&mut self, out: &mut BytesMut) -> Result<bool, Error>;
+    fn read_ahead(&mut self, _out: &mut BytesMut) -> Result<bool, Error> {
+        Ok(false)
+    }
     /// The stream has ended (failed, or given up): what comes is dropped.
     fn ended(&self) -> bool;
     fn on_event(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error>;
+    /// Reads the next complete block of `dec` (the codec's decoder, lent
+    /// out while [`process`] runs); false when there is none.
+    fn read_next(&mut self, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<bool, Error> {
+        match dec.next_event() {
+            Ok(Some(ev)) => self.on_event(ev, out).map(|()| true),
+            Ok(None) => Ok(false),
+            Err(e) => Err(malformed(e.why())),
+        }
+    }
 }
 
 /// Reads every event there is, until calls wait for a gate or more input
 /// is needed.
 pub(crate) fn process<E: Events>(c: &mut E, out: &mut BytesMut) -> Result<Step, Error> {
+    // The decoder is lent out while its blocks are read, so a codec may read
+    // a block where it lies while it writes to itself; nothing a codec does
+    // while handling a block asks its own decoder.
+    let mut dec = std::mem::take(c.decoder());
+    let step = run(c, &mut dec, out);
+    *c.decoder() = dec;
+    step
+}
+
+fn run<E: Events>(c: &mut E, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<Step, Error> {
     loop {
         if c.gating() {
             return Ok(Step::Gate);
@@ -37,13 +57,11 @@ pub(crate) fn process<E: Events>(c: &mut E, out: &mut BytesMut) -> Result<Step, 
             continue;
         }
         if c.ended() {
-            c.decoder().clear();
+            dec.clear();
             return Ok(Step::NeedMore);
         }
-        match c.decoder().next_event() {
-            Ok(Some(ev)) => c.on_event(ev, out)?,
-            Ok(None) => return Ok(Step::NeedMore),
-            Err(e) => return Err(malformed(e.why())),
+        if !c.read_next(dec, out)? {
+            return Ok(Step::NeedMore);
         }
     }
 }

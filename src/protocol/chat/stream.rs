@@ -27,15 +27,16 @@ use super::{
 };
 use crate::call::{Call, Release};
 use crate::error::Error;
+use crate::protocol::events::{self, Events};
 use crate::protocol::malformed;
-use crate::protocol::sse::SseDecoder;
+use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::text_calls::TextScan;
 use crate::protocol::{map_guard, write_raw_data, Options, Rewriter, Step};
 use crate::protocol::{Totals, Update};
 use resume::ResumeState;
 
+mod blocks;
 mod choice;
-mod events;
 mod pending;
 mod resume;
 mod text;
@@ -62,7 +63,7 @@ pub struct StreamRewriter {
     neutral: std::sync::Arc<str>,
     /// The neutral text goes in `refusal` (structured output).
     refusal: bool,
-    /// A call event was read since `take_call_delta` last asked.
+    /// A call event was read since the driver last polled (`Update::CallRead`).
     call_delta: bool,
     late_deltas: u64,
     /// Reused by the prefilter's case-insensitive search.
@@ -251,6 +252,24 @@ impl StreamRewriter {
     }
 }
 
+impl Events for StreamRewriter {
+    fn decoder(&mut self) -> &mut SseDecoder {
+        &mut self.decoder
+    }
+    fn gating(&self) -> bool {
+        self.pending.is_some()
+    }
+    fn ended(&self) -> bool {
+        self.ended
+    }
+    fn on_event(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
+        self.handle(ev, out)
+    }
+    fn read_next(&mut self, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<bool, Error> {
+        self.next(dec, out)
+    }
+}
+
 impl Rewriter for StreamRewriter {
     fn totals(&mut self) -> Totals {
         Totals {
@@ -292,25 +311,12 @@ impl Rewriter for StreamRewriter {
     }
 
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        // The decoder is lent out while its blocks are read where they lie
-        // (nothing it is asked for between calls is asked during them).
-        let mut dec = std::mem::take(&mut self.decoder);
-        let step = self.process_with(&mut dec, out);
-        self.decoder = dec;
-        step
+        events::process(self, out)
     }
 
     fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        if self.pending.is_some() {
-            return Ok(Step::Gate);
-        }
-        if !self.ended {
-            if let Some(ev) = self.decoder.finish().map_err(|e| malformed(e.why()))? {
-                self.handle(ev, out)?;
-                if self.pending.is_some() {
-                    return Ok(Step::Gate);
-                }
-            }
+        if let Some(step) = events::finish(self, out)? {
+            return Ok(step);
         }
         if self.asm.any() || self.text_held() {
             return Err(malformed("stream ended before its tool calls finished"));

@@ -130,7 +130,7 @@ pub struct StreamRewriter {
     withheld: usize,
     turn_closed: bool,
     hosted: Vec<Call>,
-    /// A call event was read since `take_call_delta` last asked.
+    /// A call event was read since the driver last polled (`Update::CallRead`).
     call_delta: bool,
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.

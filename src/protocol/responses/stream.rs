@@ -131,7 +131,7 @@ pub struct StreamRewriter {
     began: bool,
     terminal: bool,
     ended: bool,
-    /// A call event was read since `take_call_delta` last asked.
+    /// A call event was read since the driver last polled (`Update::CallRead`).
     call_delta: bool,
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.

@@ -6,7 +6,7 @@
 //! items are numbered on from the withheld calls' place, its end carries
 //! the first response's id, the items the agent saw before and the usage
 //! of both. A later request that continues from the first id is sent on
-//! from the follow-up's (`Rewriter::take_renamed`).
+//! from the follow-up's (`Update::Renamed`).
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{json, Map, Value};

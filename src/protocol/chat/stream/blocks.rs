@@ -10,7 +10,6 @@ use super::{finish, malformed, StreamRewriter};
 use super::{has_finish, has_text, prefilter, text_chunk, Prefilter};
 use crate::error::Error;
 use crate::protocol::sse::{SseDecoder, SseEvent};
-use crate::protocol::Step;
 
 /// What is left of a data event once it was looked at where it lay: the
 /// chunk's parse ([`StreamRewriter::slow`]), a finish read typed first.
@@ -21,31 +20,11 @@ struct Left {
 }
 
 impl StreamRewriter {
-    /// [`crate::protocol::Rewriter::process`] with the decoder lent out.
-    pub(super) fn process_with(
-        &mut self,
-        dec: &mut SseDecoder,
-        out: &mut BytesMut,
-    ) -> Result<Step, Error> {
-        loop {
-            if self.pending.is_some() {
-                return Ok(Step::Gate);
-            }
-            if self.ended {
-                dec.clear();
-                return Ok(Step::NeedMore);
-            }
-            if !self.next(dec, out)? {
-                return Ok(Step::NeedMore);
-            }
-        }
-    }
-
     /// The next block: a clean data event but `[DONE]` is looked at where
     /// it lies in `dec` ([`Self::data`] settles most) and taken only when
     /// something is left; any other block is taken and handled as an event
     /// of its own.
-    fn next(&mut self, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<bool, Error> {
+    pub(super) fn next(&mut self, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<bool, Error> {
         let Some(block) = dec.next_ready().map_err(|e| malformed(e.why()))? else {
             return Ok(false);
         };
