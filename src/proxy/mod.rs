@@ -111,7 +111,7 @@ async fn respond(
     mut req: Request<Incoming>,
     access: &mut Access,
 ) -> Response<ProxyBody> {
-    let path_route = route(req.method(), req.uri().path());
+    let path_route = route(req.method(), req.uri().path(), req.headers());
     // Errors are written in the shape the agent's SDK reads for this path.
     let family = match &path_route {
         Ok(r) => r.route.protocol(),

@@ -6,7 +6,7 @@
 //! return a tool call) as it is; every other path is refused, so no spelling
 //! (`;x`, `.json`, `:suffix`, a new API) reaches the provider ungated.
 
-use http::Method;
+use http::{HeaderMap, Method};
 
 use crate::error::Error;
 use crate::protocol::Protocol;
@@ -54,6 +54,10 @@ enum Target {
     Go(Route),
     /// Refused with this message: the endpoint would hand out ungated tool calls.
     Refuse(&'static str),
+    /// Passed to the upstream of the client's family: the Messages upstream
+    /// when the request carries `anthropic-version` (every anthropic SDK
+    /// request does), else the OpenAI-style one.
+    Family,
 }
 
 const STORED: &str =
@@ -100,9 +104,9 @@ const TABLE: &[(&str, &str, Target)] = &[
     ("GET", "responses/+/input_items", Target::Refuse(STORED)),
     ("*", "conversations", Target::Refuse(CONVERSATIONS)),
     ("*", "conversations/*", Target::Refuse(CONVERSATIONS)),
-    ("GET", "models", PASS),
-    ("GET", "models/*", PASS),
-    ("HEAD", "models", PASS),
+    ("GET", "models", Target::Family),
+    ("GET", "models/*", Target::Family),
+    ("HEAD", "models", Target::Family),
     ("POST", "embeddings", PASS),
     ("POST", "moderations", PASS),
     ("POST", "completions", PASS),
@@ -131,12 +135,14 @@ fn matches(pattern: &str, segs: &[&str]) -> bool {
 
 /// The row for `(method, segs)`: a path that only a gated row's pattern
 /// matches, with another method, is a 405; an unknown path a 404.
-fn lookup(method: &Method, segs: &[&str]) -> Result<Route, Error> {
+fn lookup(method: &Method, segs: &[&str], anthropic: bool) -> Result<Route, Error> {
     let row = TABLE
         .iter()
         .find(|(m, p, _)| (*m == "*" || method.as_str() == *m) && matches(p, segs));
     match row {
         Some((_, _, Target::Go(r))) => Ok(*r),
+        Some((_, _, Target::Family)) if anthropic => Ok(Route::Pass(Protocol::Messages)),
+        Some((_, _, Target::Family)) => Ok(Route::Pass(Protocol::Chat)),
         Some((_, _, Target::Refuse(m))) => Err(Error::NotServed(m)),
         None if TABLE
             .iter()
@@ -158,10 +164,11 @@ pub struct Routed {
     pub phase: Option<String>,
 }
 
-/// Classifies a path. Paths that could be read two ways (percent escapes, dot
-/// segments, backslashes) are refused so that no spelling reaches an ungated
-/// endpoint.
-pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
+/// Classifies a request by its method, path and (for the rows that follow
+/// the client's family) its headers. Paths that could be read two ways
+/// (percent escapes, dot segments, backslashes) are refused so that no
+/// spelling reaches an ungated endpoint.
+pub fn route(method: &Method, path: &str, headers: &HeaderMap) -> Result<Routed, Error> {
     if path.contains(['%', '\\']) {
         return Err(Error::BadRequest("The request path is not valid.".into()));
     }
@@ -189,7 +196,7 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
     };
     let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
     Ok(Routed {
-        route: lookup(method, segs)?,
+        route: lookup(method, segs, headers.contains_key("anthropic-version"))?,
         rest,
         phase,
     })
@@ -198,6 +205,26 @@ pub fn route(method: &Method, path: &str) -> Result<Routed, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request without headers.
+    fn route(method: &Method, path: &str) -> Result<Routed, Error> {
+        super::route(method, path, &HeaderMap::new())
+    }
+
+    #[test]
+    fn the_model_list_goes_to_the_upstream_of_the_clients_family() {
+        let mut anthropic = HeaderMap::new();
+        anthropic.insert("anthropic-version", "2023-06-01".parse().unwrap());
+        for p in ["/v1/models", "/v1/models/claude-x"] {
+            let r = super::route(&Method::GET, p, &anthropic).unwrap();
+            assert_eq!(r.route, Route::Pass(Protocol::Messages), "{p}");
+            let r = route(&Method::GET, p).unwrap();
+            assert_eq!(r.route, Route::Pass(Protocol::Chat), "{p}");
+        }
+        // Only the model list follows the client: a gated path does not.
+        let r = super::route(&Method::POST, "/v1/chat/completions", &anthropic).unwrap();
+        assert_eq!(r.route, Route::Gated(Protocol::Chat));
+    }
 
     #[test]
     fn routes_by_canonical_path() {

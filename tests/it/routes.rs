@@ -385,3 +385,50 @@ async fn a_provider_error_is_logged_redacted_and_its_rate_limit_headers_pass() {
         "no colour codes in a log that is not a terminal: {line}"
     );
 }
+
+#[tokio::test]
+async fn the_model_list_goes_to_the_upstream_of_the_clients_family() {
+    let openai = Mock::start(vec![Reply::json(
+        200,
+        r#"{"object":"list","data":[{"id":"gpt"}]}"#,
+    )])
+    .await;
+    let anthropic = Mock::start(vec![Reply::json(
+        200,
+        r#"{"data":[{"id":"claude","type":"model"}],"has_more":false}"#,
+    )])
+    .await;
+    let gate = start_gate(
+        &openai.base_url(),
+        ALLOW_ALL,
+        &messages_upstream(&anthropic.base_url()),
+    )
+    .await;
+    // The anthropic SDK sends `anthropic-version` on every request.
+    let a = send(
+        "GET",
+        &format!("{}/v1/models?limit=5", gate.url),
+        &[
+            ("anthropic-version", "2023-06-01"),
+            ("x-api-key", "client-key"),
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.json()["data"][0]["id"], "claude");
+    let seen = anthropic.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path, "/v1/models?limit=5");
+    assert_eq!(
+        seen[0].headers["x-api-key"], UPSTREAM_KEY,
+        "the Messages upstream's key"
+    );
+    assert!(openai.requests().is_empty());
+    // Without it, the OpenAI-style upstream answers.
+    let a = send("GET", &format!("{}/v1/models", gate.url), &[], "").await;
+    assert_eq!(a.json()["data"][0]["id"], "gpt");
+    assert_eq!(openai.requests().len(), 1);
+    assert_eq!(anthropic.requests().len(), 1);
+    gate.stop().await;
+}
