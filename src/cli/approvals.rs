@@ -108,6 +108,34 @@ async fn answer(
     Ok(format!("{id}: {decision} ({scope}) by {by}\n"))
 }
 
+/// A cell of the table: what a model or an agent wrote, its control
+/// characters shown escaped (a terminal would act on them).
+fn cell(v: &Value, key: &str) -> String {
+    let text = v.get(key).and_then(Value::as_str).unwrap_or("-");
+    text.chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<char>>(),
+            false => vec![c],
+        })
+        .collect()
+}
+
+/// A call's arguments as compact JSON (serde_json writes control
+/// characters as escapes), clipped; a text that is not JSON shown escaped.
+fn arguments(v: &Value) -> String {
+    let text = v.get("arguments").and_then(Value::as_str).unwrap_or("");
+    let shown = match serde_json::from_str::<Value>(text) {
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => text.escape_debug().to_string(),
+    };
+    let mut clipped: String = shown.chars().take(SHOWN_ARGS).collect();
+    if clipped.len() < shown.len() {
+        clipped.push('…');
+    }
+    clipped
+}
+
+/// The pending calls as a table, each call's arguments on the line below it.
 fn listing(v: &Value) -> String {
     let list = v
         .get("pending")
@@ -117,22 +145,78 @@ fn listing(v: &Value) -> String {
     if list.is_empty() {
         return "nothing is waiting\n".into();
     }
-    let s = |q: &Value, k: &str| q.get(k).and_then(Value::as_str).unwrap_or("-").to_string();
-    let mut out = String::new();
-    for q in &list {
-        let args = s(q, "arguments");
-        let args: String = args.chars().take(SHOWN_ARGS).collect();
-        out.push_str(&format!(
-            "{}  {}  rule={}  principal={}  session={}  phase={}  expires={}\n    arguments: {}\n",
-            s(q, "id"),
-            s(q, "tool"),
-            s(q, "rule"),
-            s(q, "principal"),
-            s(q, "session"),
-            s(q, "phase"),
-            s(q, "expires"),
-            args.escape_debug(),
-        ));
+    const COLUMNS: [(&str, &str); 7] = [
+        ("ID", "id"),
+        ("TOOL", "tool"),
+        ("RULE", "rule"),
+        ("PRINCIPAL", "principal"),
+        ("SESSION", "session"),
+        ("PHASE", "phase"),
+        ("EXPIRES", "expires"),
+    ];
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|q| COLUMNS.iter().map(|(_, k)| cell(q, k)).collect())
+        .collect();
+    let widths: Vec<usize> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, (h, _))| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([h.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    let mut out = line(COLUMNS.iter().map(|(h, _)| *h).collect());
+    for (q, r) in list.iter().zip(&rows) {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+        out.push_str(&format!("  arguments: {}\n", arguments(q)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_is_a_table_with_readable_arguments_and_no_control_characters() {
+        let v = json!({"pending": [
+            {"id": "a1", "tool": "pay", "rule": "ask-money", "principal": "ana",
+             "session": "s\u{1b}[2J", "phase": "execution", "expires": "2026-11-27T10:00:00Z",
+             "arguments": "{\"amount\": 5, \"note\": \"x\\u001b[31m\"}"},
+            {"id": "b22", "tool": "refund", "arguments": "not json\n"}
+        ]});
+        let text = listing(&v);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("ID   TOOL    RULE"), "{text}");
+        assert!(lines[1].starts_with("a1   pay     ask-money"), "{text}");
+        assert_eq!(
+            lines[2],
+            r#"  arguments: {"amount":5,"note":"x\u001b[31m"}"#
+        );
+        assert!(lines[3].starts_with("b22  refund  -"), "{text}");
+        assert_eq!(lines[4], r"  arguments: not json\n");
+        assert!(
+            !text.contains('\u{1b}'),
+            "no raw escape reaches the terminal: {text:?}"
+        );
+        assert!(text.contains(r"s\u{1b}[2J"), "{text}");
+        assert_eq!(listing(&json!({"pending": []})), "nothing is waiting\n");
+    }
 }

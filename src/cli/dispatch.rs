@@ -293,12 +293,14 @@ fn check(path: Option<&Path>) -> ExitCode {
         ),
         None => "policies not checked".into(),
     };
-    eprintln!("ok: {} ({summary})", config.source);
+    // The report is the command's result: stdout. What is wrong goes to
+    // stderr (and exits 1) above.
+    let mut report = format!("ok: {} ({summary})\n", config.source);
     if !needs.is_empty() {
-        eprintln!("needed at run time:");
+        report.push_str("needed at run time:\n");
         for n in &needs {
-            eprintln!("  - {n}");
+            report.push_str(&format!("  - {n}\n"));
         }
     }
-    ExitCode::SUCCESS
+    write_out(&report)
 }

@@ -225,7 +225,7 @@ async fn the_cli_lists_approves_and_denies() {
         assert!(text.contains(item["id"].as_str().unwrap()), "{text}");
     }
     assert!(
-        text.contains("pay") && text.contains("rule=ask-money"),
+        text.contains("pay") && text.contains("ask-money") && text.starts_with("ID "),
         "{text}"
     );
     let (admin, ids) = (

@@ -156,12 +156,6 @@ async fn the_page_shows_a_waiting_call_and_its_approve_button_releases_it() {
     )
     .await;
     let by = browser.wait_for("#by").await;
-    wd(
-        "POST",
-        &browser.url(&format!("/element/{by}/value")),
-        json!({"text": "ana"}),
-    )
-    .await;
     assert_eq!(
         browser.script("return location.hash").await,
         "",
@@ -183,6 +177,29 @@ async fn the_page_shows_a_waiting_call_and_its_approve_button_releases_it() {
     );
     assert_eq!(shown[2], 0, "arguments were written as HTML");
     assert_ne!(shown[3], "owned");
+    // Without a name nothing is answered, and the page says why until the
+    // name is given (its refresh every 2 s does not write over it).
+    wd(
+        "POST",
+        &browser.url(&format!("/element/{button}/click")),
+        json!({}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let status = browser
+        .script("return document.getElementById('status').textContent")
+        .await;
+    assert!(
+        status.as_str().unwrap_or("").contains("Enter your name"),
+        "{status}"
+    );
+    assert_eq!(list(&gate).await.len(), 1, "nothing was answered");
+    wd(
+        "POST",
+        &browser.url(&format!("/element/{by}/value")),
+        json!({"text": "ana"}),
+    )
+    .await;
     wd(
         "POST",
         &browser.url(&format!("/element/{button}/click")),

@@ -17,9 +17,13 @@ fn toolgate(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn check_accepts_the_embedded_default_and_the_shipped_policies() {
-    let (code, err) = toolgate(&["check"]);
+    let (code, out, err) = stdout(&["check"]);
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("ok: <embedded>"), "{err}");
+    assert!(
+        out.contains("ok: <embedded>"),
+        "the report is on stdout: {out}"
+    );
+    assert!(err.is_empty(), "nothing went wrong: {err}");
     let dir = TempDir::new();
     let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
     let cfg = dir.0.join("t.toml");
@@ -192,10 +196,11 @@ fn check_on_the_shipped_container_configs_names_what_they_need_at_run_time() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
+        let report = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{file}: {err}");
-        assert!(err.contains("needed at run time:"), "{file}: {err}");
+        assert!(report.contains("needed at run time:"), "{file}: {report}");
         for n in needs {
-            assert!(err.contains(n), "{file}: {n} missing in {err}");
+            assert!(report.contains(n), "{file}: {n} missing in {report}");
         }
     }
     // `serve` still refuses what `check` defers.

@@ -6,10 +6,15 @@
 const $ = (id) => document.getElementById(id);
 const shown = new Map();
 
-function say(text, bad) {
+// A message the person must act on stays until they do; the periodic
+// refresh does not write over it.
+let sticky = false;
+
+function say(text, bad, keep) {
   const s = $("status");
   s.textContent = text;
   s.className = bad ? "bad" : "";
+  sticky = !!keep;
 }
 
 function token() {
@@ -74,7 +79,7 @@ function item(q) {
 async function answer(q, decision, scope) {
   const by = $("by").value.trim();
   if (!by) {
-    say("Enter your name first: every answer is audited with who gave it.", true);
+    say("Enter your name first: every answer is audited with who gave it.", true, true);
     $("by").focus();
     return;
   }
@@ -131,7 +136,7 @@ async function refresh() {
     }
   }
   $("empty").hidden = list.length > 0;
-  if ($("status").className !== "bad" || list.length) {
+  if (!sticky && ($("status").className !== "bad" || list.length)) {
     say(list.length + " waiting · updated " + new Date().toLocaleTimeString(), false);
   }
 }
@@ -151,6 +156,12 @@ function start() {
     refresh();
   });
   $("by").addEventListener("change", () => localStorage.setItem("toolgate-approval-by", $("by").value.trim()));
+  $("by").addEventListener("input", () => {
+    if (sticky && $("by").value.trim()) {
+      sticky = false;
+      refresh();
+    }
+  });
   $("who").addEventListener("submit", (e) => e.preventDefault());
   refresh();
   setInterval(refresh, 2000);
