@@ -22,6 +22,9 @@ pub struct Access {
     pub route: &'static str,
     pub status: u16,
     pub request_id: String,
+    /// The provider's id for the exchange (its `x-request-id` or
+    /// `request-id`), when it answered with one.
+    pub upstream_request_id: Option<String>,
     /// Set once the client authenticated.
     pub principal: Option<String>,
     pub tally: Arc<Tally>,
@@ -40,6 +43,7 @@ impl Access {
             route: "refused",
             status: 0,
             request_id,
+            upstream_request_id: None,
             principal: None,
             tally: Arc::default(),
             stream_slot: None,
@@ -62,6 +66,7 @@ impl Drop for Access {
             status = self.status,
             duration_us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
             request_id = %self.request_id,
+            upstream_request_id = %self.upstream_request_id.as_deref().unwrap_or("-"),
             principal = %self.principal.as_deref().unwrap_or("-"),
             allowed = t.get(Verdict::Allow),
             asked = t.get(Verdict::Ask),

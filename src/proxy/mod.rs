@@ -61,8 +61,10 @@ fn reply(b: Bytes) -> ProxyBody {
 }
 
 /// Handles one agent request; never fails (errors become responses here).
-/// Every response carries the request's id (`x-request-id`), which its
-/// audit records and log lines carry too.
+/// Every response carries the request's id (`x-toolgate-request-id`),
+/// which its audit records and log lines carry too; `x-request-id` is the
+/// provider's when it answered with one (its SDKs read it there), else
+/// toolgate's. The provider's id is written on the access line.
 /// The access line is written when the response body ends.
 pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
     let id = request_id(&state, req.headers());
@@ -75,14 +77,24 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
     access.trace = trace;
     let resp = respond(state, req, &mut access).instrument(span).await;
     let (mut head, body) = resp.into_parts();
+    access.upstream_request_id = [REQUEST_ID, PROVIDER_REQUEST_ID]
+        .iter()
+        .find_map(|n| head.headers.get(n))
+        .and_then(|v| id_text(v.as_bytes()))
+        .map(str::to_string);
     if let Ok(v) = HeaderValue::from_str(&access.request_id) {
-        head.headers.insert(REQUEST_ID, v);
+        if !head.headers.contains_key(REQUEST_ID) {
+            head.headers.insert(REQUEST_ID, v.clone());
+        }
+        head.headers.insert(TOOLGATE_REQUEST_ID, v);
     }
     access.status = head.status.as_u16();
     Response::from_parts(head, Logged::new(body, access).boxed_unsync())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const PROVIDER_REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
+const TOOLGATE_REQUEST_ID: HeaderName = HeaderName::from_static("x-toolgate-request-id");
 
 /// The answer on a connection over `[limits] max_connections`: a 503 in
 /// the path's error shape, with `Retry-After`, and the connection closed.
@@ -99,10 +111,17 @@ pub fn busy(req: Request<Incoming>, limit: &'static str) -> Response<ProxyBody> 
 /// nothing else of the agent's is.
 fn request_id(state: &State, h: &HeaderMap) -> String {
     h.get(REQUEST_ID)
-        .map(HeaderValue::as_bytes)
-        .filter(|b| (1..=128).contains(&b.len()) && b.iter().all(|c| c.is_ascii_graphic()))
-        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|v| id_text(v.as_bytes()))
         .map_or_else(|| state.request_id(), str::to_string)
+}
+
+/// `b` when it reads as an id: 1 to 128 visible ASCII characters.
+fn id_text(b: &[u8]) -> Option<&str> {
+    if (1..=128).contains(&b.len()) && b.iter().all(|c| c.is_ascii_graphic()) {
+        std::str::from_utf8(b).ok()
+    } else {
+        None
+    }
 }
 
 /// Phases: authenticate (principal) → route → gated or pass-through.
@@ -246,7 +265,7 @@ async fn upstream_status(
 ) -> Error {
     let limits: HeaderMap = h
         .iter()
-        .filter(|(k, _)| is_rate_limit(k.as_str()))
+        .filter(|(k, _)| kept_with_error(k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let body = match ContentDecoder::for_headers(h) {
@@ -277,9 +296,12 @@ async fn upstream_status(
     }
 }
 
-/// Headers that tell a client when to retry: passed on with an upstream error.
-fn is_rate_limit(name: &str) -> bool {
-    name == "retry-after"
+/// Headers that tell a client when to retry, and which request the provider
+/// answered: passed on with an upstream error.
+fn kept_with_error(name: &str) -> bool {
+    name == "x-request-id"
+        || name == "request-id"
+        || name == "retry-after"
         || name == "retry-after-ms"
         || name.starts_with("x-ratelimit-")
         || name.starts_with("anthropic-ratelimit-")

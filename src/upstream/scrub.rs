@@ -19,15 +19,16 @@ const MASK: &[u8] = b"[REDACTED:upstream_key]";
 
 /// Response headers the agent is given (any other upstream header stays
 /// here): the body's type and caching, when to retry, rate limits, and the
-/// provider's request id and timing, which SDKs read. (`x-request-id` is
-/// toolgate's own, set on every response.)
-const KEEP: [&str; 9] = [
+/// provider's request id (`x-request-id`, Anthropic's `request-id`) and
+/// timing, which SDKs read. (toolgate's own id is `x-toolgate-request-id`.)
+const KEEP: [&str; 10] = [
     "content-type",
     "cache-control",
     "retry-after",
     "retry-after-ms",
     "x-should-retry",
     "request-id",
+    "x-request-id",
     "openai-processing-ms",
     "openai-version",
     "anthropic-version",

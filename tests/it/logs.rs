@@ -44,7 +44,11 @@ async fn access_lines(bin: &Bin, n: usize) -> Vec<Value> {
 
 #[tokio::test]
 async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
-    let mock = Mock::start(vec![Reply::sse(stream_with_two_calls())]).await;
+    let mock = Mock::start(vec![Reply::Headed(
+        vec![("x-request-id", "req_up_log".into())],
+        Box::new(Reply::sse(stream_with_two_calls())),
+    )])
+    .await;
     let policy = "[[rule]]\nname = \"no-shell\"\ntools = [\"shell\"]\nverdict = \"deny\"\n\n[[rule]]\nname = \"reads\"\ntools = [\"read_file\"]\nverdict = \"allow\"\n";
     let bin = Bin::start(
         &mock.base_url(),
@@ -86,6 +90,10 @@ async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
     assert_eq!(gated["status"], 200);
     assert_eq!(gated["principal"], "anonymous");
     assert_eq!(
+        gated["upstream_request_id"], "req_up_log",
+        "the provider's id"
+    );
+    assert_eq!(
         (
             gated["allowed"].as_u64(),
             gated["denied"].as_u64(),
@@ -102,6 +110,7 @@ async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
         (refused["route"].as_str(), refused["status"].as_u64()),
         (Some("refused"), Some(404))
     );
+    assert_eq!(refused["upstream_request_id"], "-");
     let bad = by_id("req-log-3");
     assert_eq!(
         (bad["route"].as_str(), bad["status"].as_u64()),

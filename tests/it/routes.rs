@@ -432,3 +432,70 @@ async fn the_model_list_goes_to_the_upstream_of_the_clients_family() {
     assert_eq!(anthropic.requests().len(), 1);
     gate.stop().await;
 }
+
+#[tokio::test]
+async fn the_providers_request_id_reaches_the_agent_and_toolgates_has_its_own_name() {
+    let ok = Reply::Headed(
+        vec![("x-request-id", "req_provider_1".into())],
+        Box::new(Reply::json(200, r#"{"object":"list","data":[]}"#)),
+    );
+    let mock = Mock::start(vec![ok]).await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let a = send(
+        "GET",
+        &format!("{}/v1/models", gate.url),
+        &[("x-request-id", "agent-7")],
+        "",
+    )
+    .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        a.headers["x-request-id"], "req_provider_1",
+        "where the SDKs read it"
+    );
+    assert_eq!(a.headers["x-toolgate-request-id"], "agent-7");
+    gate.stop().await;
+
+    // An error the provider answered keeps its request id too (Anthropic's
+    // `request-id`), beside the rate-limit headers.
+    let refused = Reply::Headed(
+        vec![
+            ("request-id", "req_ant_9".into()),
+            ("retry-after", "3".into()),
+        ],
+        Box::new(Reply::json(
+            429,
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+        )),
+    );
+    let mock = Mock::start(vec![refused]).await;
+    let gate = start_gate(
+        &mock.base_url(),
+        ALLOW_ALL,
+        &messages_upstream(&mock.base_url()),
+    )
+    .await;
+    let body =
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]});
+    let a = send(
+        "POST",
+        &format!("{}/v1/messages", gate.url),
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 429, "{}", a.text());
+    assert_eq!(a.headers["request-id"], "req_ant_9");
+    assert_eq!(a.headers["retry-after"], "3");
+    assert!(a.headers.contains_key("x-toolgate-request-id"));
+    // Without a provider id, x-request-id is toolgate's own.
+    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let gate2 = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let a = send("GET", &format!("{}/v1/models", gate2.url), &[], "").await;
+    assert_eq!(
+        a.headers["x-request-id"],
+        a.headers["x-toolgate-request-id"]
+    );
+    gate.stop().await;
+    gate2.stop().await;
+}
