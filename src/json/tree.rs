@@ -123,11 +123,47 @@ pub fn lean_value(raw: &RawValue) -> Result<serde_json::Value, serde_json::Error
             }
             Ok(Value::Array(out))
         }
-        Some(b'"') => super::string_literal(s)
-            .map(|v| Value::String(v.into_owned()))
+        Some(b'"') => long_string(s)
+            .map(Value::String)
             .ok_or_else(|| serde_json::Error::custom("invalid string escape")),
         _ => serde_json::from_str(s),
     }
+}
+
+/// Bytes of a long string literal serde_json reads at a time.
+const PIECE: usize = 64 * 1024;
+
+/// A long string literal's value, read by serde_json a piece at a time into
+/// a string of its final size (a whole literal would take serde_json's
+/// doubling scratch buffer and then a copy: up to three times its size). A
+/// piece ends only where the 12 bytes before the cut hold no backslash, so
+/// no escape (a surrogate pair is the longest, 12 bytes) spans a cut: each
+/// piece is a JSON string of its own, and the pieces' values join to the
+/// whole literal's. A literal with no such place is read whole.
+fn long_string(lit: &str) -> Option<String> {
+    let inner = lit.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut piece = String::with_capacity(PIECE.min(inner.len()) + 2);
+    let mut rest = inner;
+    while !rest.is_empty() {
+        let (head, tail) = rest.split_at(cut_point(rest));
+        piece.clear();
+        piece.push('"');
+        piece.push_str(head);
+        piece.push('"');
+        out.push_str(&super::string_literal(&piece)?);
+        rest = tail;
+    }
+    Some(out)
+}
+
+/// Where the next piece of a literal's content `s` ends: at [`PIECE`] bytes
+/// or the first place after it that no escape spans; else the whole of `s`.
+fn cut_point(s: &str) -> usize {
+    let b = s.as_bytes();
+    (PIECE..b.len())
+        .find(|&i| s.is_char_boundary(i) && !b[i - 12..i].contains(&b'\\'))
+        .unwrap_or(b.len())
 }
 
 /// Roughly what a parsed tree (`serde_json::Value`) of `text` takes in
@@ -166,6 +202,36 @@ pub fn tree_cost(text: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_string_read_in_pieces_is_what_serde_json_reads_whole() {
+        let texts = [
+            "line of text\\n".repeat(20_000),
+            // Surrogate pairs (12 bytes) with few places to cut.
+            "\\ud83d\\ude00ab".repeat(30_000),
+            format!(
+                "{}\\ud83d\\ude00{}",
+                "é".repeat(40_000),
+                "x\\\"y\\\\".repeat(20_000)
+            ),
+            "z".repeat(200_000),
+            // Escapes everywhere: no place to cut, read whole.
+            "\\n".repeat(70_000),
+        ];
+        for t in &texts {
+            let lit = format!("\"{t}\"");
+            let whole: String = serde_json::from_str(&lit).unwrap();
+            assert_eq!(long_string(&lit).as_deref(), Some(whole.as_str()));
+        }
+        for bad in [
+            format!("\"{}\\ud83d{}\"", "a".repeat(70_000), "b".repeat(10)),
+            format!("\"{}\u{1}{}\"", "a".repeat(70_000), "b".repeat(10)),
+            format!("\"{}\"{}\"", "a".repeat(70_000), "b".repeat(10)),
+        ] {
+            assert!(serde_json::from_str::<String>(&bad).is_err());
+            assert_eq!(long_string(&bad), None);
+        }
+    }
 
     #[test]
     fn the_strict_tree_refuses_repeated_keys_at_any_depth() {
