@@ -1,20 +1,22 @@
-//! The protocol layer: one codec per wire format around the canonical [`Call`].
+//! The protocol layer: one codec per wire format around the canonical
+//! [`Call`](crate::call::Call).
 //!
 //! A codec knows everything about its wire format and nothing about the
 //! gates: it reads the request's declared tools, texts and tool results
 //! ([`Parsed`]), rewrites the request (fence, hidden tools), and turns the
-//! upstream response into held [`Call`]s, releasing each one byte-identical or
-//! replacing it by a neutral failure as the [`Release`] verdicts say. The
-//! gates see only [`Call`] and [`crate::context::Context`].
+//! upstream response into held calls, releasing each one byte-identical or
+//! replacing it by a neutral failure as the [`crate::call::Release`]
+//! verdicts say. The gates see only [`crate::call::Call`] and
+//! [`crate::context::Context`].
 //!
 //! - [`chat`]: Chat Completions (`/v1/chat/completions`).
 //! - [`responses`]: the Responses API (`/v1/responses`).
 //! - [`messages`]: the Anthropic Messages API (`/v1/messages`).
-//! - [`sse`], [`json`]: the event-stream decoder and borrowed JSON, shared.
+//! - [`sse`]: the event-stream decoder; [`crate::json`]: borrowed JSON, shared.
 //!
-//! Adding a wire format: a folder with its request reader, stream rewriter
-//! and whole-body rewriter; a variant of [`Protocol`] and an arm in each of
-//! its matches; a row in the route table (`proxy::route`).
+//! The stream rewriter's contract is in [`Rewriter`], what carries over to
+//! later requests in [`Resumption`] and [`Withheld`], the one event loop in `events.rs`.
+//! Adding a wire format: see docs/ARCHITECTURE.md ("How to add").
 
 pub mod chat;
 pub mod messages;
@@ -26,6 +28,10 @@ pub(crate) mod events;
 pub mod sse;
 
 pub use complete::{Complete, Reading};
+mod resumption;
+mod rewriter;
+pub use resumption::{add_usage, append_turn, join_whole, Resumption, Stored, Withheld};
+pub use rewriter::{Options, Rewriter, Step, Totals, Update};
 pub mod sync_driver;
 pub mod text_calls;
 pub mod usage;
@@ -35,7 +41,6 @@ use std::collections::HashMap;
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Map, Value};
 
-use crate::call::{Call, Release};
 use crate::context::{Declared, Texts};
 use crate::error::Error;
 use crate::fence::{self, ToolResult};
@@ -254,250 +259,13 @@ pub struct Parsed {
     pub explicit: Vec<String>,
 }
 
-/// What a streaming rewriter's driver must do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// Everything available was processed; push more bytes (or call `end`).
-    NeedMore,
-    /// Gate [`Rewriter::pending`] and call [`Rewriter::resolve`].
-    Gate,
-}
-
-/// Limits and texts for one response.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub neutral_message: std::sync::Arc<str>,
-    pub max_event_bytes: usize,
-    pub max_call_bytes: usize,
-    pub max_held_bytes: usize,
-    /// Keys the ids of messages that replace withheld calls.
-    pub id_key: [u8; 32],
-    /// A choice whose every call is withheld for `resume` may be continued
-    /// by a follow-up request (the request has one choice, and follow-ups
-    /// are left); else such a choice gets the neutral text.
-    pub resume: bool,
-    /// The tool result a follow-up answers each withheld call with.
-    pub neutral_result: std::sync::Arc<str>,
-    /// The neutral text is a refusal (the request asked for structured
-    /// output); Chat Completions writes it as `refusal`, not `content`.
-    pub refusal: bool,
-    /// Tool calls written as text are held and gated (`[gate] text_tool_calls`).
-    pub text_calls: bool,
-}
-
-/// A response whose calls were all withheld for `resume`: what the
-/// follow-up request adds to the conversation, and what the agent was not
-/// sent of the response so far.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Resumption {
-    /// Appended to the conversation (`messages`, or `input`): the assistant
-    /// turn with the withheld calls, then a neutral result for each.
-    pub turn: Vec<Value>,
-    /// Tools of `deny`ed calls: removed from the follow-up's `tools`.
-    pub denied: Vec<String>,
-    /// The response's text before its calls (whole chat bodies), joined to
-    /// the continuation's.
-    pub text: Option<String>,
-    /// The response's other blocks (whole Messages bodies), put before the
-    /// continuation's.
-    pub blocks: Vec<Value>,
-    /// The response's token usage, added to the continuation's.
-    pub usage: Option<Value>,
-    /// The response's id, when the provider stores it (Responses): the
-    /// follow-up continues from it.
-    pub previous: Option<String>,
-}
-
-impl Resumption {
-    /// The calls of a stored response whose follow-up failed: they are
-    /// answered when the agent continues from it, as withheld calls are.
-    pub fn unanswered(&self) -> Option<Withheld> {
-        let id = self.previous.as_ref()?;
-        let calls = self
-            .turn
-            .iter()
-            .filter(|i| i["type"] == "function_call")
-            .filter_map(|i| {
-                Some((
-                    i["call_id"].as_str()?.to_string(),
-                    "function_call".to_string(),
-                ))
-            })
-            .collect();
-        Some(Withheld {
-            response_id: id.clone(),
-            calls,
-        })
-    }
-}
-
-/// What toolgate remembers of stored responses (kept by the proxy's state).
-pub trait Stored {
-    /// The response that continued stored response `id`, if any.
-    fn renamed(&self, id: &str) -> Option<std::sync::Arc<str>>;
-    /// The `(call id, item type)` of calls withheld from stored response `id`.
-    fn withheld(&self, id: &str) -> Option<std::sync::Arc<Vec<(String, String)>>>;
-}
-
-/// Appends a resumption's turn to the request's `list` (`messages`).
-pub fn append_turn(body: &mut Value, list: &str, r: &Resumption) -> Result<(), Error> {
-    body.get_mut(list)
-        .and_then(Value::as_array_mut)
-        .ok_or(Error::UpstreamUnreadable(
-            "the request has no messages to continue",
-        ))?
-        .extend(r.turn.iter().cloned());
-    Ok(())
-}
-
-/// A whole continuation `last` as the agent receives it: under the first
-/// response's `keys` (its id, …), the `blocks` of the responses continued
-/// (`before`) put before its own in `list` when given, usage summed.
-pub fn join_whole(
-    first: &Value,
-    before: &[Resumption],
-    last: &mut Value,
-    keys: &[&str],
-    list: Option<&str>,
-) {
-    let Value::Object(obj) = last else {
-        return;
-    };
-    for key in keys {
-        if let Some(v) = first.get(*key) {
-            obj.insert(key.to_string(), v.clone());
-        }
-    }
-    if let Some(list) = list {
-        let mut items: Vec<Value> = before.iter().flat_map(|r| r.blocks.clone()).collect();
-        if let Some(Value::Array(own)) = obj.get(list) {
-            items.extend(own.iter().cloned());
-        }
-        obj.insert(list.to_string(), Value::Array(items));
-    }
-    for u in before.iter().filter_map(|r| r.usage.as_ref()) {
-        add_usage(obj.entry("usage").or_insert(Value::Null), u);
-    }
-}
-
-/// Adds the numbers of `extra` into `into`, key by key (token usage).
-pub fn add_usage(into: &mut Value, extra: &Value) {
-    match (into, extra) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(slot) => add_usage(slot, v),
-                    None => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (slot @ Value::Number(_), Value::Number(n)) => {
-            let sum = match (slot.as_u64(), n.as_u64()) {
-                (Some(x), Some(y)) => Value::from(x.saturating_add(y)),
-                _ => Value::from(slot.as_f64().unwrap_or(0.0) + n.as_f64().unwrap_or(0.0)),
-            };
-            *slot = sum;
-        }
-        (slot @ Value::Null, v) => *slot = v.clone(),
-        _ => {}
-    }
-}
-
-/// The calls of a stored response that were withheld, so that a request
-/// continuing from it can answer them (the provider still holds them).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Withheld {
-    pub response_id: String,
-    /// `(call id, item type)` of each withheld call.
-    pub calls: Vec<(String, String)>,
-}
-
 /// An upstream body toolgate cannot read in exactly one way: the response
 /// fails closed with `why` (for the log; the agent sees a generic error).
 pub(crate) fn malformed(why: &'static str) -> Error {
     Error::UpstreamUnreadable(why)
 }
 
-/// What a [`Rewriter`] reports to its driver besides the bytes it writes
-/// ([`Rewriter::poll`]; an SSE event is [`sse::Event`], a different thing).
-#[derive(Debug)]
-pub enum Update {
-    /// Call events were read since the last poll. The driver notes the
-    /// time once per upstream frame, not once per event.
-    CallRead,
-    /// Calls just withheld from a stored response: remembered before
-    /// anything of this answer goes out, so a request continuing from it
-    /// finds the record.
-    Withheld(Withheld),
-    /// Calls the provider ran itself (for the audit trail; they were gated
-    /// on the request).
-    Hosted(Vec<Call>),
-    /// Every call of the response was withheld for `resume`: the rest of
-    /// this upstream stream is read but not sent, and the driver makes the
-    /// follow-up request (or calls [`Rewriter::give_up`]).
-    Resumption(Resumption),
-    /// A response the agent knows by `first` that the provider continued
-    /// as `then` (`resume` on a stored response): a later request
-    /// continuing from `first` is sent on from `then`.
-    Renamed { first: String, then: String },
-}
-
-/// What a stream came to: the tokens the upstream reported, and the call
-/// events that arrived after their call was decided (stripped).
-#[derive(Debug, Default)]
-pub struct Totals {
-    pub usage: usage::Usage,
-    pub late_deltas: u64,
-}
-
-/// A sans-IO streaming rewriter: one per response, one implementation per
-/// wire format. Text passes at once; a call is held from its first event to
-/// its last, then gated.
-///
-/// Feed upstream bytes with [`Rewriter::push`], then call
-/// [`Rewriter::process`]: it appends what the agent may see now to `out` and
-/// stops with [`Step::Gate`] when calls are held and complete. The driver
-/// gates [`Rewriter::pending`] and hands one verdict per call to
-/// [`Rewriter::resolve`]. At end of input call [`Rewriter::end`]; on any
-/// error call [`Rewriter::fail`], which never releases held calls. After
-/// each of these, [`Rewriter::poll`] until it answers `None`.
-pub trait Rewriter: Send {
-    fn push(&mut self, bytes: &[u8]);
-    fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error>;
-    /// At end of input: `Gate` when the last events completed held calls;
-    /// an error when calls are held that never completed.
-    fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error>;
-    /// The calls held behind the current gate.
-    fn pending(&self) -> &[Call];
-    /// Releases or replaces the pending calls; a missing verdict withholds.
-    fn resolve(&mut self, verdicts: &[Release], out: &mut BytesMut);
-    /// Ends the stream after `err` with the format's error ending. Returns
-    /// the calls that were held and are now dropped without release.
-    fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call>;
-    /// What the rewriter has to report besides the bytes it wrote, one at a
-    /// time; the driver asks after every `process`, `end`, `resolve`,
-    /// `fail` and `give_up` until it answers `None`.
-    fn poll(&mut self) -> Option<Update>;
-    /// The gate is slow (a call waits for a person, maybe for minutes):
-    /// what is held meanwhile is kept in its smallest form.
-    fn compact(&mut self) {}
-    /// The follow-up's stream comes next: it is read as the continuation of
-    /// the response the agent is receiving (one id, one ending, usage
-    /// summed). `resume` says whether it may be continued again.
-    fn continue_with(&mut self, _resume: bool) {}
-    /// The follow-up could not be made: the response ends as `drop` would
-    /// have ended it.
-    fn give_up(&mut self, _out: &mut BytesMut) {}
-    /// What the stream(s) came to, asked once when the body is dropped.
-    fn totals(&mut self) -> Totals;
-    /// Bytes held back from the agent now (held calls and what is kept
-    /// behind them), charged to the shared budget while held.
-    fn held_bytes(&self) -> usize;
-}
-
-/// An error when `ambiguous` (see [`json::Obj::ambiguous`]).
+/// An error when `ambiguous` (see [`crate::json::Obj::ambiguous`]).
 pub fn fold_guard(ambiguous: bool) -> Result<(), Error> {
     if ambiguous {
         return Err(Error::UpstreamUnreadable(
@@ -508,7 +276,7 @@ pub fn fold_guard(ambiguous: bool) -> Result<(), Error> {
 }
 
 /// The same check over a parsed map (repeated keys are refused by the parse,
-/// [`json::strict_value`]).
+/// [`crate::json::strict_value`]).
 pub fn map_guard(m: &Map<String, Value>, known: &[&str]) -> Result<(), Error> {
     fold_guard(m.keys().any(|k| crate::fold::impersonates(k, known)))
 }
