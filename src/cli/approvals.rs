@@ -112,12 +112,14 @@ async fn answer(
 /// characters shown escaped (a terminal would act on them).
 fn cell(v: &Value, key: &str) -> String {
     let text = v.get(key).and_then(Value::as_str).unwrap_or("-");
-    text.chars()
-        .flat_map(|c| match c.is_control() {
-            true => c.escape_default().collect::<Vec<char>>(),
-            false => vec![c],
-        })
-        .collect()
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c.is_control() {
+            true => out.extend(c.escape_default()),
+            false => out.push(c),
+        }
+    }
+    out
 }
 
 /// A call's arguments as compact JSON (serde_json writes control

@@ -56,11 +56,6 @@ pub struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
-    /// The tokens the body reports, for the metrics.
-    pub fn usage(&self) -> crate::protocol::usage::Usage {
-        crate::protocol::usage::Usage::of_top(&self.top)
-    }
-
     /// Parses `text` and finds its calls. An `error` object is an error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Body<'a>, Error> {
         // A repeated key anywhere fails, also in members read no further
@@ -146,11 +141,6 @@ impl<'a> Body<'a> {
         self.refusal = yes;
     }
 
-    /// The calls, in body order.
-    pub fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
     /// The follow-up `resume` needs when the body has one choice and every
     /// one of its calls is withheld for resume; call before [`Self::forget_calls`].
     pub fn resumption(&self, verdicts: &[Release], result: &str) -> Option<Resumption> {
@@ -198,11 +188,6 @@ impl<'a> Body<'a> {
                 .and_then(|u| serde_json::from_str(u.get()).ok()),
             ..Resumption::default()
         })
-    }
-
-    /// Drops the calls' own copies (arguments) once they are decided.
-    pub fn forget_calls(&mut self) {
-        self.calls = Vec::new();
     }
 
     /// Writes the body with the calls whose `allowed` entry is false removed
@@ -452,16 +437,16 @@ use write::{append_neutral, write_reasoning, write_tools};
 
 impl crate::protocol::Complete for Body<'_> {
     fn usage(&self) -> crate::protocol::usage::Usage {
-        Body::usage(self)
+        crate::protocol::usage::Usage::of_top(&self.top)
     }
     fn calls(&self) -> &[Call] {
-        Body::calls(self)
+        &self.calls
     }
     fn resumption(&self, _text: &str, verdicts: &[Release], result: &str) -> Option<Resumption> {
         Body::resumption(self, verdicts, result)
     }
     fn forget_calls(&mut self) {
-        Body::forget_calls(self)
+        self.calls = Vec::new();
     }
     fn rewrite(
         &self,

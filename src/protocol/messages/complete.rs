@@ -30,11 +30,6 @@ pub struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
-    /// The tokens the body reports, for the metrics.
-    pub fn usage(&self) -> crate::protocol::usage::Usage {
-        crate::protocol::usage::Usage::of_top(&self.top)
-    }
-
     /// Parses `text` and finds its call blocks. A body of type `error` is the
     /// provider's error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Body<'a>, Error> {
@@ -92,21 +87,6 @@ impl<'a> Body<'a> {
             calls,
             hosted,
         })
-    }
-
-    /// The calls, in `content` order.
-    pub fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    /// Provider-run calls, for the audit trail.
-    pub fn hosted(&self) -> &[Call] {
-        &self.hosted
-    }
-
-    /// Drops the calls' own copies (arguments) once they are decided.
-    pub fn forget_calls(&mut self) {
-        self.calls = Vec::new();
     }
 
     /// Writes the body without the withheld calls; false, with nothing
@@ -167,13 +147,13 @@ impl<'a> Body<'a> {
 
 impl crate::protocol::Complete for Body<'_> {
     fn usage(&self) -> crate::protocol::usage::Usage {
-        Body::usage(self)
+        crate::protocol::usage::Usage::of_top(&self.top)
     }
     fn calls(&self) -> &[Call] {
-        Body::calls(self)
+        &self.calls
     }
     fn hosted(&self) -> &[Call] {
-        Body::hosted(self)
+        &self.hosted
     }
     fn resumption(
         &self,
@@ -184,7 +164,7 @@ impl crate::protocol::Complete for Body<'_> {
         super::follow::whole(text, verdicts, result)
     }
     fn forget_calls(&mut self) {
-        Body::forget_calls(self)
+        self.calls = Vec::new();
     }
     fn rewrite(
         &self,
@@ -200,6 +180,7 @@ impl crate::protocol::Complete for Body<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Complete;
     use serde_json::json;
 
     fn body(stop: &str) -> String {

@@ -37,11 +37,6 @@ pub struct Body<'a> {
 }
 
 impl<'a> Body<'a> {
-    /// The tokens the body reports, for the metrics.
-    pub fn usage(&self) -> crate::protocol::usage::Usage {
-        crate::protocol::usage::Usage::of_top(&self.top)
-    }
-
     /// Parses `text` and finds its call items. An `error` object without
     /// an `output` is the provider's error.
     pub fn parse(text: &'a str, max_call_bytes: usize) -> Result<Body<'a>, Error> {
@@ -120,21 +115,6 @@ impl<'a> Body<'a> {
         self.refusal = yes;
     }
 
-    /// The response's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The calls, in `output` order.
-    pub fn calls(&self) -> &[Call] {
-        &self.calls
-    }
-
-    /// Drops the calls' own copies (arguments) once they are decided.
-    pub fn forget_calls(&mut self) {
-        self.calls = Vec::new();
-    }
-
     fn withheld_flags(&self, verdicts: &[Release]) -> Vec<(ItemClass, bool)> {
         let mut n = 0;
         self.items
@@ -196,9 +176,39 @@ impl<'a> Body<'a> {
         out.text("}");
         true
     }
+}
 
-    /// The calls withheld from this response, for a request continuing from it.
-    pub fn withheld(&self, verdicts: &[Release]) -> Option<Withheld> {
+impl crate::protocol::Complete for Body<'_> {
+    fn usage(&self) -> crate::protocol::usage::Usage {
+        crate::protocol::usage::Usage::of_top(&self.top)
+    }
+    fn calls(&self) -> &[Call] {
+        &self.calls
+    }
+    fn id(&self) -> Option<&str> {
+        Some(self.id.as_str()).filter(|i| !i.is_empty())
+    }
+    fn resumption(
+        &self,
+        text: &str,
+        verdicts: &[Release],
+        result: &str,
+    ) -> Option<crate::protocol::Resumption> {
+        super::follow::whole(text, verdicts, result)
+    }
+    fn forget_calls(&mut self) {
+        self.calls = Vec::new();
+    }
+    fn rewrite(
+        &self,
+        verdicts: &[Release],
+        neutral: &str,
+        id_key: &[u8; 32],
+        out: &mut crate::json::Spliced<'_>,
+    ) -> bool {
+        Body::rewrite(self, verdicts, neutral, &Ids::new(id_key), out)
+    }
+    fn withheld(&self, verdicts: &[Release]) -> Option<Withheld> {
         let flags = self.withheld_flags(verdicts);
         let calls: Vec<(String, String)> = self
             .items
@@ -214,44 +224,10 @@ impl<'a> Body<'a> {
     }
 }
 
-impl crate::protocol::Complete for Body<'_> {
-    fn usage(&self) -> crate::protocol::usage::Usage {
-        Body::usage(self)
-    }
-    fn calls(&self) -> &[Call] {
-        Body::calls(self)
-    }
-    fn id(&self) -> Option<&str> {
-        Some(Body::id(self)).filter(|i| !i.is_empty())
-    }
-    fn resumption(
-        &self,
-        text: &str,
-        verdicts: &[Release],
-        result: &str,
-    ) -> Option<crate::protocol::Resumption> {
-        super::follow::whole(text, verdicts, result)
-    }
-    fn forget_calls(&mut self) {
-        Body::forget_calls(self)
-    }
-    fn rewrite(
-        &self,
-        verdicts: &[Release],
-        neutral: &str,
-        id_key: &[u8; 32],
-        out: &mut crate::json::Spliced<'_>,
-    ) -> bool {
-        Body::rewrite(self, verdicts, neutral, &Ids::new(id_key), out)
-    }
-    fn withheld(&self, verdicts: &[Release]) -> Option<Withheld> {
-        Body::withheld(self, verdicts)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Complete;
     use serde_json::json;
 
     fn body() -> String {

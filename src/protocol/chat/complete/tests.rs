@@ -1,5 +1,6 @@
 //! Unit tests of the whole-body chat rewriter.
 use super::*;
+use crate::protocol::Complete;
 use serde_json::{json, Value};
 
 fn body() -> String {
