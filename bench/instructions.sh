@@ -22,7 +22,7 @@ command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install va
 MOCK=127.0.0.1:9911
 GATE=127.0.0.1:9912
 
-cargo build --release --quiet --example mock_upstream
+cargo build --release --quiet --bin toolgate
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cat > "$tmp/toolgate.toml" <<CFG
@@ -35,7 +35,7 @@ api_key_env = "TOOLGATE_BENCH_KEY"
 [audit]
 path = "/dev/null"
 CFG
-target/release/examples/mock_upstream "$MOCK" 2>/dev/null &
+target/release/toolgate mock --script bench/mock.toml --listen "$MOCK" >/dev/null 2>&1 &
 
 cat > "$tmp/client.py" <<'PY'
 import http.client, json, sys

@@ -13,7 +13,7 @@ ADMIN=127.0.0.1:9903
 # toolgate on its own: built with the examples, it would take the
 # dev-dependencies' features, which the shipped binary does not have.
 cargo build --release --quiet --bin toolgate
-cargo build --release --quiet --example mock_upstream --example loadgen
+cargo build --release --quiet --bin toolgate --example loadgen
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
@@ -28,7 +28,7 @@ api_key_env = "TOOLGATE_BENCH_KEY"
 path = "$tmp/audit.jsonl"
 CFG
 
-target/release/examples/mock_upstream "$MOCK" 2>/dev/null &
+target/release/toolgate mock --script bench/mock.toml --listen "$MOCK" >/dev/null 2>&1 &
 TOOLGATE_BENCH_KEY=sk-bench TOOLGATE_LOG=warn target/release/toolgate serve --config "$tmp/toolgate.toml" &
 TG_PID=$!
 # CPU seconds (user+system) a process has used so far.

@@ -19,7 +19,7 @@ ADMIN=127.0.0.1:9913
 # toolgate on its own: built with the examples, it would take the
 # dev-dependencies' features, which the shipped binary does not have.
 cargo build --release --quiet --bin toolgate
-cargo build --release --quiet --example mock_upstream --example slowload
+cargo build --release --quiet --bin toolgate --example slowload
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
@@ -38,7 +38,7 @@ max_streams = $STREAMS
 path = "$tmp/audit.jsonl"
 CFG
 
-MOCK_EVENT_DELAY_MS=$DELAY_MS target/release/examples/mock_upstream "$MOCK" 2>/dev/null &
+target/release/toolgate mock --script bench/mock.toml --event-delay-ms "$DELAY_MS" --listen "$MOCK" >/dev/null 2>&1 &
 TOOLGATE_BENCH_KEY=sk-bench TOOLGATE_LOG=warn target/release/toolgate serve --config "$tmp/toolgate.toml" &
 TG_PID=$!
 for _ in $(seq 50); do curl -fsS "http://$ADMIN/readyz" >/dev/null 2>&1 && break; sleep 0.1; done

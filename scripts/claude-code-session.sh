@@ -5,7 +5,7 @@
 #   (npm install @anthropic-ai/claude-code; the binary is
 #    node_modules/@anthropic-ai/claude-code-linux-x64/claude)
 #
-# A scripted provider (scripts/anthropic_mock.py) asks for a `Write` of a file
+# A scripted provider (`toolgate mock`) asks for a `Write` of a file
 # named PWNED and a `Read` of /etc/hostname; a policy denies the Write. The
 # session must end normally, the file must not exist, and the audit trail
 # must show the Write denied and the Read allowed.
@@ -35,9 +35,28 @@ dir = "policies"
 [audit]
 path = "audit.jsonl"
 TOML
-python3 "$repo/scripts/anthropic_mock.py" 18081 Write \
-  "{\"file_path\": \"$work/project/PWNED\", \"content\": \"owned\"}" 2> "$work/provider.log" &
+cat > "$work/provider.toml" <<TOML
+# Claude Code's first turn declares Write: the model calls it (and Read);
+# once tool results came back it answers; anything else (titles) gets text.
+fragments = 4
+[[rule]]
+declared = "Write"
+results = false
+text = "I will do that."
+[[rule.call]]
+name = "Write"
+arguments = { file_path = "$work/project/PWNED", content = "owned" }
+[[rule.call]]
+name = "Read"
+arguments = { file_path = "/etc/hostname" }
+[[rule]]
+results = true
+text = "Done."
+[[rule]]
+text = "Mock title"
+TOML
 (cd "$repo" && cargo build --release --quiet)
+"$repo/target/release/toolgate" mock --script "$work/provider.toml" --listen 127.0.0.1:18081 > /dev/null 2> "$work/provider.log" &
 MOCK_ANTHROPIC_KEY=sk-mock "$repo/target/release/toolgate" serve --config "$work/toolgate.toml" 2> "$work/toolgate.log" &
 for _ in $(seq 50); do "$repo/target/release/toolgate" health --addr 127.0.0.1:19090 && break; sleep 0.2; done
 (cd "$work/project" && IS_SANDBOX=1 HOME="$work/home" \
@@ -53,7 +72,6 @@ audit = [json.loads(l) for l in open(f"{work}/audit.jsonl")]
 decided = sorted((r["tool"], r["verdict"]) for r in audit if r.get("protocol") == "messages")
 print("claude result:", result["result"], "| turns:", result["num_turns"], "| error:", result["is_error"])
 print("audit:", decided)
-print("provider saw:", open(f"{work}/provider.log").read().strip())
 assert not os.path.exists(f"{work}/project/PWNED"), "the denied Write ran"
 assert decided == [("Read", "allow"), ("Write", "deny")], decided
 assert not result["is_error"], result

@@ -5,7 +5,7 @@
 #     codegen unit; its own target dir), and trained on the embedded default
 #     policy, audit to a file:
 #     - chat streams and whole answers from the local mock
-#       (examples/mock_upstream.rs, examples/loadgen.rs), SECONDS_EACH each,
+#       (`toolgate mock --script bench/mock.toml`, examples/loadgen.rs), SECONDS_EACH each,
 #       and an agent's long history with its tool results (bench/agent_request.py);
 #     - every recorded provider exchange in FIXTURES (../shared/fixtures/sse,
 #       chat, Responses and Messages; streamed and whole) replayed PASSES
@@ -41,7 +41,7 @@ echo "== instrumented build (target/pgo-generate)"
 RUSTFLAGS="-Cprofile-generate=$PWD/target/pgo-generate/aside" CARGO_TARGET_DIR=target/pgo-generate \
   cargo build --profile dist --locked --quiet --bin toolgate
 # The mock and the load generator: an ordinary build.
-cargo build --release --locked --quiet --example mock_upstream --example loadgen
+cargo build --release --locked --quiet --bin toolgate --example loadgen
 bin=target/pgo-generate/dist
 
 MOCK=127.0.0.1:9911 REPLAY=9912 GATE=127.0.0.1:9913 ADMIN=127.0.0.1:9914
@@ -76,7 +76,7 @@ stop() { # the profile is written when toolgate exits
 }
 
 echo "== training: the local mock's chat streams and whole answers"
-target/release/examples/mock_upstream "$MOCK" 2>/dev/null &
+target/release/toolgate mock --script bench/mock.toml --listen "$MOCK" >/dev/null 2>&1 &
 sleep 0.3
 kill -0 $! || { echo "the mock did not start (is $MOCK taken?)" >&2; exit 1; }
 run "http://$MOCK/v1"

@@ -15,7 +15,8 @@
 //!
 //! [`protocol`] and [`gate`] never touch sockets and never import each
 //! other: they meet at [`call`] and [`context`]. [`app`] builds everything
-//! once; [`cli`] is the command line. `docs/ARCHITECTURE.md` has the
+//! once; [`cli`] is the command line; [`mock`] is a scripted provider to
+//! put behind it. `docs/ARCHITECTURE.md` has the
 //! layers (a test checks them) and the code map.
 
 // Leaves.
@@ -45,6 +46,8 @@ pub mod telemetry;
 // Building and running it.
 pub mod app;
 pub mod cli;
+// The scripted provider, for trying and testing it.
+pub mod mock;
 
 pub use app::run;
 pub use config::Config;

@@ -74,6 +74,10 @@ pub enum Command {
     /// toolgate between a scripted agent and a scripted model (loopback
     /// only, no API key): four decisions, explained.
     Demo,
+    /// A scripted provider to put behind toolgate: answers Chat
+    /// Completions, Responses and Messages requests (streamed or not) by
+    /// the rules of a script, with no model and no key.
+    Mock(MockArgs),
     /// Provenance facts.
     #[command(subcommand)]
     Facts(FactsCommand),
@@ -93,6 +97,24 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct MockArgs {
+    /// Where to listen (port 0: any free port; the address is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:9901")]
+    pub listen: String,
+    /// The script (TOML rules; without it the built-in one: `email` gets a
+    /// `comm.email` call, anything else `get_weather`).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Milliseconds between streamed events (overrides the script's
+    /// `event_delay_ms`): a model that thinks between events.
+    #[arg(long, value_name = "MS")]
+    pub event_delay_ms: Option<u64>,
+    /// Print the built-in script and exit.
+    #[arg(long)]
+    pub print_script: bool,
 }
 
 #[derive(Debug, Args)]

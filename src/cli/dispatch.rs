@@ -150,6 +150,11 @@ fn run(cli: Cli) -> ExitCode {
             Ok((text, all_right)) => checked(&text, all_right),
             Err(e) => wrong(&e),
         },
+        Command::Mock(a) if a.print_script => write_out(crate::mock::DEFAULT_SCRIPT),
+        Command::Mock(a) => match block_on(true, crate::cli::mock::run(a)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => wrong(&e),
+        },
         Command::Facts(FactsCommand::Import { dir, out }) => {
             match crate::facts::bridge::import(dir, out) {
                 Ok(r) => write_out(&r.render(out)),

@@ -11,6 +11,7 @@ pub mod eval;
 pub mod explain;
 pub mod health;
 pub mod log;
+pub mod mock;
 pub mod scaffold;
 
 pub use dispatch::main;

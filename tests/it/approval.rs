@@ -29,7 +29,7 @@ pub fn approval_config(timeout: f64) -> String {
 /// A chat answer with `calls` (name, id, arguments): an SSE stream or a
 /// whole body, as the request asks.
 pub fn answer_with(calls: &'static [(&'static str, &'static str, &'static str)]) -> Reply {
-    Reply::Func(
+    func(
         std::sync::Arc::new(move |req: &Value| {
             if req["stream"] == json!(true) {
                 let mut body = chunk(
@@ -132,7 +132,7 @@ pub fn approval_records(audit: &[Value]) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_waits_and_gets_the_call_only_when_approved() {
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(&mock.base_url(), ASK, &approval_config(30.0)).await;
     let timed = start_gate(&mock.base_url(), ASK, &approval_config(0.8)).await;
     let neutral = "I wasn't able to complete that action.";
@@ -231,7 +231,7 @@ async fn the_openai_sdk_waits_and_gets_the_call_only_when_approved() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_stream_hears_keepalives_after_its_text_and_two_questions_are_answered_apart() {
-    let mock = Mock::start(vec![answer_with(&[
+    let mock = start_mock(vec![answer_with(&[
         ("pay", "call_a", ARGS),
         ("lookup", "call_l", "{}"),
         ("refund", "call_b", r#"{"id":7}"#),
@@ -329,7 +329,7 @@ pub async fn try_frame(body: &mut hyper::body::Incoming) -> Option<Vec<u8>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_arguments() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         answer_with(&[("pay", "call_1", ARGS)]),
         answer_with(&[("pay", "call_2", r#"{"amount": 500, "to": "mallory"}"#)]),
         answer_with(&[("pay", "call_3", ARGS)]),

@@ -12,7 +12,7 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaving_shutting_down_and_overflow_end_in_neutral_failures() {
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let extra = format!("{}max_pending = 1\n", approval_config(30.0));
     let gate = start_gate(&mock.base_url(), ASK, &extra).await;
     // The agent leaves: its question is withdrawn and audited as `left`.
@@ -64,7 +64,7 @@ async fn leaving_shutting_down_and_overflow_end_in_neutral_failures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitor_mode_audits_the_ask_and_releases_at_once() {
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let extra = format!("{}[policy]\nmode = \"monitor\"\n", approval_config(30.0));
     let gate = start_gate(&mock.base_url(), ASK, &extra).await;
     let a = post(&gate, &request(false)).await;
@@ -81,7 +81,7 @@ async fn monitor_mode_audits_the_ask_and_releases_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_call_gives_its_upstream_connection_back() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         answer_with(&[("pay", "call_1", ARGS)]),
         answer_with(&[("lookup", "call_2", "{}")]),
     ])
@@ -111,7 +111,7 @@ async fn a_waiting_call_gives_its_upstream_connection_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_leaving_a_whole_response_withdraws_its_question() {
     use tokio::io::AsyncWriteExt;
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(&mock.base_url(), ASK, &approval_config(30.0)).await;
     let body = request(false).to_string();
     let addr = gate.url.trim_start_matches("http://").to_string();

@@ -65,12 +65,12 @@ fn verify(seen: &Seen) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_webhook_may_answer_at_once() {
-    let hook = Mock::start(vec![Reply::json(
+    let hook = start_mock(vec![Reply::json(
         200,
         r#"{"decision":"approve","by":"pager-bot"}"#,
     )])
     .await;
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(
         &mock.base_url(),
         ASK,
@@ -106,8 +106,8 @@ async fn a_signed_webhook_may_answer_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_may_answer_later_through_the_api() {
-    let hook = Mock::start(vec![Reply::json(202, r#"{"received":true}"#)]).await;
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let hook = start_mock(vec![Reply::json(202, r#"{"received":true}"#)]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(&mock.base_url(), ASK, &hook_config(&hook.base_url(), 30.0)).await;
     let waiting = crate::approval::spawn_chat(&gate, request());
     let q = pending(&gate, 1).await;
@@ -141,8 +141,8 @@ async fn a_webhook_may_answer_later_through_the_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_is_down_is_retried_then_the_call_times_out_closed() {
-    let hook = Mock::start(vec![Reply::json(503, r#"{"error":"down"}"#)]).await;
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let hook = start_mock(vec![Reply::json(503, r#"{"error":"down"}"#)]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(&mock.base_url(), ASK, &hook_config(&hook.base_url(), 2.5)).await;
     let a = ask(&gate).await;
     assert!(
@@ -201,7 +201,7 @@ fn cli(admin: &str, args: &[&str]) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_lists_approves_and_denies() {
-    let mock = Mock::start(vec![answer_with(&[
+    let mock = start_mock(vec![answer_with(&[
         ("pay", "call_1", ARGS),
         ("refund", "call_2", r#"{"id":1}"#),
     ])])

@@ -47,7 +47,7 @@ async fn the_anthropic_sdk_waits_for_approval_on_messages() {
         .unwrap()
         .message()
         .to_string();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(s.clone()),
         Reply::sse(s),
         Reply::json(200, whole),
@@ -98,7 +98,7 @@ async fn the_anthropic_sdk_waits_for_approval_on_messages() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_waits_for_approval_on_responses() {
     let (sse, fin) = crate::responses::scripted_stream();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(sse.clone()),
         Reply::sse(sse),
         Reply::json(200, fin.to_string()),

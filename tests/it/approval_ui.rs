@@ -140,7 +140,7 @@ async fn the_page_shows_a_waiting_call_and_its_approve_button_releases_it() {
     let Some(browser) = Driver::start().await else {
         return;
     };
-    let mock = Mock::start(vec![answer_with(&[("pay", "call_1", HOSTILE)])]).await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", HOSTILE)])]).await;
     let gate = start_gate(&mock.base_url(), ASK, &approval_config(60.0)).await;
     // The page itself needs no token; the API calls it makes do.
     let page = send("GET", &format!("{}/approvals/ui", gate.admin), &[], "").await;

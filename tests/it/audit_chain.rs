@@ -34,7 +34,7 @@ async fn ask(bin: &Bin) -> Answer {
 
 #[tokio::test]
 async fn a_real_run_verifies_and_one_edited_byte_is_found() {
-    let mock = Mock::start(vec![Reply::sse(one_call_stream(
+    let mock = start_mock(vec![Reply::sse(one_call_stream(
         "get_weather",
         r#"{"city":"Paris"}"#,
     ))])
@@ -72,7 +72,7 @@ async fn a_real_run_verifies_and_one_edited_byte_is_found() {
 
 #[tokio::test]
 async fn failed_writes_are_counted() {
-    let mock = Mock::start(vec![Reply::sse(one_call_stream("get_weather", "{}"))]).await;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("get_weather", "{}"))]).await;
     let bin = Bin::start(
         &mock.base_url(),
         &[("50-test.toml", ALLOW_ALL)],

@@ -13,7 +13,7 @@ const TOKEN: &str = "tg-client-alpha-7f3c9a2b1d";
 async fn a_client_token_names_the_principal_and_anything_else_is_a_generic_401() {
     std::env::set_var("TG_IT_CLIENT_ALPHA", TOKEN);
     let body = one_call_stream("t", "{}");
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let extra = "[[client]]\nname = \"alpha\"\ntoken_env = \"TG_IT_CLIENT_ALPHA\"\n\n[[client]]\nname = \"beta\"\ntoken_sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n";
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, extra).await;
     let url = format!("{}/v1/chat/completions", gate.url);

@@ -609,7 +609,7 @@ async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0()
     use crate::support::*;
     use std::time::Duration;
 
-    let mock = Mock::start(vec![slow_text_then_call(Duration::from_millis(40))]).await;
+    let mock = start_mock(vec![slow_text_then_call(Duration::from_millis(40))]).await;
     let dir = TempDir::new();
     let [port, admin] = crate::bin::free_ports();
     std::fs::create_dir_all(dir.0.join("policies")).unwrap();
@@ -692,7 +692,7 @@ fn demo_exits_0_and_tells_the_four_decisions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_exits_0_for_a_ready_toolgate_and_1_when_none_answers() {
-    let mock = crate::support::Mock::start(vec![]).await;
+    let mock = crate::support::start_mock(vec![]).await;
     let gate = crate::support::start_gate(&mock.base_url(), crate::support::ALLOW_ALL, "").await;
     let admin = gate.admin.trim_start_matches("http://").to_string();
     let run = |addr: String| async move {

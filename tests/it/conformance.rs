@@ -70,7 +70,7 @@ async fn check(path: &Path, deny_first: bool, stream: bool) -> Result<(), String
     } else {
         deny(&[denied[0].as_str()])
     };
-    let mock = Mock::start(vec![Reply::Fixture { chunk: 37 }]).await;
+    let mock = start_mock(vec![fixture(37)]).await;
     let gate = start_gate(&mock.base_url(), &policy, "").await;
     let req = request_for(path, &name, stream && !is_json, &want.all_calls());
     let ans = post_chat(&gate, &req).await;

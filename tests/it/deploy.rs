@@ -63,10 +63,10 @@ impl Drop for Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_compose_example_agent_and_mock_upstream_work_through_toolgate() {
     let Some(py) = python_or_skip() else { return };
+    // The compose setup's mock upstream is `toolgate mock` on its built-in script.
     let mut mock = Child(
-        Command::new(&py)
-            .arg(repo().join("deploy/compose/mock_upstream.py"))
-            .args(["--port", "0"])
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["mock", "--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -100,7 +100,7 @@ async fn the_compose_example_agent_and_mock_upstream_work_through_toolgate() {
     );
     assert!(planning.contains("finish_reason: stop"), "{out}");
     assert!(
-        execution.contains(r#"tool calls: get_weather({"city": "Lisbon"})"#),
+        execution.contains(r#"tool calls: get_weather({"city":"Lisbon"})"#),
         "{out}"
     );
     let audit = gate.audit_flushed().await;

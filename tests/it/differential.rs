@@ -107,7 +107,7 @@ fn lenient_stream_names(body: &[u8]) -> BTreeSet<String> {
 }
 
 async fn gate_for(replies: Vec<Reply>) -> (Mock, Gate) {
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let gate = start_gate(&mock.base_url(), &deny(&["shell_exec"]), "").await;
     (mock, gate)
 }

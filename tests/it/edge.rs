@@ -34,7 +34,7 @@ fn two_call_stream(first: (&str, &str), second: (&str, &str)) -> String {
 
 #[tokio::test]
 async fn malformed_request_json_is_a_400_and_nothing_goes_upstream() {
-    let mock = Mock::start(vec![Reply::sse("data: [DONE]\n\n")]).await;
+    let mock = start_mock(vec![Reply::sse("data: [DONE]\n\n")]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for body in ["{\"model\":", "[1,2]", "{\"tools\":\"x\"}"] {
         let a = send(
@@ -53,7 +53,7 @@ async fn malformed_request_json_is_a_400_and_nothing_goes_upstream() {
 
 #[tokio::test]
 async fn an_oversized_body_is_a_413_in_the_openai_shape() {
-    let mock = Mock::start(vec![Reply::sse("data: [DONE]\n\n")]).await;
+    let mock = start_mock(vec![Reply::sse("data: [DONE]\n\n")]).await;
     let gate = start_gate(
         &mock.base_url(),
         ALLOW_ALL,
@@ -74,7 +74,7 @@ async fn an_oversized_body_is_a_413_in_the_openai_shape() {
 async fn upstream_500_becomes_a_generic_502_and_passthrough_keeps_it() {
     let upstream_body =
         r#"{"error":{"message":"internal detail: key sk-live-123 rejected by shard 7"}}"#;
-    let mock = Mock::start(vec![Reply::json(500, upstream_body)]).await;
+    let mock = start_mock(vec![Reply::json(500, upstream_body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post_chat(&gate, &chat_request(true, &["t"])).await;
     assert_openai_error(&a, 502);
@@ -94,7 +94,7 @@ async fn upstream_500_becomes_a_generic_502_and_passthrough_keeps_it() {
 
 #[tokio::test]
 async fn upstream_429_keeps_its_status_with_a_generic_message() {
-    let mock = Mock::start(vec![Reply::json(
+    let mock = start_mock(vec![Reply::json(
         429,
         r#"{"error":{"message":"slow down, org-123"}}"#,
     )])
@@ -114,7 +114,7 @@ async fn an_upstream_reset_mid_stream_ends_with_an_error_event_and_releases_noth
         chunk(0, call_delta(0, "call_a", "t", "{\"a\":"), None),
     ]
     .concat();
-    let mock = Mock::start(vec![Reply::Sse {
+    let mock = start_mock(vec![Reply::Sse {
         body: body.into(),
         chunk: 50,
         delay: Duration::ZERO,
@@ -147,7 +147,7 @@ async fn an_upstream_reset_mid_stream_ends_with_an_error_event_and_releases_noth
 #[tokio::test]
 async fn a_stream_that_ends_without_its_finish_never_releases_held_calls() {
     let body = [chunk(0, call_delta(0, "call_a", "t", "{}"), None)].concat();
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post_chat(&gate, &chat_request(true, &["t"])).await;
     let acc = Acc::from_sse(&a.body);
@@ -159,7 +159,7 @@ async fn a_stream_that_ends_without_its_finish_never_releases_held_calls() {
 #[tokio::test]
 async fn gzip_encoded_upstream_bodies_are_decoded_and_gated() {
     let stream = two_call_stream(("keep", "{}"), ("drop", "{}"));
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::Sse {
             body: stream.into(),
             chunk: 20,
@@ -201,7 +201,7 @@ async fn gzip_encoded_upstream_bodies_are_decoded_and_gated() {
 
 #[tokio::test]
 async fn an_encoding_toolgate_cannot_read_is_refused_not_forwarded() {
-    let mock = Mock::start(vec![Reply::Body {
+    let mock = start_mock(vec![Reply::Body {
         status: 200,
         content_type: "text/event-stream",
         body: two_call_stream(("a", "{}"), ("b", "{}")).into(),
@@ -217,7 +217,7 @@ async fn an_encoding_toolgate_cannot_read_is_refused_not_forwarded() {
 
 #[tokio::test]
 async fn an_unexpected_content_type_is_a_502() {
-    let mock = Mock::start(vec![Reply::Body {
+    let mock = start_mock(vec![Reply::Body {
         status: 200,
         content_type: "text/plain",
         body: "hello".into(),
@@ -242,7 +242,7 @@ async fn n_equals_2_gates_each_choice_on_its_own() {
         "data: [DONE]\n\n".into(),
     ]
     .concat();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(body.clone()),
         Reply::json(
             200,
@@ -286,7 +286,7 @@ async fn legacy_function_call_is_gated_streaming_and_not() {
     let dir = fixtures_dir().unwrap();
     let stream = std::fs::read(dir.join("openai-chat-legacy-function-call-stream.sse")).unwrap();
     let whole = std::fs::read(dir.join("openai-chat-legacy-function-call-nonstream.json")).unwrap();
-    let mock = Mock::start(vec![Reply::sse(stream), Reply::json(200, whole)]).await;
+    let mock = start_mock(vec![Reply::sse(stream), Reply::json(200, whole)]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["repl", "book_a_flight"]), "").await;
     let req = |stream: bool| {
         json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": "x"}],
@@ -308,7 +308,7 @@ async fn legacy_function_call_is_gated_streaming_and_not() {
 #[tokio::test]
 async fn arguments_that_are_not_json_and_undeclared_tools_are_rejected() {
     let body = two_call_stream(("declared", "{\"a\": tru"), ("undeclared", "{}"));
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post_chat(&gate, &chat_request(true, &["declared"])).await;
     let acc = Acc::from_sse(&a.body);
@@ -341,7 +341,7 @@ async fn arguments_that_are_not_json_and_undeclared_tools_are_rejected() {
 async fn oversized_tool_arguments_are_rejected_and_audited() {
     let big = format!("{{\"blob\":\"{}\"}}", "z".repeat(5000));
     let body = two_call_stream(("t", &big), ("t", "{}"));
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(
         &mock.base_url(),
         ALLOW_ALL,
@@ -362,7 +362,7 @@ async fn oversized_tool_arguments_are_rejected_and_audited() {
 async fn the_audit_trail_has_a_hash_of_the_arguments_never_the_arguments() {
     let secret_args = "{\"note\":\"SECRET-ARG-MARKER-42\"}";
     let body = two_call_stream(("t", secret_args), ("u", "{}"));
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["u"]), "").await;
     let mut req = chat_request(true, &["t", "u"]);
     req["messages"][0]["content"] = json!("PROMPT-MARKER-77");
@@ -412,7 +412,7 @@ async fn a_client_that_goes_away_cancels_the_upstream_stream() {
     for i in 0..200 {
         body.push_str(&chunk(0, json!({"content": format!("tok{i} ")}), None));
     }
-    let mock = Mock::start(vec![Reply::Sse {
+    let mock = start_mock(vec![Reply::Sse {
         body: body.into(),
         chunk: 120,
         delay: Duration::from_millis(20),

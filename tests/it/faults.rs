@@ -118,7 +118,7 @@ async fn error_statuses_pass_retry_after_and_are_counted_by_kind() {
             vec![("retry-after", "9".to_string())],
             Box::new(Reply::json(status, r#"{"error":{"message":"busy org-x"}}"#)),
         );
-        let mock = Mock::start(vec![reply]).await;
+        let mock = start_mock(vec![reply]).await;
         let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
         let a = post_chat(&gate, &chat_request(true, &["t"])).await;
         assert_eq!(a.status, want, "{}", a.text());
@@ -149,7 +149,7 @@ async fn a_reset_or_an_idle_stream_ends_well_formed_releases_nothing_and_is_coun
         go: Arc::new(tokio::sync::Notify::new()),
     };
     for (reply, kind) in [(reset, "reset"), (idle, "idle")] {
-        let mock = Mock::start(vec![reply]).await;
+        let mock = start_mock(vec![reply]).await;
         let gate = start_gate(
             &mock.base_url(),
             ALLOW_ALL,

@@ -74,7 +74,7 @@ const INJECTIONS: [&str; 6] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_results_reach_the_upstream_fenced_redacted_and_byte_stable() {
-    let mock = Mock::start(vec![Reply::sse("data: [DONE]\n\n")]).await;
+    let mock = start_mock(vec![Reply::sse("data: [DONE]\n\n")]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let mut messages = vec![
         json!({"role": "system", "content": "You help with research."}),
@@ -163,7 +163,7 @@ async fn tool_results_reach_the_upstream_fenced_redacted_and_byte_stable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_different_fence_key_gives_different_ids_and_fencing_can_be_disabled() {
-    let mock = Mock::start(vec![Reply::sse("data: [DONE]\n\n")]).await;
+    let mock = start_mock(vec![Reply::sse("data: [DONE]\n\n")]).await;
     let req = json!({"model": "m", "messages": [{"role": "tool", "tool_call_id": "c", "content": "data"}]});
     let id = |body: &[u8]| {
         let v: Value = serde_json::from_slice(body).unwrap();
@@ -203,7 +203,7 @@ async fn a_different_fence_key_gives_different_ids_and_fencing_can_be_disabled()
 /// The bodies toolgate sent upstream for turns 1 and 2 of one conversation
 /// (no tool result yet, then the call and its result) on `path`.
 async fn two_turns(path: &str, policy: &str, turn1: Value, turn2: Value) -> (Value, Value) {
-    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let mock = start_mock(vec![Reply::json(200, "{}")]).await;
     let (upstream, extra) = match path {
         "/v1/messages" => (
             "http://127.0.0.1:9/v1".to_string(),

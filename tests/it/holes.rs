@@ -109,7 +109,7 @@ fn calls_read_leniently(body: &[u8]) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_whole_answer_labelled_as_a_stream_or_the_reverse_is_refused() {
     let denied = completion("shell", r#"{"cmd":"rm -rf /"}"#);
-    let mock = Mock::start(vec![labelled("text/event-stream", denied.clone())]).await;
+    let mock = start_mock(vec![labelled("text/event-stream", denied.clone())]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
     let a = ask(&bin, false, &["shell"]).await;
     assert_eq!(a.status, 502, "{}", a.text());
@@ -143,14 +143,14 @@ async fn a_whole_answer_labelled_as_a_stream_or_the_reverse_is_refused() {
     );
 
     // Asked for a stream, answered with JSON: refused too.
-    let mock = Mock::start(vec![labelled("application/json", denied.clone())]).await;
+    let mock = start_mock(vec![labelled("application/json", denied.clone())]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
     let a = ask(&bin, true, &["shell"]).await;
     assert_eq!(a.status, 502, "{}", a.text());
 
     // A stream whose block is a bare JSON line: no byte of it is forwarded.
     let sse_of_json = format!("{denied}\n\ndata: [DONE]\n\n");
-    let mock = Mock::start(vec![labelled("text/event-stream", sse_of_json)]).await;
+    let mock = start_mock(vec![labelled("text/event-stream", sse_of_json)]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
     let a = ask(&bin, true, &["shell"]).await;
     assert_eq!(a.status, 200);
@@ -167,7 +167,7 @@ async fn repeated_or_out_of_range_choice_indices_fail_closed() {
         {"index": 0, "finish_reason": "tool_calls", "message": call("b", "shell")}
     ]});
     let far = json!({"choices": [{"index": 7, "finish_reason": "tool_calls", "message": call("b", "shell")}]});
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, twice.to_string()),
         Reply::json(200, far.to_string()),
     ])
@@ -212,7 +212,7 @@ verdict = "deny"
         replies.push(Reply::json(200, completion(name, args)));
         replies.push(Reply::sse(one_call_stream(name, args)));
     }
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let bin = start(&mock, policy, "").await;
     for (name, args, key, hidden) in cases {
         // The harm: a case-insensitive decoder reads the other value.
@@ -271,7 +271,7 @@ async fn response_keys_that_fold_to_known_keys_fail_closed() {
         json!({"choices": [{"index": 0, "message": odd}]}).to_string(),
     ));
     let n = replies.len();
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
     for i in 0..n {
         let stream = i % 2 == 0;
@@ -293,7 +293,7 @@ async fn response_keys_that_fold_to_known_keys_fail_closed() {
 // 5. Path spellings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_spelling_of_a_path_reaches_the_provider_ungated() {
-    let mock = Mock::start(vec![Reply::json(200, completion("shell", "{}"))]).await;
+    let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
     for path in [
         "/v1/chat/completions;",
@@ -333,7 +333,7 @@ async fn the_phase_gate_holds_for_every_spelling_of_a_name() {
     // Declared `comm.send`, called with an invisible character: undeclared.
     replies.push(Reply::json(200, completion("comm\u{200B}.send", "{}")));
     replies.push(Reply::json(200, completion("comm-send", "{}")));
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let bin = start(&mock, ALLOW_ALL, "").await;
     let planning = [("x-toolgate-phase", "planning")];
     for name in spellings {
@@ -427,7 +427,7 @@ fn shell_load(
 // 7. Policy reload: a truncated file under traffic.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncating_a_deny_file_under_load_releases_nothing() {
-    let mock = Mock::start(vec![Reply::json(200, completion("shell", "{}"))]).await;
+    let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let bin = start(&mock, &deny(&["shell"]), "policy.reload_secs = 1").await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (released, sent, task) = shell_load(&bin, stop.clone());
@@ -464,7 +464,7 @@ async fn truncating_a_deny_file_under_load_releases_nothing() {
 // (here once an hour) is only the fallback for filesystems without events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_edit_is_loaded_on_its_file_event_without_waiting_for_the_poll() {
-    let mock = Mock::start(vec![Reply::json(200, completion("shell", "{}"))]).await;
+    let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let bin = start(
         &mock,
         &deny(&["shell"]),
@@ -486,7 +486,7 @@ async fn a_policy_edit_is_loaded_on_its_file_event_without_waiting_for_the_poll(
 // 7. Policy reload: dropped deny rules are told; `reload = "signal"` waits to be asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked() {
-    let mock = Mock::start(vec![Reply::json(200, completion("shell", "{}"))]).await;
+    let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let bin = start(
         &mock,
         &deny(&["shell"]),
@@ -508,7 +508,7 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
     assert!(warned, "{}", bin.stderr());
     assert!(bin.stderr().contains("test-deny"));
 
-    let mock = Mock::start(vec![Reply::json(200, completion("shell", "{}"))]).await;
+    let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let bin = start(
         &mock,
         &deny(&["shell"]),
@@ -540,7 +540,7 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
 // 8. Audit write failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_call_is_released_whose_audit_record_could_not_be_written() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, completion("get_weather", "{}")),
         Reply::sse(one_call_stream("get_weather", "{}")),
         Reply::json(200, completion("get_weather", "{}")),
@@ -568,7 +568,7 @@ async fn no_call_is_released_whose_audit_record_could_not_be_written() {
 // 9. Redaction of a key with no END line and of a secret in base64.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_key_without_its_end_line_and_an_encoded_secret_never_go_upstream() {
-    let mock = Mock::start(vec![Reply::json(200, json!({"choices": []}).to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, json!({"choices": []}).to_string())]).await;
     let bin = start(&mock, ALLOW_ALL, "").await;
     let line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj";
     let pem = format!(
@@ -616,7 +616,7 @@ async fn a_flood_of_name_fragments_or_unknown_keys_is_cut_off_at_once() {
         body.push_str(&chunk(0, json!({}), Some("tool_calls")));
         body.push_str("data: [DONE]\n\n");
     }
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::Sse {
             body: names.into(),
             chunk: 64 * 1024,
@@ -674,7 +674,7 @@ async fn a_large_answer_with_a_rejected_call_costs_under_three_times_its_size() 
     drop(lp);
     let size = body.len() as u64;
     let small = completion("shell", "{}");
-    let mock = Mock::start(vec![Reply::json(200, small), Reply::json(200, body)]).await;
+    let mock = start_mock(vec![Reply::json(200, small), Reply::json(200, body)]).await;
     let bin = start(&mock, &deny(&["shell"]), "").await;
     // A small answer first, so that what the first request sets up once
     // (compiled patterns, tables, connections) is not counted.
@@ -742,7 +742,7 @@ async fn a_large_answer_with_a_rejected_call_costs_under_three_times_its_size() 
 // 11. Amplification: requests of tiny values, and the budget of bodies in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_are_bounded_by_their_parsed_size_and_by_the_budget_in_flight() {
-    let mock = Mock::start(vec![Reply::json(200, json!({"choices": []}).to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, json!({"choices": []}).to_string())]).await;
     let bin = start(&mock, ALLOW_ALL, "").await;
     // A request of many tiny values is refused before it is parsed.
     let dense = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],

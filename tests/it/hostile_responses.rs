@@ -255,7 +255,7 @@ fn gated(call: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_clients_read_only_gated_calls_from_a_hostile_provider() {
-    let mock = Mock::start(vec![Reply::Func(Arc::new(provider), Duration::ZERO)]).await;
+    let mock = start_mock(vec![func(Arc::new(provider), Duration::ZERO)]).await;
     let f = files();
     let refs: Vec<(&str, &str)> = f.iter().map(|(n, t)| (*n, t.as_str())).collect();
     let bin = Bin::start(&mock.base_url(), &refs, "").await;
@@ -422,7 +422,7 @@ async fn what_a_stream_holds_is_charged_and_bounded() {
         Arc::new(tokio::sync::Notify::new()),
         Arc::new(tokio::sync::Notify::new()),
     );
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse("event: response.created\ndata: {}\n\n"),
         Reply::Paused {
             before: before_r.into(),
@@ -610,7 +610,7 @@ async fn what_the_person_approves_is_what_the_client_receives() {
     let doctored = stream_of(&[pay], |e| {
         e[2]["delta"] = json!("{\"amount\":5000,\"to\":\"attacker-acct\"}");
     });
-    let mock = Mock::start(vec![Reply::sse(honest), Reply::sse(doctored)]).await;
+    let mock = start_mock(vec![Reply::sse(honest), Reply::sse(doctored)]).await;
     let policy = "[[rule]]\nname = \"ask-pay\"\ntools = [\"pay_invoice\"]\nverdict = \"ask\"\n";
     let gate = start_gate(&mock.base_url(), policy, &approval_config(30.0)).await;
     let body = json!({"model": "m", "input": "pay", "stream": true,

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::bin::Bin;
-use crate::support::{call_delta, chat_request, chunk, send, Mock, Reply};
+use crate::support::{call_delta, chat_request, chunk, send, start_mock, Reply};
 
 const ALLOW_BOTH: &str =
     "[[rule]]\nname = \"both\"\ntools = [\"read_file\", \"shell\"]\nverdict = \"allow\"\n";
@@ -44,7 +44,7 @@ async fn access_lines(bin: &Bin, n: usize) -> Vec<Value> {
 
 #[tokio::test]
 async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
-    let mock = Mock::start(vec![Reply::Headed(
+    let mock = start_mock(vec![Reply::Headed(
         vec![("x-request-id", "req_up_log".into())],
         Box::new(Reply::sse(stream_with_two_calls())),
     )])
@@ -139,7 +139,7 @@ async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
 
 #[tokio::test]
 async fn the_log_format_flag_overrides_the_config() {
-    let mock = Mock::start(vec![Reply::sse(stream_with_two_calls())]).await;
+    let mock = start_mock(vec![Reply::sse(stream_with_two_calls())]).await;
     let bin = Bin::start_args(
         &mock.base_url(),
         &[("p.toml", ALLOW_BOTH)],
@@ -158,7 +158,7 @@ async fn the_log_format_flag_overrides_the_config() {
     let access = access_lines(&bin, 1).await;
     assert_eq!(access[0]["fields"]["allowed"], 2);
     // And text is plain: no colour codes when stderr is not a terminal.
-    let mock = Mock::start(vec![]).await;
+    let mock = start_mock(vec![]).await;
     let bin = Bin::start(&mock.base_url(), &[("p.toml", "rule = []\n")], "").await;
     send("GET", &format!("{}/v1/assistants", bin.url), &[], "").await;
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -173,7 +173,7 @@ async fn the_log_format_flag_overrides_the_config() {
 
 #[tokio::test]
 async fn rust_log_sets_the_level_when_toolgate_log_is_unset() {
-    let mock = Mock::start(vec![]).await;
+    let mock = start_mock(vec![]).await;
     let refused = |bin: &Bin| {
         let url = format!("{}/v1/assistants", bin.url);
         async move { send("GET", &url, &[], "").await.status }

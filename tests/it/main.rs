@@ -31,6 +31,8 @@ mod routes;
 mod rechunk;
 // The binary's commands and exit codes.
 mod cli;
+// `toolgate mock`, the scripted provider, in each wire format.
+mod mock_provider;
 // The official openai Python SDK as the client.
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.

@@ -55,7 +55,7 @@ async fn every_recorded_messages_stream_is_gated() {
         assert!(!calls.is_empty(), "{name} has calls");
         let names: Vec<&str> = calls.iter().map(|c| c.1.as_str()).collect();
         for deny_set in [vec![], vec![names[0]], names.clone()] {
-            let mock = Mock::start(vec![Reply::Fixture { chunk: 29 }]).await;
+            let mock = start_mock(vec![fixture(29)]).await;
             let gate = start(&mock.base_url(), &deny(&deny_set), "").await;
             let kept: Vec<_> = calls
                 .iter()
@@ -147,7 +147,7 @@ fn check_turn(
 async fn provider_run_tools_are_audited_and_gated_on_the_request() {
     crate::need_fixtures!();
     let name = "anthropic-messages-server-tool-then-tool-use.sse";
-    let mock = Mock::start(vec![Reply::Fixture { chunk: 64 }]).await;
+    let mock = start_mock(vec![fixture(64)]).await;
     let gate = start(&mock.base_url(), &deny(&["web_search"]), "").await;
     let mut req = request(name, true, &["get_exchange_rate"]);
     req["tools"].as_array_mut().unwrap().extend([
@@ -218,7 +218,7 @@ async fn provider_run_tools_are_audited_and_gated_on_the_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_servers_are_refused_unless_a_rule_allows_them() {
-    let mock = Mock::start(vec![Reply::json(200, json!({"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}).to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, json!({"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}).to_string())]).await;
     let req = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
         "mcp_servers": [{"type": "url", "url": "https://mcp.example/sse", "name": "github"}]});
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
@@ -241,7 +241,7 @@ async fn mcp_servers_are_refused_unless_a_rule_allows_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn side_routes_keys_and_error_shapes() {
-    let mock = Mock::start(vec![Reply::json(200, r#"{"input_tokens":12}"#)]).await;
+    let mock = start_mock(vec![Reply::json(200, r#"{"input_tokens":12}"#)]).await;
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
     // count_tokens passes, to the Messages upstream with its key.
     let a = post(
@@ -285,7 +285,7 @@ async fn side_routes_keys_and_error_shapes() {
     }
     // An upstream error status is generic.
     gate.stop().await;
-    let mock = Mock::start(vec![Reply::json(529, r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded (internal pool 7)"}}"#)]).await;
+    let mock = start_mock(vec![Reply::json(529, r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded (internal pool 7)"}}"#)]).await;
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post(&gate, "/v1/messages", &request("x", false, &[]), &[]).await;
     assert_eq!(a.status, 502);
@@ -301,7 +301,7 @@ async fn side_routes_keys_and_error_shapes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_tokens_are_read_from_x_api_key() {
     std::env::set_var("TG_IT_MESSAGES_CLIENT", "tok-messages-client");
-    let mock = Mock::start(vec![Reply::json(200, json!({"id": "msg_1", "type": "message", "role": "assistant", "content": [], "stop_reason": "end_turn"}).to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, json!({"id": "msg_1", "type": "message", "role": "assistant", "content": [], "stop_reason": "end_turn"}).to_string())]).await;
     let extra = "[[client]]\nname = \"claude-agent\"\ntoken_env = \"TG_IT_MESSAGES_CLIENT\"\n";
     let gate = start(&mock.base_url(), ALLOW_ALL, extra).await;
     let req = request("x", false, &[]);
@@ -392,7 +392,7 @@ async fn broken_streams_fail_closed_and_are_audited() {
     ];
     for (what, body) in cases {
         assert_ne!(body, s, "{what}");
-        let mock = Mock::start(vec![Reply::sse(body)]).await;
+        let mock = start_mock(vec![Reply::sse(body)]).await;
         let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
         let a = post(
             &gate,
@@ -438,7 +438,7 @@ async fn broken_streams_fail_closed_and_are_audited() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_results_are_fenced_on_the_way_up() {
-    let mock = Mock::start(vec![Reply::json(200, json!({"id": "msg_2", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "Sunny."}], "stop_reason": "end_turn"}).to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, json!({"id": "msg_2", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "Sunny."}], "stop_reason": "end_turn"}).to_string())]).await;
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
     let req = json!({"model": "m", "max_tokens": 100, "system": [{"type": "text", "text": "You help.", "cache_control": {"type": "ephemeral"}}],
     "tools": [{"name": "fetch", "input_schema": {"type": "object"}}],
@@ -504,7 +504,7 @@ async fn the_anthropic_sdk_reads_gated_messages() {
         ),
         (vec!["shell", "get_weather"], json!([]), "end_turn"),
     ] {
-        let mock = Mock::start(vec![
+        let mock = start_mock(vec![
             Reply::sse(s.clone()),
             Reply::sse(s.clone()),
             Reply::json(200, whole.clone()),
@@ -559,7 +559,7 @@ fn loop_provider(req: &Value) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anthropic_sdk_tool_loop_runs_through_the_gate() {
-    let mock = Mock::start(vec![Reply::Func(
+    let mock = start_mock(vec![func(
         std::sync::Arc::new(loop_provider),
         std::time::Duration::ZERO,
     )])
@@ -596,7 +596,7 @@ async fn the_anthropic_sdk_accepts_every_gated_fixture() {
     }
     let names: Vec<&str> = all_names.iter().map(String::as_str).collect();
     for denied in [vec![], names.clone()] {
-        let mock = Mock::start(vec![Reply::Fixture { chunk: 17 }]).await;
+        let mock = start_mock(vec![fixture(17)]).await;
         let gate = start(&mock.base_url(), &deny(&denied), "").await;
         let arg = json!(spec
             .iter()
@@ -643,7 +643,7 @@ async fn the_anthropic_sdk_accepts_every_gated_fixture() {
 async fn input_fragments_that_are_not_json_withhold_the_call() {
     let s = scripted_stream().replacen(" -rf /srv/data\\\"}", " -rf /srv/data", 1);
     assert_ne!(s, scripted_stream());
-    let mock = Mock::start(vec![Reply::sse(s)]).await;
+    let mock = start_mock(vec![Reply::sse(s)]).await;
     let gate = start(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post(
         &gate,

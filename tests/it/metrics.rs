@@ -6,7 +6,8 @@ use serde_json::json;
 
 use crate::bin::Bin;
 use crate::support::{
-    call_delta, chat_request, chunk, messages_upstream, send, Mock, Reply, KEY_ENV, UPSTREAM_KEY,
+    call_delta, chat_request, chunk, messages_upstream, send, start_mock, Reply, KEY_ENV,
+    UPSTREAM_KEY,
 };
 
 const POLICY: &str = r#"
@@ -65,7 +66,7 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
     let whole = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [{"type": "tool_use", "id": "tu1", "name": "write_file", "input": {"path": "a"}}],
         "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 5, "output_tokens": 3}});
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(stream),
         Reply::json(200, whole.to_string()),
     ])

@@ -30,7 +30,7 @@ fn email(body: &str) -> String {
 async fn a_streamed_email_contradicting_a_fact_is_a_neutral_failure_and_one_agreeing_is_intact() {
     let wrong = email("Big day: our nats-events count passed 300,000 this morning.");
     let right = email("Big day: our nats-events count reached 255,908 this morning.");
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(one_call_stream("email.send", &wrong)),
         Reply::sse(one_call_stream("email.send", &right)),
     ])
@@ -90,7 +90,7 @@ fn judge(fail_status: Option<u16>) -> (Judge, Reply) {
     let checks = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let (c, s) = (checks.clone(), seen.clone());
-    let reply = Reply::Func(
+    let reply = func(
         Arc::new(move |req: &Value| {
             let name = req["response_format"]["json_schema"]["name"]
                 .as_str()
@@ -141,7 +141,7 @@ fn judge(fail_status: Option<u16>) -> (Judge, Reply) {
 /// An upstream proposing `message` with the channel and text named by the user
 /// message `CHANNEL: TEXT`, or `exec` of TEXT for `exec: TEXT` (non-streaming).
 fn messaging_upstream() -> Reply {
-    Reply::Func(
+    func(
         Arc::new(|req: &Value| {
             let user = req["messages"]
                 .as_array()
@@ -182,8 +182,8 @@ async fn gate_with_judge(judge: &Mock, upstream: &Mock) -> Gate {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fact_checker_judges_only_external_messages_and_its_block_rejects() {
     let (j, reply) = judge(None);
-    let judge_mock = Mock::start(vec![reply]).await;
-    let upstream = Mock::start(vec![messaging_upstream()]).await;
+    let judge_mock = start_mock(vec![reply]).await;
+    let upstream = start_mock(vec![messaging_upstream()]).await;
     let gate = gate_with_judge(&judge_mock, &upstream).await;
 
     assert_eq!(
@@ -256,8 +256,8 @@ async fn the_fact_checker_judges_only_external_messages_and_its_block_rejects() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_fact_checker_fails_closed() {
     let (j, reply) = judge(Some(503));
-    let judge_mock = Mock::start(vec![reply]).await;
-    let upstream = Mock::start(vec![messaging_upstream()]).await;
+    let judge_mock = start_mock(vec![reply]).await;
+    let upstream = start_mock(vec![messaging_upstream()]).await;
     let gate = gate_with_judge(&judge_mock, &upstream).await;
     assert_eq!(say(&gate, "email: see you on Friday").await, 0);
     assert!(j.checks.load(Ordering::SeqCst) >= 1);
@@ -284,7 +284,7 @@ async fn trace_findings_become_facts_that_reject_a_contradicting_email() {
     let out = work.0.join("facts/generated.json");
     let wrong = email("Our nats-events count is 300,000 now.");
     let stream = one_call_stream("email.send", &wrong);
-    let mock = Mock::start((0..200).map(|_| Reply::sse(stream.clone())).collect()).await;
+    let mock = start_mock((0..200).map(|_| Reply::sse(stream.clone())).collect()).await;
     let facts_policy = format!("[[facts]]\nfile = \"{}\"\n", out.display());
     let extra = format!(
         "[policy]\nreload_secs = 1\n\n[facts.bridge]\ndir = \"{}\"\nout = \"{}\"\n",
@@ -344,7 +344,7 @@ async fn an_invalid_fact_file_at_run_time_keeps_the_last_good_registry() {
     let facts = work.0.join("facts.json");
     std::fs::write(&facts, json!({"id": "ops", "facts": [{"subject": "nats-events", "predicate": "count", "value": "255908", "source": "ops"}]}).to_string()).unwrap();
     let wrong = email("Our nats-events count is 300,000 now.");
-    let mock = Mock::start(
+    let mock = start_mock(
         (0..2)
             .map(|_| Reply::sse(one_call_stream("email.send", &wrong)))
             .collect(),

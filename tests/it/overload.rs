@@ -35,7 +35,7 @@ const LIMITS: &str = "[limits]\nheader_read_timeout_secs = 1\nrequest_body_timeo
 
 #[tokio::test]
 async fn a_partial_head_an_idle_connection_and_an_unfinished_body_are_cut_off() {
-    let mock = Mock::start(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
+    let mock = start_mock(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, LIMITS).await;
 
     let mut partial = TcpStream::connect(addr(&gate)).await.unwrap();
@@ -91,7 +91,7 @@ async fn over_max_streams_a_503_in_the_paths_shape_and_the_held_ones_finish() {
         .into(),
         go: go.clone(),
     };
-    let mock = Mock::start(vec![paused]).await;
+    let mock = start_mock(vec![paused]).await;
     let extra = format!(
         "[limits]\nmax_streams = 2\n\n{}",
         messages_upstream(&mock.base_url())
@@ -155,7 +155,7 @@ async fn over_max_streams_a_503_in_the_paths_shape_and_the_held_ones_finish() {
 
 #[tokio::test]
 async fn over_max_connections_a_503_and_the_connection_closes() {
-    let mock = Mock::start(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
+    let mock = start_mock(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
     let gate = start_gate(
         &mock.base_url(),
         ALLOW_ALL,
@@ -226,7 +226,7 @@ async fn a_stalled_upstream_ends_the_stream_closed_and_a_slow_one_does_not() {
         reset: false,
         gzip: false,
     };
-    let mock = Mock::start(vec![stalled, slow]).await;
+    let mock = start_mock(vec![stalled, slow]).await;
     let gate = start_gate(
         &mock.base_url(),
         ALLOW_ALL,
@@ -286,7 +286,7 @@ async fn slow_streams_holding_big_arguments_stay_within_the_shared_budget() {
         .into(),
         go: go.clone(),
     };
-    let mock = Mock::start(vec![paused]).await;
+    let mock = start_mock(vec![paused]).await;
     let budget = 3 * MIB + MIB / 2;
     let extra = format!(
         "[limits]\nmax_body_bytes_in_flight = {budget}\nmax_tool_args_bytes = {}\nmax_held_args_bytes = {}\n",
@@ -352,7 +352,7 @@ async fn slow_streams_holding_big_arguments_stay_within_the_shared_budget() {
 async fn under_a_low_file_limit_idle_connections_do_not_starve_new_requests() {
     // This process needs room for its own 1,100 connections.
     rlimit::increase_nofile_limit(u64::MAX).unwrap();
-    let mock = Mock::start(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
+    let mock = start_mock(vec![Reply::json(200, r#"{"object":"list","data":[]}"#)]).await;
     let policy = [("00-default.toml", toolgate::policy::DEFAULT_POLICY)];
     let extra = "limits.header_read_timeout_secs = 2";
     let bin = crate::bin::Bin::start_limited(&mock.base_url(), &policy, extra, 1024).await;

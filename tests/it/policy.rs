@@ -26,7 +26,7 @@ fn released(a: &Answer) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_000_phase_gate_over_http() {
-    let comm = Mock::start(vec![Reply::sse(one_call_stream("comm.search", JUSTIFIED))]).await;
+    let comm = start_mock(vec![Reply::sse(one_call_stream("comm.search", JUSTIFIED))]).await;
     let gate = start_gate_files(
         &comm.base_url(),
         &shipped(&["default.toml", "examples/agentos-comm.toml"]),
@@ -81,7 +81,7 @@ async fn seed_000_phase_gate_over_http() {
     assert_eq!(audit[0]["verdict"], "deny");
     gate.stop().await;
 
-    let other = Mock::start(vec![Reply::sse(one_call_stream("read_notes", "{}"))]).await;
+    let other = start_mock(vec![Reply::sse(one_call_stream("read_notes", "{}"))]).await;
     let gate = start_gate_files(
         &other.base_url(),
         &shipped(&["default.toml", "examples/agentos-comm.toml"]),
@@ -122,7 +122,7 @@ async fn seed_000_declarations_over_http() {
         ),
     ];
     for (args, ok, what) in cases {
-        let mock = Mock::start(vec![Reply::sse(one_call_stream("comm.search", &args))]).await;
+        let mock = start_mock(vec![Reply::sse(one_call_stream("comm.search", &args))]).await;
         let gate = start_gate_files(
             &mock.base_url(),
             &shipped(&["default.toml", "examples/agentos-comm.toml"]),
@@ -143,7 +143,7 @@ async fn seed_000_declarations_over_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_eleventh_comm_call_in_a_minute_is_rejected_per_session() {
-    let mock = Mock::start(vec![Reply::sse(one_call_stream("comm.search", JUSTIFIED))]).await;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("comm.search", JUSTIFIED))]).await;
     let gate = start_gate_files(
         &mock.base_url(),
         &shipped(&["default.toml", "examples/agentos-comm.toml"]),
@@ -180,7 +180,7 @@ async fn the_eleventh_comm_call_in_a_minute_is_rejected_per_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_denied_tools_are_hidden_from_the_upstream() {
-    let mock = Mock::start(vec![Reply::sse("data: [DONE]\n\n")]).await;
+    let mock = start_mock(vec![Reply::sse("data: [DONE]\n\n")]).await;
     let mut files = shipped(&["default.toml"]);
     files.push((
         "50-admin.toml".into(),
@@ -231,7 +231,7 @@ async fn always_denied_tools_are_hidden_from_the_upstream() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn monitor_mode_releases_everything_and_audits_the_verdict() {
-    let mock = Mock::start(vec![Reply::sse(one_call_stream("comm.search", JUSTIFIED))]).await;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("comm.search", JUSTIFIED))]).await;
     let gate = start_gate_files(
         &mock.base_url(),
         &shipped(&["default.toml"]),
@@ -262,7 +262,7 @@ async fn monitor_mode_releases_everything_and_audits_the_verdict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_reload_keeps_the_last_good_policy_and_takes_a_fixed_one() {
-    let mock = Mock::start(vec![Reply::sse(one_call_stream("read_notes", "{}"))]).await;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("read_notes", "{}"))]).await;
     let gate = start_gate_files(
         &mock.base_url(),
         &shipped(&["default.toml"]),
@@ -342,7 +342,7 @@ async fn a_reload_keeps_the_rate_limit_counts_of_unchanged_limits() {
     let replies = (0..3)
         .map(|_| Reply::sse(one_call_stream("read_notes", "{}")))
         .collect();
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let mut files = shipped(&["default.toml"]);
     files.push((
         "50-limit.toml".into(),
@@ -402,7 +402,7 @@ async fn the_default_policy_rejects_obviously_destructive_commands_in_any_tool()
         .iter()
         .map(|(t, a, _)| Reply::sse(one_call_stream(t, a)))
         .collect();
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for (tool, args, allowed) in cases {
         let a = post_chat(&gate, &chat_request(true, &[tool])).await;

@@ -128,7 +128,7 @@ const CASES: &[Case] = &[
 async fn each_quirk_fixture_gives_its_expected_answer() {
     for case in CASES {
         let body = own_fixture(case.file);
-        let mock = Mock::start(vec![Reply::Sse {
+        let mock = start_mock(vec![Reply::Sse {
             body: body.clone(),
             chunk: 5,
             delay: std::time::Duration::ZERO,
@@ -195,7 +195,7 @@ async fn each_quirk_fixture_gives_its_expected_answer() {
 
 #[tokio::test]
 async fn the_native_finish_reason_does_not_betray_a_removed_call() {
-    let mock = Mock::start(vec![Reply::sse(own_fixture("duplicate-finish.sse"))]).await;
+    let mock = start_mock(vec![Reply::sse(own_fixture("duplicate-finish.sse"))]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["danger"]), "").await;
     let a = post_chat(&gate, &chat_request(true, &["danger"])).await;
     assert!(
@@ -210,7 +210,7 @@ async fn the_native_finish_reason_does_not_betray_a_removed_call() {
 
 #[tokio::test]
 async fn reasoning_that_names_a_withheld_call_is_dropped_and_the_rest_released() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(own_fixture("reasoning-names-call.sse")),
         Reply::sse(own_fixture("reasoning-names-call.sse")),
     ])
@@ -258,7 +258,7 @@ async fn a_whole_answer_drops_reasoning_that_names_a_withheld_call() {
             "tool_calls": [
                 {"id": "tool_danger_Q1w2e3", "type": "function", "function": {"name": "danger", "arguments": "{}"}},
                 {"id": "tool_safe_R4t5y6", "type": "function", "function": {"name": "safe", "arguments": "{}"}}]}}]});
-    let mock = Mock::start(vec![Reply::json(200, body.to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, body.to_string())]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["danger"]), "").await;
     let a = post_chat(&gate, &chat_request(false, &["danger", "safe"])).await;
     let v: serde_json::Value = serde_json::from_slice(&a.body).unwrap();

@@ -153,7 +153,7 @@ async fn every_recorded_responses_stream_is_gated() {
         assert!(!calls.is_empty(), "{name} has calls");
         let names: Vec<&str> = calls.iter().map(|c| c.1.as_str()).collect();
         for deny_set in [vec![], vec![names[0]], names.clone()] {
-            let mock = Mock::start(vec![Reply::Fixture { chunk: 29 }]).await;
+            let mock = start_mock(vec![fixture(29)]).await;
             let gate = start_gate(&mock.base_url(), &deny(&deny_set), "").await;
             // Streamed.
             let a = post(&gate, "/v1/responses", &request(&name, true, &names)).await;
@@ -240,7 +240,7 @@ async fn a_conversation_goes_on_after_a_rejection() {
     let second = json!({"id": "resp_B", "object": "response", "status": "completed", "output": [
         {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}
     ]});
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, first.to_string()),
         Reply::json(200, second.to_string()),
     ])
@@ -283,7 +283,7 @@ async fn a_conversation_goes_on_after_a_rejection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn side_doors_are_refused_or_passed_as_documented() {
-    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let mock = start_mock(vec![Reply::json(200, "{}")]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for (m, p) in [
         ("GET", "/v1/responses/resp_1"),
@@ -326,7 +326,7 @@ async fn side_doors_are_refused_or_passed_as_documented() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_built_in_tool_is_removed_or_the_request_refused() {
     let ok = json!({"id": "r", "object": "response", "status": "completed", "output": []});
-    let mock = Mock::start(vec![Reply::json(200, ok.to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, ok.to_string())]).await;
     let req = json!({"model": "m", "input": "search", "tools": [{"type": "web_search_preview"}, {"type": "function", "name": "get"}]});
     let gate = start_gate(
         &mock.base_url(),
@@ -354,7 +354,7 @@ async fn a_denied_built_in_tool_is_removed_or_the_request_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_results_in_input_are_fenced_and_redacted() {
     let ok = json!({"id": "r", "object": "response", "status": "completed", "output": []});
-    let mock = Mock::start(vec![Reply::json(200, ok.to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, ok.to_string())]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let req = json!({"model": "m", "instructions": "Be brief.", "input": [
         {"role": "user", "content": "read it"},
@@ -393,7 +393,7 @@ async fn a_broken_responses_stream_fails_closed_and_is_audited() {
         .iter()
         .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
         .collect::<String>();
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post(
         &gate,
@@ -453,7 +453,7 @@ pub fn scripted_stream() -> (String, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_reads_gated_responses() {
     let (sse, fin) = scripted_stream();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(sse.clone()),
         Reply::sse(sse),
         Reply::json(200, fin.to_string()),
@@ -542,7 +542,7 @@ fn agent_provider(req: &Value) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openai_agents_loop_runs_allowed_tools_only_and_goes_on() {
-    let mock = Mock::start(vec![Reply::Func(
+    let mock = start_mock(vec![func(
         std::sync::Arc::new(agent_provider),
         std::time::Duration::ZERO,
     )])

@@ -91,7 +91,7 @@ fn data_events(body: &[u8]) -> Vec<String> {
 
 #[tokio::test]
 async fn a_rejected_call_is_continued_in_the_same_stream() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(calling("c1", "shell", "Let me look.")),
         Reply::sse(answering("I could not run it; here is what I know.")),
     ])
@@ -177,7 +177,7 @@ async fn a_rejected_call_is_continued_in_the_same_stream() {
 
 #[tokio::test]
 async fn an_allowed_call_in_the_continuation_is_released() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(calling("c1", "shell", "")),
         Reply::sse(calling("c2", "read", "")),
     ])
@@ -208,7 +208,7 @@ async fn an_allowed_call_in_the_continuation_is_released() {
 
 #[tokio::test]
 async fn a_model_that_keeps_calling_is_bounded_then_told_neutrally() {
-    let mock = Mock::start(vec![Reply::sse(calling("c1", "shell", "Trying."))]).await;
+    let mock = start_mock(vec![Reply::sse(calling("c1", "shell", "Trying."))]).await;
     let gate = start_gate(&mock.base_url(), POLICY, "[rewrite]\nmax_resumes = 2\n").await;
     let a = post_chat(&gate, &request(true)).await;
     let acc = Acc::from_sse(&a.body);
@@ -236,7 +236,7 @@ async fn a_model_that_keeps_calling_is_bounded_then_told_neutrally() {
 
 #[tokio::test]
 async fn a_denied_tool_is_hidden_from_the_follow_up() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(calling("c1", "shell", "")),
         Reply::sse(answering("Done without it.")),
     ])
@@ -258,7 +258,7 @@ async fn a_denied_tool_is_hidden_from_the_follow_up() {
 
 #[tokio::test]
 async fn drop_stays_the_default() {
-    let mock = Mock::start(vec![Reply::sse(calling("c1", "shell", ""))]).await;
+    let mock = start_mock(vec![Reply::sse(calling("c1", "shell", ""))]).await;
     let policy = "[[rule]]\nname = \"no-shell\"\ntools = \"shell\"\nverdict = \"reject\"\n";
     let gate = start_gate(&mock.base_url(), policy, "").await;
     let a = post_chat(&gate, &request(true)).await;
@@ -271,7 +271,7 @@ async fn drop_stays_the_default() {
 
 #[tokio::test]
 async fn a_failed_follow_up_ends_with_the_neutral_text() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(calling("c1", "shell", "Let me look.")),
         Reply::json(
             500,
@@ -297,7 +297,7 @@ async fn a_failed_follow_up_ends_with_the_neutral_text() {
         a.text()
     );
 
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(
             200,
             whole(
@@ -325,7 +325,7 @@ async fn a_failed_follow_up_ends_with_the_neutral_text() {
 
 #[tokio::test]
 async fn a_whole_response_is_continued_too() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(
             200,
             whole(
@@ -367,7 +367,7 @@ async fn a_whole_response_is_continued_too() {
     assert_eq!(sent[1]["stream"], false);
 
     // Bounded: the same call every time, then the neutral text.
-    let mock = Mock::start(vec![Reply::json(
+    let mock = start_mock(vec![Reply::json(
         200,
         whole("chatcmpl-1", None, &[("c1", "shell")], "tool_calls", 10),
     )])
@@ -427,7 +427,7 @@ fn scripted(then: Then) -> Reply {
         };
         (200, body)
     });
-    Reply::Func(f, Duration::ZERO)
+    func(f, Duration::ZERO)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -438,7 +438,7 @@ async fn the_openai_sdk_reads_a_continued_turn() {
         (Then::Allowed, "Checking.", json!(["read"]), "tool_calls", 6),
         (Then::Stubborn, bounded, json!([]), "stop", 9),
     ] {
-        let mock = Mock::start(vec![scripted(then)]).await;
+        let mock = start_mock(vec![scripted(then)]).await;
         let gate = start_gate(&mock.base_url(), POLICY, "").await;
         let Some(r) = run_sdk("resume_check.py", vec![format!("{}/v1", gate.url)]).await else {
             return;

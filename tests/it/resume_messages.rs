@@ -68,7 +68,7 @@ fn check_follow_up(body: &Value) {
 
 #[tokio::test]
 async fn a_message_whose_calls_are_withheld_is_continued_in_the_same_stream() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(scripted_stream()),
         Reply::sse(answering("I cannot do that, but Paris is usually mild.")),
     ])
@@ -104,7 +104,7 @@ async fn a_message_whose_calls_are_withheld_is_continued_in_the_same_stream() {
 
 #[tokio::test]
 async fn a_failed_messages_follow_up_ends_with_the_neutral_block() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(scripted_stream()),
         Reply::json(
             529,
@@ -134,7 +134,7 @@ async fn a_whole_message_is_continued_too() {
     let second = Reader::read(answering("Done.").as_bytes())
         .unwrap()
         .message();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, first.to_string()),
         Reply::json(200, second.to_string()),
     ])
@@ -152,7 +152,7 @@ async fn a_whole_message_is_continued_too() {
     check_follow_up(&sent(&mock)[1]);
 
     // Bounded: the same calls every time, then the neutral text.
-    let mock = Mock::start(vec![Reply::json(200, first.to_string())]).await;
+    let mock = start_mock(vec![Reply::json(200, first.to_string())]).await;
     let gate = start(&mock.base_url(), "[rewrite]\nmax_resumes = 1\n").await;
     let v = post(&gate, "/v1/messages", &request(false), &[])
         .await

@@ -67,7 +67,7 @@ fn texts(output: &[Value]) -> Vec<String> {
 async fn a_stored_response_is_continued_in_the_same_stream() {
     let (first, _) = scripted_stream();
     let (second, _) = answering("Paris is mild; I did not clean up.");
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(first),
         Reply::sse(second),
         Reply::json(200, "{}"),
@@ -107,7 +107,7 @@ async fn a_stored_response_is_continued_in_the_same_stream() {
 async fn an_unstored_response_is_replayed_in_the_follow_up() {
     let (first, _) = scripted_stream();
     let (second, _) = answering("Done.");
-    let mock = Mock::start(vec![Reply::sse(first), Reply::sse(second)]).await;
+    let mock = start_mock(vec![Reply::sse(first), Reply::sse(second)]).await;
     let gate = start_gate(&mock.base_url(), POLICY, "").await;
     let a = post(&gate, "/v1/responses", &request(true, Some(false))).await;
     let r = Reader::read(&a.body).unwrap();
@@ -131,7 +131,7 @@ async fn an_unstored_response_is_replayed_in_the_follow_up() {
 #[tokio::test]
 async fn a_failed_responses_follow_up_replaces_the_calls_neutrally() {
     let (first, _) = scripted_stream();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(first),
         Reply::json(500, r#"{"error":{"message":"no"}}"#),
     ])
@@ -152,7 +152,7 @@ async fn a_failed_responses_follow_up_replaces_the_calls_neutrally() {
 
     // The same for a whole response.
     let (_, first) = scripted_stream();
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, first.to_string()),
         Reply::json(500, r#"{"error":{"message":"no"}}"#),
         Reply::json(200, "{}"),
@@ -176,7 +176,7 @@ async fn a_failed_responses_follow_up_replaces_the_calls_neutrally() {
 async fn a_whole_response_is_continued_too() {
     let (_, first) = scripted_stream();
     let (_, second) = answering("Done.");
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, first.to_string()),
         Reply::json(200, second.to_string()),
         Reply::json(200, "{}"),
@@ -213,7 +213,7 @@ async fn the_openai_sdk_reads_a_continued_response() {
         };
         (200, body)
     });
-    let mock = Mock::start(vec![Reply::Func(f, std::time::Duration::ZERO)]).await;
+    let mock = start_mock(vec![func(f, std::time::Duration::ZERO)]).await;
     let gate = start_gate(&mock.base_url(), POLICY, "").await;
     let base = format!("{}/v1", gate.url);
     let Some(r) = run_sdk("resume_check.py", vec![base, "responses".into()]).await else {

@@ -12,7 +12,7 @@ use crate::support::*;
 
 #[tokio::test]
 async fn other_paths_pass_through_with_the_key_injected_and_the_agents_removed() {
-    let mock = Mock::start(vec![Reply::json(
+    let mock = start_mock(vec![Reply::json(
         200,
         r#"{"object":"list","data":[{"id":"m1"}]}"#,
     )])
@@ -42,7 +42,7 @@ async fn other_paths_pass_through_with_the_key_injected_and_the_agents_removed()
 
 #[tokio::test]
 async fn auth_passthrough_forwards_the_agents_authorization() {
-    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let mock = start_mock(vec![Reply::json(200, "{}")]).await;
     let gate = start_gate(
         &mock.base_url(),
         ALLOW_ALL,
@@ -65,7 +65,7 @@ async fn auth_passthrough_forwards_the_agents_authorization() {
 
 #[tokio::test]
 async fn the_upstream_key_never_reaches_the_agent_or_the_logs_of_an_error() {
-    let mock = Mock::start(vec![Reply::json(
+    let mock = start_mock(vec![Reply::json(
         401,
         format!(r#"{{"error":{{"message":"Incorrect API key provided: {UPSTREAM_KEY}"}}}}"#),
     )])
@@ -87,7 +87,7 @@ async fn the_upstream_key_never_reaches_the_agent_or_the_logs_of_an_error() {
 
 #[tokio::test]
 async fn endpoints_that_could_return_ungated_tool_calls_are_refused() {
-    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let mock = start_mock(vec![Reply::json(200, "{}")]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for path in [
         "/v1/responses/resp_1",
@@ -136,7 +136,7 @@ async fn h2c_clients_are_served_on_the_data_port() {
         "data: [DONE]\n\n".into(),
     ]
     .concat();
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let (version, body) = open_stream(&gate, &chat_request(true, &[]), true).await;
     assert_eq!(version, http::Version::HTTP_2);
@@ -155,7 +155,7 @@ async fn admin_port_serves_health_readiness_and_metrics() {
         "data: [DONE]\n\n".into(),
     ]
     .concat();
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["no"]), "").await;
     assert_eq!(
         send("GET", &format!("{}/healthz", gate.admin), &[], "")
@@ -187,7 +187,7 @@ async fn admin_port_serves_health_readiness_and_metrics() {
 
 #[tokio::test]
 async fn shutdown_lets_an_in_flight_stream_finish() {
-    let mock = Mock::start(vec![slow_text_then_call(Duration::from_millis(25))]).await;
+    let mock = start_mock(vec![slow_text_then_call(Duration::from_millis(25))]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let url = gate.url.clone();
     let req = tokio::spawn(async move {
@@ -218,7 +218,7 @@ async fn shutdown_lets_an_in_flight_stream_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_pass_through_body_is_cut_off_at_the_upstream_deadline() {
     // The head and a first piece arrive at once, then the upstream stalls.
-    let mock = Mock::start(vec![Reply::Sse {
+    let mock = start_mock(vec![Reply::Sse {
         body: Bytes::from(vec![b'x'; 64 * 1024]),
         chunk: 1024,
         delay: Duration::from_secs(30),
@@ -250,7 +250,7 @@ async fn every_response_carries_the_request_id_its_audit_records_carry() {
     body.push_str(&chunk(0, call_delta(0, "c1", "shell", "{}"), None));
     body.push_str(&chunk(0, json!({}), Some("tool_calls")));
     body.push_str("data: [DONE]\n\n");
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
     let req = chat_request(true, &["shell"]);
     // The agent's own id comes back and is in the audit trail.
@@ -388,12 +388,12 @@ async fn a_provider_error_is_logged_redacted_and_its_rate_limit_headers_pass() {
 
 #[tokio::test]
 async fn the_model_list_goes_to_the_upstream_of_the_clients_family() {
-    let openai = Mock::start(vec![Reply::json(
+    let openai = start_mock(vec![Reply::json(
         200,
         r#"{"object":"list","data":[{"id":"gpt"}]}"#,
     )])
     .await;
-    let anthropic = Mock::start(vec![Reply::json(
+    let anthropic = start_mock(vec![Reply::json(
         200,
         r#"{"data":[{"id":"claude","type":"model"}],"has_more":false}"#,
     )])
@@ -439,7 +439,7 @@ async fn the_providers_request_id_reaches_the_agent_and_toolgates_has_its_own_na
         vec![("x-request-id", "req_provider_1".into())],
         Box::new(Reply::json(200, r#"{"object":"list","data":[]}"#)),
     );
-    let mock = Mock::start(vec![ok]).await;
+    let mock = start_mock(vec![ok]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = send(
         "GET",
@@ -468,7 +468,7 @@ async fn the_providers_request_id_reaches_the_agent_and_toolgates_has_its_own_na
             r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
         )),
     );
-    let mock = Mock::start(vec![refused]).await;
+    let mock = start_mock(vec![refused]).await;
     let gate = start_gate(
         &mock.base_url(),
         ALLOW_ALL,
@@ -489,7 +489,7 @@ async fn the_providers_request_id_reaches_the_agent_and_toolgates_has_its_own_na
     assert_eq!(a.headers["retry-after"], "3");
     assert!(a.headers.contains_key("x-toolgate-request-id"));
     // Without a provider id, x-request-id is toolgate's own.
-    let mock = Mock::start(vec![Reply::json(200, "{}")]).await;
+    let mock = start_mock(vec![Reply::json(200, "{}")]).await;
     let gate2 = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = send("GET", &format!("{}/v1/models", gate2.url), &[], "").await;
     assert_eq!(

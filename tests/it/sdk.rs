@@ -33,7 +33,7 @@ async fn the_openai_python_sdk_sees_exactly_the_allowed_calls() {
         return;
     };
     let denied = ["get_weather", "weather"];
-    let mock = Mock::start(vec![Reply::Fixture { chunk: 23 }]).await;
+    let mock = start_mock(vec![fixture(23)]).await;
     let gate = start_gate(&mock.base_url(), &deny(&denied), "").await;
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/openai_sdk_check.py");
     let base = format!("{}/v1", gate.url);

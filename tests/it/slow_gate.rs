@@ -62,7 +62,7 @@ async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
         ("c2", "bad", "{}"),
         ("c3", "good", "{\"n\":3}"),
     ]);
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let peak = Arc::new(AtomicUsize::new(0));
     let slow = Slow {
         running: Arc::new(AtomicUsize::new(0)),
@@ -130,7 +130,7 @@ async fn text_flows_and_keepalives_are_sent_while_a_slow_gate_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_leaves_during_the_gate_still_leaves_a_whole_audit_trail() {
     let body = text_then_calls(&[("c1", "good", "{}"), ("c2", "bad", "{}")]);
-    let mock = Mock::start(vec![Reply::sse(body)]).await;
+    let mock = start_mock(vec![Reply::sse(body)]).await;
     let running = Arc::new(AtomicUsize::new(0));
     let slow = Slow {
         running: running.clone(),
@@ -238,7 +238,7 @@ async fn text_after_a_held_call_is_not_held_with_it() {
     ];
     for (path, req, before, after, call, call_first) in cases {
         let go = Arc::new(tokio::sync::Notify::new());
-        let mock = Mock::start(vec![Reply::Paused {
+        let mock = start_mock(vec![Reply::Paused {
             before: before.into(),
             after: after.into(),
             go: go.clone(),

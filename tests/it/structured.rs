@@ -33,7 +33,7 @@ fn calls_shell(req: &Value) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn structured_output_helpers_see_a_refusal_not_invalid_json() {
-    let mock = Mock::start(vec![Reply::Func(
+    let mock = start_mock(vec![func(
         std::sync::Arc::new(calls_shell),
         std::time::Duration::ZERO,
     )])
@@ -86,7 +86,7 @@ async fn structured_output_helpers_see_a_refusal_part() {
         true => (200, calls_only().0),
         false => (200, calls_only().1.to_string()),
     });
-    let mock = Mock::start(vec![Reply::Func(f, std::time::Duration::ZERO)]).await;
+    let mock = start_mock(vec![func(f, std::time::Duration::ZERO)]).await;
     // Plain `drop`: the structured-output request gets refusal parts.
     let gate = start_gate(&mock.base_url(), &deny(&["shell", "get_weather"]), "").await;
     let base = format!("{}/v1", gate.url);
@@ -109,7 +109,7 @@ async fn an_agents_sdk_output_type_sees_a_refusal() {
         true => (200, calls_only().0),
         false => (200, calls_only().1.to_string()),
     });
-    let mock = Mock::start(vec![Reply::Func(f, std::time::Duration::ZERO)]).await;
+    let mock = start_mock(vec![func(f, std::time::Duration::ZERO)]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["shell", "get_weather"]), "").await;
     let base = format!("{}/v1", gate.url);
     let Some(r) = run_sdk("structured_check.py", vec![base, "agents".into()]).await else {

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 
 use crate::bin::Bin;
 use crate::support::{
-    call_delta, chat_request, chunk, messages_upstream, send, start_gate, Mock, Reply, Seen,
-    KEY_ENV, UPSTREAM_KEY,
+    call_delta, chat_request, chunk, messages_upstream, send, start_gate, start_mock, Mock, Reply,
+    Seen, KEY_ENV, UPSTREAM_KEY,
 };
 
 const POLICY: &str = r#"
@@ -183,12 +183,12 @@ fn header(seen: &Seen, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_no_text() {
-    let collector = Mock::start(vec![Reply::json(200, "")]).await;
-    let judge = Mock::start(vec![judge_answer()]).await;
+    let collector = start_mock(vec![Reply::json(200, "")]).await;
+    let judge = start_mock(vec![judge_answer()]).await;
     let whole = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [{"type": "text", "text": "ok"}],
         "stop_reason": "end_turn", "stop_sequence": null, "usage": {"input_tokens": 5, "output_tokens": 3}});
-    let upstream = Mock::start(vec![
+    let upstream = start_mock(vec![
         Reply::sse(three_calls()),
         Reply::json(200, whole.to_string()),
     ])
@@ -333,7 +333,7 @@ async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_the_agents_traceparent_goes_upstream_as_sent() {
-    let upstream = Mock::start(vec![Reply::sse(three_calls())]).await;
+    let upstream = start_mock(vec![Reply::sse(three_calls())]).await;
     let gate = start_gate(&upstream.base_url(), POLICY, "").await;
     assert!(gate.running.as_ref().unwrap().state.telemetry.is_none());
     let tp = traceparent();
@@ -351,7 +351,7 @@ async fn off_the_agents_traceparent_goes_upstream_as_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_collector_costs_requests_nothing() {
-    let upstream = Mock::start(vec![Reply::sse(three_calls())]).await;
+    let upstream = start_mock(vec![Reply::sse(three_calls())]).await;
     // Port 9 (discard) has no listener here: every export fails to connect.
     let extra = "[telemetry]\notlp_endpoint = \"http://127.0.0.1:9\"\nexport_interval_ms = 10\n";
     let gate = start_gate(&upstream.base_url(), POLICY, extra).await;
@@ -376,8 +376,8 @@ async fn an_unreachable_collector_costs_requests_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reads_the_standard_variables_and_sends_the_last_spans_on_sigterm() {
-    let collector = Mock::start(vec![Reply::json(200, "")]).await;
-    let upstream = Mock::start(vec![Reply::sse(three_calls())]).await;
+    let collector = start_mock(vec![Reply::json(200, "")]).await;
+    let upstream = start_mock(vec![Reply::sse(three_calls())]).await;
     let endpoint = format!("http://{}", collector.addr);
     // The default batch delay (5 s) is longer than this test waits before
     // stopping: the spans arrive because shutdown sends them.
@@ -423,8 +423,8 @@ async fn the_binary_reads_the_standard_variables_and_sends_the_last_spans_on_sig
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_approval_is_a_span_under_the_request() {
     use crate::approval::{answer_with, approval_config, approve, pending, spawn_chat, ARGS, ASK};
-    let collector = Mock::start(vec![Reply::json(200, "")]).await;
-    let upstream = Mock::start(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let collector = start_mock(vec![Reply::json(200, "")]).await;
+    let upstream = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let extra = format!(
         "{}\n[telemetry]\notlp_endpoint = \"http://{}\"\nexport_interval_ms = 50\n",
         approval_config(30.0),

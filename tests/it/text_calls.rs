@@ -50,7 +50,7 @@ fn streamed_text(body: &str) -> String {
 
 #[tokio::test]
 async fn a_text_call_to_a_denied_tool_never_reaches_the_agent() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(hermes_stream("shell")),
         Reply::json(
             200,
@@ -82,7 +82,7 @@ async fn a_text_call_to_a_denied_tool_never_reaches_the_agent() {
 
 #[tokio::test]
 async fn an_allowed_text_call_goes_out_as_the_model_wrote_it() {
-    let mock = Mock::start(vec![Reply::sse(hermes_stream("read_file"))]).await;
+    let mock = start_mock(vec![Reply::sse(hermes_stream("read_file"))]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["shell"]), ON).await;
     let streamed = post_chat(&gate, &chat_request(true, &["read_file"]))
         .await
@@ -99,7 +99,7 @@ async fn an_allowed_text_call_goes_out_as_the_model_wrote_it() {
 
 #[tokio::test]
 async fn without_the_setting_text_is_only_text() {
-    let mock = Mock::start(vec![Reply::sse(hermes_stream("shell"))]).await;
+    let mock = start_mock(vec![Reply::sse(hermes_stream("shell"))]).await;
     let gate = start_gate(&mock.base_url(), &deny(&["shell"]), "").await;
     let streamed = post_chat(&gate, &chat_request(true, &["shell"]))
         .await
@@ -112,7 +112,7 @@ async fn without_the_setting_text_is_only_text() {
 async fn a_text_call_that_cannot_be_read_is_withheld() {
     let broken =
         "<tool_call>{\"name\": \"read_file\", \"name\": \"shell\", \"arguments\": {}}</tool_call>";
-    let mock = Mock::start(vec![Reply::json(200, whole(broken))]).await;
+    let mock = start_mock(vec![Reply::json(200, whole(broken))]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, ON).await;
     let whole = post_chat(&gate, &chat_request(false, &["read_file", "shell"]))
         .await
@@ -127,7 +127,7 @@ async fn a_text_call_that_cannot_be_read_is_withheld() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_sdk_reads_text_calls_as_gated() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::sse(hermes_stream("shell")),
         Reply::sse(hermes_stream("read_file")),
         Reply::json(200, whole("[TOOL_CALLS]shell[ARGS]{\"command\": \"ls\"}")),

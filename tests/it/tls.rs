@@ -109,7 +109,7 @@ async fn a_dev_certificate_serves_gated_streams_over_h2_and_http1() {
     let certs = TempDir::new();
     toolgate::cli::certs::dev(&certs.0, false).unwrap();
     let stream = one_call_stream("send_email", "{}");
-    let mock = Mock::start(vec![Reply::sse(stream.clone()), Reply::sse(stream)]).await;
+    let mock = start_mock(vec![Reply::sse(stream.clone()), Reply::sse(stream)]).await;
     let gate = start_gate(
         &mock.base_url(),
         &deny(&["send_email"]),
@@ -153,7 +153,7 @@ async fn a_dev_certificate_serves_gated_streams_over_h2_and_http1() {
 async fn mutual_tls_refuses_a_client_without_a_certificate() {
     let certs = TempDir::new();
     toolgate::cli::certs::dev(&certs.0, false).unwrap();
-    let mock = Mock::start(vec![Reply::sse(one_call_stream("t", "{}"))]).await;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("t", "{}"))]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, &tls_extra(&certs.0, true)).await;
     let port = gate.running.as_ref().unwrap().addr.port();
     let req = chat_request(true, &["t"]);
@@ -186,7 +186,7 @@ async fn a_client_certificate_names_the_principal() {
     let replies = (0..3)
         .map(|_| Reply::sse(one_call_stream("t", "{}")))
         .collect();
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let extra = format!(
         "{}\n[[client]]\nname = \"dev-agent\"\ncert_uri = \"{}\"\n\n[[client]]\nname = \"ops\"\ncert_cn = \"ops-agent\"\n\n[[client]]\nname = \"token-user\"\ntoken_sha256 = \"{}\"\n",
         tls_extra(&certs.0, true),
@@ -234,7 +234,7 @@ async fn changed_certificate_files_are_picked_up_and_a_bad_one_keeps_the_last_go
     let replies = (0..4)
         .map(|_| Reply::sse(one_call_stream("t", "{}")))
         .collect();
-    let mock = Mock::start(replies).await;
+    let mock = start_mock(replies).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, &tls_extra(&certs.0, false)).await;
     let port = gate.running.as_ref().unwrap().addr.port();
     let req = chat_request(true, &["t"]);

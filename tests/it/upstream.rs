@@ -21,7 +21,7 @@ const COMPLETION: &str = r#"{"id":"c1","object":"chat.completion","created":1,"m
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_connections_are_reused() {
-    let mock = Mock::start(vec![Reply::sse(one_call_stream("get_weather", "{}"))]).await;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("get_weather", "{}"))]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     for _ in 0..4 {
         let a = post_chat(&gate, &chat_request(true, &["get_weather"])).await;
@@ -266,7 +266,7 @@ async fn tls_upstreams_are_reached_over_h2_and_http1() {
     let h1: &[&[u8]] = &[b"http/1.1"];
     for (alpn, want) in [(both, http::Version::HTTP_2), (h1, http::Version::HTTP_11)] {
         let stream = Bytes::from(one_call_stream("send_email", "{}"));
-        let mock = Mock::start_tls(
+        let mock = start_mock_tls(
             vec![
                 Reply::sse(stream.clone()),
                 Reply::sse(stream),
@@ -295,7 +295,7 @@ async fn tls_upstreams_are_reached_over_h2_and_http1() {
         gate.stop().await;
     }
     // Without the CA the upstream's certificate is refused.
-    let mock = Mock::start_tls(
+    let mock = start_mock_tls(
         vec![Reply::json(200, COMPLETION)],
         server_tls(&certs.0, both),
     )

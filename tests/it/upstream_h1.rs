@@ -215,7 +215,7 @@ async fn one_answer(answer: Vec<u8>) -> (String, tokio::task::JoinHandle<()>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passed_body_of_unknown_length_goes_up_chunked_and_whole() {
-    let mock = Mock::start(vec![
+    let mock = start_mock(vec![
         Reply::json(200, r#"{"text":"ok"}"#),
         Reply::json(200, r#"{"text":"again"}"#),
     ])

@@ -3,8 +3,6 @@
 //! planning-phase `comm` call denied, an injection in a tool result fenced, a
 //! call over a rate limit rejected, an allowed call released intact.
 
-mod model;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -16,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::config::Config;
 use crate::error::{Error, Fault};
-use model::Script;
+use crate::mock::{Asked, Call, Provider, Rule, Script};
 
 /// The demo's own policy, beside the default one: web tools are read-only,
 /// and `web.search` may be called twice a minute per session.
@@ -39,29 +37,57 @@ fn email_args() -> Value {
     json!({"to": "bob@example.com", "subject": "Offsite agenda", "body": "Day 1: planning. Day 2: hiking."})
 }
 
-fn scripts() -> Vec<Script> {
-    vec![
-        Script {
-            cue: "Plan the offsite",
-            text: "I'll draft the agenda and email it to Bob.",
-            call: Some(("comm.email", email_args())),
-        },
-        Script {
-            cue: "Summarise the page",
-            text: "The page is Acme's FAQ: shipping takes 3 days.",
-            call: None,
-        },
-        Script {
-            cue: "Search the web",
-            text: "Searching.",
-            call: Some(("web.search", json!({"query": "offsite venues near Lisbon"}))),
-        },
-        Script {
-            cue: "Now send Bob the agenda",
-            text: "Sending it now.",
-            call: Some(("comm.email", email_args())),
-        },
-    ]
+/// A rule of the scripted model: on `cue`, say `text` and make `call`.
+fn rule(cue: &str, text: &str, call: Option<(&str, Value)>) -> Rule {
+    Rule {
+        cue: Some(cue.into()),
+        text: text.into(),
+        calls: call
+            .map(|(name, arguments)| Call {
+                name: name.into(),
+                arguments,
+            })
+            .into_iter()
+            .collect(),
+        ..Rule::default()
+    }
+}
+
+/// The scripted model: each step's cue and what the model says to it.
+fn script() -> Script {
+    Script::with_rules(vec![
+        rule(
+            "Plan the offsite",
+            "I'll draft the agenda and email it to Bob.",
+            Some(("comm.email", email_args())),
+        ),
+        rule(
+            "Summarise the page",
+            "The page is Acme's FAQ: shipping takes 3 days.",
+            None,
+        ),
+        rule(
+            "Search the web",
+            "Searching.",
+            Some(("web.search", json!({"query": "offsite venues near Lisbon"}))),
+        ),
+        rule(
+            "Now send Bob the agenda",
+            "Sending it now.",
+            Some(("comm.email", email_args())),
+        ),
+    ])
+}
+
+/// The last tool result the model was sent.
+fn last_tool_result(model: &Provider) -> String {
+    model
+        .requests()
+        .iter()
+        .rev()
+        .filter_map(Asked::read)
+        .find_map(|a| a.tool_results.last().cloned())
+        .unwrap_or_default()
 }
 
 fn tools() -> Value {
@@ -222,7 +248,8 @@ pub async fn run() -> Result<(String, bool), Error> {
 }
 
 async fn steps(dir: &Path) -> Result<(String, bool), Error> {
-    let (model_addr, model_seen, model_task) = model::start(scripts()).await?;
+    let model = Provider::start(vec![script().reply()]).await?;
+    let model_addr = model.addr;
     let cfg = format!(
         "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\ndrain_secs = 1\n\n\
          [upstream]\nbase_url = \"http://{model_addr}/v1\"\napi_key_env = \"TOOLGATE_DEMO_NO_KEY\"\n\n\
@@ -289,7 +316,7 @@ async fn steps(dir: &Path) -> Result<(String, bool), Error> {
         {"role": "user", "content": "Summarise the page, please."}
     ]);
     let seen = d.chat("execution", "demo-2", messages).await?;
-    let received = model_seen.tool_results().pop().unwrap_or_default();
+    let received = last_tool_result(&model);
     d.line("   what the model received as that tool result:");
     for l in received.lines() {
         let _ = writeln!(d.out, "     | {l}");
@@ -372,6 +399,6 @@ async fn steps(dir: &Path) -> Result<(String, bool), Error> {
         out, ok, running, ..
     } = d;
     running.stop().await;
-    model_task.abort();
+    drop(model);
     Ok((out, ok))
 }

@@ -1,0 +1,137 @@
+//! What a request asks, read the way a provider reads it: which wire format,
+//! whether to stream, the user's last words, the tools declared and the
+//! tool results sent back.
+
+use serde_json::Value;
+
+use super::server::Seen;
+
+/// The wire format of a request, by its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Wire {
+    Chat,
+    Responses,
+    Messages,
+}
+
+/// A request as the scripted model understands it.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub wire: Wire,
+    pub stream: bool,
+    /// The client asked for a usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
+    pub model: String,
+    /// The text of the last user message that has text.
+    pub last_user_text: String,
+    /// The names of the tools the request declares.
+    pub declared: Vec<String>,
+    /// The tool results the request carries, as text.
+    pub tool_results: Vec<String>,
+}
+
+impl Wire {
+    /// The wire format a path is for; `None` for any other path.
+    pub fn of_path(path: &str) -> Option<Wire> {
+        let path = path.split('?').next().unwrap_or_default();
+        if path.ends_with("/chat/completions") {
+            Some(Wire::Chat)
+        } else if path.ends_with("/responses") {
+            Some(Wire::Responses)
+        } else if path.ends_with("/messages") {
+            Some(Wire::Messages)
+        } else {
+            None
+        }
+    }
+}
+
+/// The text of a `content` that is a string or a list of text parts.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                p if p["type"] == "tool_result" => None,
+                p => p["text"].as_str(),
+            })
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+fn tool_results(wire: Wire, items: &[Value]) -> Vec<String> {
+    match wire {
+        Wire::Chat => items
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| text_of(&m["content"]))
+            .collect(),
+        Wire::Responses => items
+            .iter()
+            .filter(|i| i["type"] == "function_call_output")
+            .map(|i| match &i["output"] {
+                Value::String(s) => s.clone(),
+                o => text_of(o),
+            })
+            .collect(),
+        Wire::Messages => items
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| text_of(&b["content"]))
+            .collect(),
+    }
+}
+
+fn declared(wire: Wire, req: &Value) -> Vec<String> {
+    let tools = req["tools"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    tools
+        .iter()
+        .filter_map(|t| match wire {
+            Wire::Chat => t["function"]["name"].as_str(),
+            Wire::Responses | Wire::Messages => t["name"].as_str(),
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+impl Asked {
+    /// Reads a request; `None` when its path is no model endpoint or its
+    /// body no JSON object.
+    pub fn read(seen: &Seen) -> Option<Asked> {
+        let wire = Wire::of_path(&seen.path)?;
+        let req: Value = serde_json::from_slice(&seen.body).ok()?;
+        req.as_object()?;
+        let items: Vec<Value> = match (wire, &req["input"]) {
+            (Wire::Responses, Value::String(s)) => {
+                vec![serde_json::json!({"role": "user", "content": s})]
+            }
+            (Wire::Responses, v) => v.as_array().cloned().unwrap_or_default(),
+            _ => req["messages"].as_array().cloned().unwrap_or_default(),
+        };
+        let last_user_text = items
+            .iter()
+            .rev()
+            .filter(|m| m["role"] == "user")
+            .map(|m| text_of(&m["content"]))
+            .find(|t| !t.is_empty())
+            .unwrap_or_default();
+        Some(Asked {
+            wire,
+            stream: req["stream"] == true,
+            include_usage: req["stream_options"]["include_usage"] == true,
+            model: req["model"].as_str().unwrap_or("mock-model").to_string(),
+            last_user_text,
+            declared: declared(wire, &req),
+            tool_results: tool_results(wire, &items),
+        })
+    }
+}
