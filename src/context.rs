@@ -36,6 +36,8 @@ impl Declared {
 #[derive(Debug, Clone, Default)]
 pub struct Context {
     pub request_id: String,
+    /// The provider's id for the answer the calls came from, once it came.
+    pub upstream_request_id: Option<String>,
     pub principal: String,
     /// The wire format the request came in (`chat`, `responses`), for the audit trail.
     pub protocol: &'static str,

@@ -1,9 +1,9 @@
 //! The one error enum, and the single place where errors become HTTP responses.
 //!
 //! Each variant knows which side failed ([`Side`]) and which status it maps to.
-//! Messages shown to the agent are generic: they never name toolgate, a gate, a
-//! rule, a tool, an upstream key or an upstream's own error text (unless the
-//! operator set `errors = "passthrough"`).
+//! The messages of toolgate's own errors are generic: they never name
+//! toolgate, a gate, a rule, a tool or an upstream key. What the provider
+//! said in its errors is written again by `proxy::errors`.
 
 use std::fmt;
 

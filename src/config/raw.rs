@@ -305,7 +305,7 @@ impl Default for RawRewrite {
     fn default() -> Self {
         RawRewrite {
             neutral_message: Spanned::new(0..0, "I wasn't able to complete that action.".into()),
-            errors: ErrorMode::Generic,
+            errors: ErrorMode::Provider,
             mode: crate::call::RewriteMode::Drop,
             max_resumes: Spanned::new(0..0, 2),
             neutral_result: Spanned::new(0..0, "The action could not be completed.".into()),

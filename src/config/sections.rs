@@ -169,7 +169,11 @@ pub struct Audit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorMode {
-    /// Upstream errors become generic OpenAI-style errors.
+    /// The provider's errors reach the agent as it said them (status,
+    /// type, code, param, message, details; redacted and bounded) in the
+    /// route's error shape; toolgate's own errors are generic.
+    Provider,
+    /// Every error is generic: the provider's words are only logged.
     Generic,
     /// Upstream error bodies reach the agent as they are.
     Passthrough,

@@ -25,7 +25,10 @@ pub mod responses;
 pub use request::{array, stream_flag, tree_cost};
 pub mod complete;
 pub(crate) mod events;
+pub mod provider_error;
 pub mod sse;
+
+pub use provider_error::ProviderError;
 
 pub use complete::{Complete, Reading};
 mod resumption;

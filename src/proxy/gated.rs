@@ -100,7 +100,6 @@ pub async fn handle(
         })
     });
     drop(req.body);
-    let ctx: Arc<Context> = Arc::from(ctx);
     let upstream = state.upstream_for(protocol);
     let up = upstream.request(
         parts.method,
@@ -122,6 +121,8 @@ pub async fn handle(
         return Err(Box::pin(status).await);
     }
     let (decoder, announced) = read_head(&mut head, req.stream, &state.scrub)?;
+    ctx.upstream_request_id = super::provider_request_id(&head.headers);
+    let ctx: Arc<Context> = Arc::from(ctx);
     if req.stream {
         let sent = Sent {
             body,

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod body;
 pub mod budget;
 pub mod complete;
+pub mod errors;
 mod gated;
 pub mod gather;
 pub mod release;
@@ -77,11 +78,7 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Proxy
     access.trace = trace;
     let resp = respond(state, req, &mut access).instrument(span).await;
     let (mut head, body) = resp.into_parts();
-    access.upstream_request_id = [REQUEST_ID, PROVIDER_REQUEST_ID]
-        .iter()
-        .find_map(|n| head.headers.get(n))
-        .and_then(|v| id_text(v.as_bytes()))
-        .map(str::to_string);
+    access.upstream_request_id = provider_request_id(&head.headers);
     if let Ok(v) = HeaderValue::from_str(&access.request_id) {
         if !head.headers.contains_key(REQUEST_ID) {
             head.headers.insert(REQUEST_ID, v.clone());
@@ -113,6 +110,16 @@ fn request_id(state: &State, h: &HeaderMap) -> String {
     h.get(REQUEST_ID)
         .and_then(|v| id_text(v.as_bytes()))
         .map_or_else(|| state.request_id(), str::to_string)
+}
+
+/// The provider's id for its answer (`x-request-id`, Anthropic's
+/// `request-id`) when it reads as an id.
+pub fn provider_request_id(h: &HeaderMap) -> Option<String> {
+    [REQUEST_ID, PROVIDER_REQUEST_ID]
+        .iter()
+        .find_map(|n| h.get(n))
+        .and_then(|v| id_text(v.as_bytes()))
+        .map(str::to_string)
 }
 
 /// `b` when it reads as an id: 1 to 128 visible ASCII characters.
@@ -194,11 +201,7 @@ async fn respond(
             crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
             _ => tracing::warn!(error = %e, "request failed"),
         }
-        state.scrub.error(e).into_response(
-            state.passthrough_errors(),
-            |e| family.error_body(e),
-            reply,
-        )
+        errors::response(&state, family, e)
     });
     state.metrics.request(label, resp.status().as_u16());
     resp

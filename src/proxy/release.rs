@@ -31,6 +31,9 @@ fn clip(s: &str) -> &str {
 struct Record<'a> {
     ts: String,
     request_id: &'a str,
+    /// The provider's id for the answer the call came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_request_id: Option<&'a str>,
     principal: &'a str,
     protocol: &'static str,
     choice: u32,
@@ -73,6 +76,7 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
     Record {
         ts: now_rfc3339(),
         request_id: &ctx.request_id,
+        upstream_request_id: ctx.upstream_request_id.as_deref(),
         principal: &ctx.principal,
         protocol: ctx.protocol,
         choice: call.choice,

@@ -119,6 +119,7 @@ async fn make(
     let (decoder, announced) = crate::proxy::read_head(&mut head, f.stream, &state.scrub)?;
     let mut next = ctx.clone();
     next.resume = f.made;
+    next.upstream_request_id = crate::proxy::provider_request_id(&head.headers);
     for name in &r.denied {
         next.declared.remove(name);
     }

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::audit::AuditLog;
-use crate::config::{Config, ErrorMode, PolicyMode};
+use crate::config::{Config, PolicyMode};
 use crate::fence::redact::Redactor;
 use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
@@ -268,10 +268,6 @@ impl State {
     /// The upstream a protocol's requests go to.
     pub fn upstream_for(&self, protocol: Protocol) -> &Upstream {
         self.upstreams.of(protocol)
-    }
-
-    pub fn passthrough_errors(&self) -> bool {
-        self.config.rewrite.errors == ErrorMode::Passthrough
     }
 
     pub fn monitor(&self) -> bool {

@@ -71,11 +71,12 @@ async fn an_oversized_body_is_a_413_in_the_openai_shape() {
 }
 
 #[tokio::test]
-async fn upstream_500_becomes_a_generic_502_and_passthrough_keeps_it() {
+async fn upstream_500_becomes_a_generic_502_when_generic_and_passthrough_keeps_it() {
     let upstream_body =
         r#"{"error":{"message":"internal detail: key sk-live-123 rejected by shard 7"}}"#;
     let mock = start_mock(vec![Reply::json(500, upstream_body)]).await;
-    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let generic = "[rewrite]\nerrors = \"generic\"\n";
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, generic).await;
     let a = post_chat(&gate, &chat_request(true, &["t"])).await;
     assert_openai_error(&a, 502);
     assert!(!a.text().contains("shard 7"));
@@ -93,13 +94,14 @@ async fn upstream_500_becomes_a_generic_502_and_passthrough_keeps_it() {
 }
 
 #[tokio::test]
-async fn upstream_429_keeps_its_status_with_a_generic_message() {
+async fn upstream_429_keeps_its_status_with_a_generic_message_when_generic() {
     let mock = start_mock(vec![Reply::json(
         429,
         r#"{"error":{"message":"slow down, org-123"}}"#,
     )])
     .await;
-    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let generic = "[rewrite]\nerrors = \"generic\"\n";
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, generic).await;
     let a = post_chat(&gate, &chat_request(false, &["t"])).await;
     let v = assert_openai_error(&a, 429);
     assert_eq!(v["error"]["type"], "rate_limit_error");

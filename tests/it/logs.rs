@@ -111,6 +111,13 @@ async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
         (Some("refused"), Some(404))
     );
     assert_eq!(refused["upstream_request_id"], "-");
+    // The audit records of the answer's calls carry the provider's id too.
+    let audit = bin.audit();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    for r in &audit {
+        assert_eq!(r["upstream_request_id"], "req_up_log", "{r}");
+        assert_eq!(r["request_id"], "req-log-1", "{r}");
+    }
     let bad = by_id("req-log-3");
     assert_eq!(
         (bad["route"].as_str(), bad["status"].as_u64()),

@@ -33,6 +33,8 @@ mod rechunk;
 mod cli;
 // `toolgate mock`, the scripted provider, in each wire format.
 mod mock_provider;
+// The provider's errors through the SDKs, redacted; toolgate's own generic.
+mod provider_errors;
 // The official openai Python SDK as the client.
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.

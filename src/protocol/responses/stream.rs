@@ -423,6 +423,9 @@ impl Rewriter for StreamRewriter {
             }
             _ => json!({"type": "error", "code": code, "message": message, "param": null}),
         };
+        // The failed response says what the error event said.
+        let failure = json!({"code": e.get("code").cloned().unwrap_or(json!(code)),
+            "message": e.get("message").cloned().unwrap_or(json!(message))});
         if let Value::Object(m) = &mut e {
             m.insert("type".into(), json!("error"));
             if let Some(n) = self.fresh_number() {
@@ -433,7 +436,7 @@ impl Rewriter for StreamRewriter {
         let snapshot = self.snapshot.take().and_then(Snapshot::into_map);
         if let (Some(mut resp), false) = (snapshot, self.terminal) {
             resp.insert("status".into(), json!("failed"));
-            resp.insert("error".into(), json!({"code": code, "message": message}));
+            resp.insert("error".into(), failure);
             resp.insert("output".into(), json!([]));
             let mut v = json!({"type": "response.failed", "response": resp});
             if let Some(n) = self.fresh_number() {

@@ -114,6 +114,8 @@ pub struct GatedBody {
     /// then its answer.
     sending: Option<Sending>,
     sent: Option<Box<Result<Sent, Error>>>,
+    /// The wire format, for the shape of an error event.
+    protocol: Protocol,
 }
 
 /// Starts gating the upstream response and returns the agent's response body.
@@ -130,6 +132,7 @@ pub fn gated_stream(
     let rw = protocol.rewriter(&options);
     let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {
+        protocol,
         idle: quiet.map(idle::Idle::new),
         held: state.budget.charge(),
         state,
@@ -236,9 +239,8 @@ impl GatedBody {
         if let Error::Overloaded(limit) = err {
             self.state.metrics.overloaded(limit);
         }
-        let dropped = self
-            .rw
-            .fail(&err, self.state.passthrough_errors(), &mut self.out);
+        let (err, passthrough) = super::errors::event(&self.state, self.protocol, err);
+        let dropped = self.rw.fail(&err, passthrough, &mut self.out);
         self.updates();
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
         self.phase = Phase::Failing(Box::pin(async move {
