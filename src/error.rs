@@ -96,6 +96,13 @@ pub enum Error {
     /// A known endpoint that toolgate refuses on purpose (it would hand out
     /// ungated tool calls); the message says which and why.
     NotServed(&'static str),
+    /// A WebSocket upgrade on a gated endpoint (Codex's Responses WebSocket
+    /// transport): 426, which clients take as "use HTTP".
+    WebSocketRefused,
+    /// A Messages thread continued from an answer toolgate does not know
+    /// (expired, another client's, or never seen): answered as the provider
+    /// answers a thread it lost, so the SDK replays the conversation.
+    ThreadNotFound,
     /// The upstream could not be reached, or the exchange broke before its
     /// response head.
     UpstreamConnect(Fault, String),
@@ -145,6 +152,8 @@ impl fmt::Display for Error {
             Error::UnsupportedEndpoint => write!(f, "unsupported endpoint"),
             Error::MethodNotAllowed => write!(f, "method not allowed"),
             Error::NotServed(m) => write!(f, "not served: {m}"),
+            Error::ThreadNotFound => write!(f, "thread not found"),
+            Error::WebSocketRefused => write!(f, "websocket upgrade refused"),
             Error::UpstreamConnect(k, m) => write!(f, "upstream unreachable ({}): {m}", k.label()),
             Error::UpstreamLost(k) => {
                 write!(f, "upstream connection failed mid-body ({})", k.label())
@@ -187,6 +196,8 @@ impl Error {
             | Error::RequestTimeout
             | Error::UnsupportedEndpoint
             | Error::NotServed(_)
+            | Error::ThreadNotFound
+            | Error::WebSocketRefused
             | Error::MethodNotAllowed => Side::Client,
             Error::UpstreamConnect(..)
             | Error::UpstreamLost(_)
@@ -208,8 +219,11 @@ impl Error {
             Error::Unauthorized => StatusCode::UNAUTHORIZED,
             Error::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Error::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            Error::UnsupportedEndpoint | Error::NotServed(_) => StatusCode::NOT_FOUND,
+            Error::UnsupportedEndpoint | Error::NotServed(_) | Error::ThreadNotFound => {
+                StatusCode::NOT_FOUND
+            }
             Error::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Error::WebSocketRefused => StatusCode::UPGRADE_REQUIRED,
             Error::UpstreamConnect(..)
             | Error::UpstreamLost(_)
             | Error::UpstreamUnreadable(_)
@@ -264,6 +278,12 @@ impl Error {
                     .to_string(),
             ),
             Error::NotServed(m) => ("invalid_request_error", m.to_string()),
+            Error::ThreadNotFound => ("not_found_error", "Thread not found.".to_string()),
+            Error::WebSocketRefused => (
+                "invalid_request_error",
+                "The WebSocket transport is not served here: send the request over HTTP (POST)."
+                    .to_string(),
+            ),
             Error::MethodNotAllowed => (
                 "invalid_request_error",
                 "Method not allowed on this endpoint.".to_string(),

@@ -17,7 +17,7 @@ mod script;
 mod server;
 
 pub use asked::{Asked, Wire};
-pub use render::{render, Turn, Use};
+pub use render::{render, Cut, Turn, Use};
 pub use reply::Reply;
 pub use script::{Call, Rule, Script, DEFAULT as DEFAULT_SCRIPT};
 pub use server::{Provider, Seen};

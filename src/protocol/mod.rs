@@ -33,7 +33,7 @@ pub use provider_error::ProviderError;
 pub use complete::{Complete, Reading};
 mod resumption;
 mod rewriter;
-pub use resumption::{add_usage, append_turn, join_whole, Resumption, Stored, Withheld};
+pub use resumption::{add_usage, append_turn, join_whole, Held, Resumption, Stored, Withheld};
 pub use rewriter::{Options, Rewriter, Step, Totals, Update};
 pub mod sync_driver;
 pub mod text_calls;
@@ -105,6 +105,14 @@ impl Protocol {
     /// continued it as, and answers the calls withheld from it with `text`.
     /// Other formats store nothing: the body is left as it is.
     pub fn continue_stored(self, body: &mut Value, stored: &dyn Stored, text: &str) {
+        if self == Protocol::Messages {
+            if let Held::From(prev) = self.held(body) {
+                if let Some(calls) = stored.withheld(&prev) {
+                    messages::request::answer_withheld(body, &calls, text);
+                }
+            }
+            return;
+        }
         if self != Protocol::Responses {
             return;
         }
@@ -118,6 +126,20 @@ impl Protocol {
         }
         if let Some(calls) = stored.withheld(prev) {
             responses::request::answer_withheld(body, &calls, text);
+        }
+    }
+
+    /// Whether the provider holds the conversation of a (parsed) request
+    /// with its declared tools and system text (a Messages thread): then a
+    /// continuing request declares nothing itself.
+    pub fn held(self, body: &Value) -> Held {
+        match self {
+            Protocol::Messages => match messages::request::thread(body) {
+                Ok(messages::request::Thread::Create) => Held::New,
+                Ok(messages::request::Thread::Continue(id)) => Held::From(id),
+                _ => Held::Not,
+            },
+            Protocol::Chat | Protocol::Responses => Held::Not,
         }
     }
 

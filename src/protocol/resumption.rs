@@ -52,6 +52,19 @@ impl Resumption {
     }
 }
 
+/// Whether the provider holds a request's conversation, tools and system
+/// text included ([`super::Protocol::held`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Held {
+    /// The request carries all of it.
+    Not,
+    /// From this request's answer on.
+    New,
+    /// From the earlier answer of this id: the request carries only what
+    /// came after it, and declares no tools of its own.
+    From(String),
+}
+
 /// What toolgate remembers of stored responses (kept by the proxy's state).
 pub trait Stored {
     /// The response that continued stored response `id`, if any.

@@ -61,6 +61,9 @@ pub enum Update {
     /// as `then` (`resume` on a stored response): a later request
     /// continuing from `first` is sent on from `then`.
     Renamed { first: String, then: String },
+    /// The id of the answer, which a later request may continue from (a
+    /// Messages thread), as soon as it is read.
+    Answered(String),
 }
 
 /// What a stream came to: the tokens the upstream reported, and the call

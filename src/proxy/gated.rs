@@ -15,12 +15,13 @@ use crate::error::Error;
 use crate::fence;
 use crate::gate::Gates;
 use crate::policy::RewriteMode;
-use crate::protocol::{tree_cost, Parsed, Protocol};
+use crate::protocol::{tree_cost, Held, Parsed, Protocol};
 use crate::proxy::body;
 use crate::proxy::complete;
 use crate::proxy::gather::{self, content_length};
 use crate::proxy::resume::{self, FollowUp, Sent};
 use crate::proxy::state::State;
+use crate::proxy::threads::Facts;
 use crate::upstream::encoding::ContentDecoder;
 
 /// Gates one request; `asker` holds the request's own part of the gates'
@@ -62,6 +63,16 @@ pub async fn handle(
     let mut ctx = asker;
     ctx.protocol = protocol.label();
     ctx.declared = std::mem::take(&mut req.declared);
+    // A thread's continue declares nothing: the thread's facts stand in.
+    let held = protocol.held(&req.body);
+    let continued = match &held {
+        Held::From(prev) => Some(
+            state
+                .thread(prev, &ctx.principal)
+                .ok_or(Error::ThreadNotFound)?,
+        ),
+        Held::Not | Held::New => None,
+    };
     ctx.structured_output = structured_output(&req.body);
     let gates = state.gates();
     let policy = gates.policy();
@@ -77,6 +88,9 @@ pub async fn handle(
         default_phase,
         texts,
     );
+    if let Some(facts) = &continued {
+        facts.continue_in(&mut ctx, &parts.headers);
+    }
     fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
     // After the fence: these answers are toolgate's own, not a tool's output.
     protocol.continue_stored(
@@ -85,8 +99,16 @@ pub async fn handle(
         &state.config.rewrite.neutral_message,
     );
     hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
+    let thread = match held {
+        Held::Not => None,
+        Held::New => Some(Arc::new(Facts::of(&ctx))),
+        Held::From(_) => continued,
+    };
     let body = gather::json_body(&req.body, size)?;
-    let mut follow = resumable(state, &gates, &req.body).then(|| {
+    // A held conversation is not continued by follow-ups: its withheld
+    // calls are answered on the agent's next request instead.
+    let resumes = thread.is_none() && resumable(state, &gates, &req.body);
+    let mut follow = resumes.then(|| {
         Box::new(FollowUp {
             protocol,
             method: parts.method.clone(),
@@ -130,6 +152,7 @@ pub async fn handle(
             announced,
             deadline,
             ctx,
+            thread,
         };
         let b = body::gated_stream(protocol, state.clone(), gates, sent, follow.take());
         return Ok(Response::from_parts(
@@ -149,6 +172,9 @@ pub async fn handle(
     let raw = state.scrub.bytes(raw);
     let more = follow.as_ref().is_some_and(|f| f.left());
     let round = complete::gate(state, &gates, &ctx, protocol, &raw, more).await?;
+    if let (Some(facts), Some(id)) = (thread, &round.id) {
+        state.remember_thread(id.clone(), facts);
+    }
     let body = match (round.again, follow) {
         (Some(r), Some(f)) => {
             let dropped = resume::concat(round.pieces);

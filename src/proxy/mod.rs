@@ -22,6 +22,7 @@ pub mod release;
 pub mod resume;
 pub mod route;
 pub mod state;
+pub mod threads;
 
 use std::sync::Arc;
 

@@ -58,6 +58,9 @@ pub struct Sent {
     pub deadline: tokio::time::Instant,
     /// The context its calls are decided in.
     pub ctx: Arc<Context>,
+    /// The facts of the thread the answer belongs to (a Messages thread),
+    /// remembered under the answer's id.
+    pub thread: Option<crate::proxy::threads::Shared>,
 }
 
 pub type Sending = Pin<Box<dyn Future<Output = (FollowUp, Result<Sent, Error>)> + Send>>;
@@ -129,6 +132,7 @@ async fn make(
         announced,
         deadline,
         ctx: Arc::new(next),
+        thread: None,
     })
 }
 

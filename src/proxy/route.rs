@@ -195,10 +195,23 @@ pub fn route(method: &Method, path: &str, headers: &HeaderMap) -> Result<Routed,
         _ => segs,
     };
     let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
-    Ok(Routed {
-        route: lookup(method, segs, headers.contains_key("anthropic-version"))?,
-        rest,
-        phase,
+    let route = match lookup(method, segs, headers.contains_key("anthropic-version")) {
+        // A WebSocket upgrade where a gated request goes (Codex opens the
+        // Responses WebSocket transport first): 426 tells the client to use
+        // HTTP at once, where every call is gated.
+        Err(Error::MethodNotAllowed) if method == Method::GET && websocket(headers) => {
+            Err(Error::WebSocketRefused)
+        }
+        r => r,
+    }?;
+    Ok(Routed { route, rest, phase })
+}
+
+/// Whether the request asks to upgrade to WebSocket.
+fn websocket(h: &HeaderMap) -> bool {
+    h.get_all(http::header::UPGRADE).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|s| s.to_ascii_lowercase().contains("websocket"))
     })
 }
 

@@ -108,6 +108,9 @@ pub struct State {
     /// Stored responses the agent knows by one id that a follow-up
     /// (`resume`) continued under another, by the first.
     renamed: moka::sync::Cache<String, Arc<str>>,
+    /// What the gates know of each Messages thread, by the id of each
+    /// answer in it.
+    threads: moka::sync::Cache<String, crate::proxy::threads::Shared>,
 }
 
 impl State {
@@ -123,19 +126,20 @@ impl State {
         let seed = format!("{nanos}-{}", std::process::id());
         let budget = crate::proxy::budget::Budget::new(config.limits.max_body_bytes_in_flight);
         let streams = Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams));
-        // Bounded by bytes and by count at once: each of the two records
-        // has half the bytes, and every entry weighs its bytes, and at
+        // Bounded by bytes and by count at once: each of the three records
+        // has a third of the bytes, and every entry weighs its bytes, and at
         // least its share of them when `remember_max` entries are kept.
         let r = config.responses;
-        let half = r.remember_max_bytes / 2;
+        let third = r.remember_max_bytes / 3;
         let floor = match r.remember_max {
             0 => u64::MAX,
-            n => (half / n).max(1),
+            // Rounded up: `third / floor` entries at most, never more than `n`.
+            n => third.div_ceil(n).max(1),
         };
         let weight = move |bytes: usize| -> u32 {
             u32::try_from((bytes as u64).max(floor)).unwrap_or(u32::MAX)
         };
-        let capacity = if r.remember_max == 0 { 0 } else { half };
+        let capacity = if r.remember_max == 0 { 0 } else { third };
         let withheld = moka::sync::Cache::builder()
             .max_capacity(capacity)
             .weigher(move |k: &String, v: &Arc<Vec<(String, String)>>| {
@@ -147,6 +151,13 @@ impl State {
         let renamed = moka::sync::Cache::builder()
             .max_capacity(capacity)
             .weigher(move |k: &String, v: &Arc<str>| weight(k.len() + v.len() + 64))
+            .time_to_live(r.remember_ttl)
+            .build();
+        let threads = moka::sync::Cache::builder()
+            .max_capacity(capacity)
+            .weigher(move |k: &String, v: &crate::proxy::threads::Shared| {
+                weight(k.len() + v.weight())
+            })
             .time_to_live(r.remember_ttl)
             .build();
         let id_key =
@@ -172,6 +183,7 @@ impl State {
             auth_failures: crate::proxy::auth::Failures::default(),
             withheld,
             renamed,
+            threads,
         }
     }
 
@@ -251,6 +263,19 @@ impl State {
         self.withheld.insert(w.response_id, Arc::new(calls));
     }
 
+    /// Records a thread's facts under the id of an answer in it.
+    pub fn remember_thread(&self, answer: String, facts: crate::proxy::threads::Shared) {
+        if !answer.is_empty() {
+            self.threads.insert(answer, facts);
+        }
+    }
+
+    /// The facts of the thread holding answer `id`, when `principal` may
+    /// continue it.
+    pub fn thread(&self, id: &str, principal: &str) -> Option<crate::proxy::threads::Shared> {
+        self.threads.get(id).filter(|f| f.belongs_to(principal))
+    }
+
     /// Records that stored response `first` was continued as `then`.
     pub fn remember_renamed(&self, first: String, then: String) {
         if !first.is_empty() && !then.is_empty() && first != then {
@@ -262,7 +287,8 @@ impl State {
     pub fn remembered_bytes(&self) -> u64 {
         self.withheld.run_pending_tasks();
         self.renamed.run_pending_tasks();
-        self.withheld.weighted_size() + self.renamed.weighted_size()
+        self.threads.run_pending_tasks();
+        self.withheld.weighted_size() + self.renamed.weighted_size() + self.threads.weighted_size()
     }
 
     /// The upstream a protocol's requests go to.

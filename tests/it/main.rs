@@ -35,6 +35,10 @@ mod cli;
 mod mock_provider;
 // The provider's errors through the SDKs, redacted; toolgate's own generic.
 mod provider_errors;
+// Anthropic message threads: the SDK's tool_runner over a thread-keeping provider.
+mod threads;
+// Codex: its WebSocket transport refused at once, its requests gated over HTTP.
+mod codex;
 // The official openai Python SDK as the client.
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.

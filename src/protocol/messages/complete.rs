@@ -26,6 +26,10 @@ pub struct Body<'a> {
     /// For each block, whether it is a call (in `calls` order).
     is_call: Vec<bool>,
     calls: Vec<Call>,
+    /// The calls' ids, kept when the calls are forgotten.
+    call_ids: Vec<String>,
+    /// The message's id (a thread's later request continues from it).
+    id: String,
     hosted: Vec<Call>,
 }
 
@@ -80,11 +84,18 @@ impl<'a> Body<'a> {
                 }
             }
         }
+        let id = tree
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         Ok(Body {
             top,
             blocks,
             is_call,
+            call_ids: calls.iter().map(|c| c.id.clone()).collect(),
             calls,
+            id,
             hosted,
         })
     }
@@ -165,6 +176,22 @@ impl crate::protocol::Complete for Body<'_> {
     }
     fn forget_calls(&mut self) {
         self.calls = Vec::new();
+    }
+    fn id(&self) -> Option<&str> {
+        Some(self.id.as_str()).filter(|id| !id.is_empty())
+    }
+    fn withheld(&self, verdicts: &[Release]) -> Option<crate::protocol::Withheld> {
+        let calls: Vec<(String, String)> = self
+            .call_ids
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !Release::at(verdicts, *i).allowed())
+            .map(|(_, id)| (id.clone(), "tool_use".to_string()))
+            .collect();
+        (!calls.is_empty() && !self.id.is_empty()).then(|| crate::protocol::Withheld {
+            response_id: self.id.clone(),
+            calls,
+        })
     }
     fn rewrite(
         &self,

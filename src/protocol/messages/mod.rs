@@ -140,10 +140,14 @@ pub fn neutral_block(text: &str) -> Value {
 pub fn error_type(err: &Error) -> &'static str {
     use http::StatusCode;
     match err {
-        Error::BadRequest(_) | Error::MethodNotAllowed => "invalid_request_error",
+        Error::BadRequest(_) | Error::MethodNotAllowed | Error::WebSocketRefused => {
+            "invalid_request_error"
+        }
         Error::Unauthorized => "authentication_error",
         Error::PayloadTooLarge { .. } => "request_too_large",
-        Error::UnsupportedEndpoint | Error::NotServed(_) => "not_found_error",
+        Error::UnsupportedEndpoint | Error::NotServed(_) | Error::ThreadNotFound => {
+            "not_found_error"
+        }
         Error::UpstreamStatus { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS => {
             "rate_limit_error"
         }
@@ -180,7 +184,11 @@ fn upstream_error_type(body: &[u8]) -> &'static str {
 /// `{"type":"error","error":{"type":…,"message":…}}`: the Messages API's error shape.
 pub fn error_body(err: &Error) -> Bytes {
     let (_, message) = err.public_message();
-    let v = json!({"type": "error", "error": {"type": error_type(err), "message": message}});
+    let mut v = json!({"type": "error", "error": {"type": error_type(err), "message": message}});
+    if let Error::ThreadNotFound = err {
+        // What the SDK reads to replay the conversation under a new thread.
+        v["error"]["details"] = json!({"error_code": "thread_not_found"});
+    }
     Bytes::from(v.to_string())
 }
 

@@ -138,6 +138,13 @@ pub struct StreamRewriter {
     /// Text and call deltas are read typed ([`text`], [`delta`]); off only
     /// to compare with the whole-tree path.
     typed: bool,
+    /// The message's id, until reported (`Update::Answered`).
+    answered: Option<String>,
+    /// The message's id, for the calls withheld from it.
+    message_id: String,
+    /// `(tool_use id, "tool_use")` of calls just withheld, until reported:
+    /// a thread's next request answers them.
+    withheld_ids: Vec<(String, String)>,
 }
 
 impl StreamRewriter {
@@ -166,6 +173,9 @@ impl StreamRewriter {
             call_delta: false,
             resume: resume::ResumeState::new(o.resume, &o.neutral_result),
             typed: true,
+            answered: None,
+            message_id: String::new(),
+            withheld_ids: Vec::new(),
         }
     }
 
@@ -269,6 +279,10 @@ impl StreamRewriter {
                     Some(_) => return Err(malformed("message_start already holds content")),
                 }
                 self.began = true;
+                if let Some(Value::String(id)) = msg.get("id") {
+                    self.message_id = id.clone();
+                    self.answered = Some(id.clone());
+                }
                 self.started(msg);
                 self.emit(&ev, None, out);
             }
@@ -425,6 +439,9 @@ impl Rewriter for StreamRewriter {
             } else {
                 places.push(None);
                 self.withheld += 1;
+                if let Some(call) = pending.get(i) {
+                    self.withheld_ids.push((call.id.clone(), "tool_use".into()));
+                }
                 if let (true, Some(call)) = (self.resume.allowed && !slot.oversized, pending.get(i))
                 {
                     self.resume
@@ -471,6 +488,15 @@ impl Rewriter for StreamRewriter {
         }
         if !self.hosted.is_empty() {
             return Some(Update::Hosted(std::mem::take(&mut self.hosted)));
+        }
+        if let Some(id) = self.answered.take() {
+            return Some(Update::Answered(id));
+        }
+        if !self.withheld_ids.is_empty() && !self.message_id.is_empty() {
+            return Some(Update::Withheld(crate::protocol::Withheld {
+                response_id: self.message_id.clone(),
+                calls: std::mem::take(&mut self.withheld_ids),
+            }));
         }
         self.take_ready().map(Update::Resumption)
     }

@@ -116,6 +116,8 @@ pub struct GatedBody {
     sent: Option<Box<Result<Sent, Error>>>,
     /// The wire format, for the shape of an error event.
     protocol: Protocol,
+    /// The facts of the thread the answer belongs to, remembered under its id.
+    thread: Option<crate::proxy::threads::Shared>,
 }
 
 /// Starts gating the upstream response and returns the agent's response body.
@@ -133,6 +135,7 @@ pub fn gated_stream(
     let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {
         protocol,
+        thread: upstream.thread,
         idle: quiet.map(idle::Idle::new),
         held: state.budget.charge(),
         state,

@@ -1,7 +1,8 @@
 //! What the rewriter reports besides the bytes it writes
 //! ([`crate::protocol::Update`]), acted on at once: the time of the last
 //! call event, withheld calls of a stored response remembered, provider-run
-//! calls audited, a follow-up started, a renamed response remembered.
+//! calls audited, a follow-up started, a renamed response remembered, a
+//! thread's answer remembered with its facts.
 
 use super::GatedBody;
 use crate::protocol::Update;
@@ -18,6 +19,11 @@ impl GatedBody {
                 Update::Hosted(calls) => self.audit_hosted(calls),
                 Update::Resumption(r) => self.start_follow_up(r),
                 Update::Renamed { first, then } => self.state.remember_renamed(first, then),
+                Update::Answered(id) => {
+                    if let Some(facts) = &self.thread {
+                        self.state.remember_thread(id, facts.clone());
+                    }
+                }
             }
         }
     }
