@@ -70,6 +70,15 @@ pub async fn build(config: Config) -> Result<State, Error> {
             .filter_map(|c| c.token.clone())
             .map(|t| (t, "client_token")),
     );
+    // The operator's tokens never reach a model either.
+    for (var, kind) in [
+        (&config.admin.token_env, "admin_token"),
+        (&config.approval.token_env, "approval_token"),
+    ] {
+        if let Some(t) = std::env::var(var).ok().filter(|t| t.trim().len() >= 8) {
+            exact.push((t.trim().to_string(), kind));
+        }
+    }
     let redactor = Redactor::new(exact);
     let approvals = Arc::new(crate::approval::Approvals::new(
         &config.approval,

@@ -42,6 +42,8 @@ pub struct Config {
     pub telemetry: Telemetry,
     /// `[approval]`: calls that wait for a person (`ask`).
     pub approval: Approval,
+    /// `[admin]`: the admin port's token, `Host` names, connection cap.
+    pub admin: Admin,
 }
 
 mod sections;
@@ -254,6 +256,19 @@ impl Config {
         }
         telemetry::check(&raw.telemetry, &mut bad);
         approval::check(&raw.approval, &mut bad);
+        let a = &raw.admin;
+        if !(1..=1024).contains(a.max_connections.get_ref()) {
+            bad(
+                a.max_connections.span(),
+                "admin.max_connections must be between 1 and 1024".into(),
+            );
+        }
+        if a.token_env.trim().is_empty() {
+            bad(
+                0..0,
+                "admin.token_env must name an environment variable".into(),
+            );
+        }
         let mut deferred = Vec::new();
         if let Some(w) = &raw.approval.webhook {
             let env = &raw.approval.secret_env;
@@ -355,6 +370,16 @@ impl Config {
             clients,
             telemetry: telemetry::build(&raw.telemetry, resolve),
             approval: approval::build(&raw.approval, resolve),
+            admin: Admin {
+                token_env: raw.admin.token_env.clone(),
+                hosts: raw
+                    .admin
+                    .hosts
+                    .iter()
+                    .map(|h| h.to_ascii_lowercase())
+                    .collect(),
+                max_connections: *raw.admin.max_connections.get_ref(),
+            },
             bridge: raw
                 .facts
                 .bridge

@@ -25,6 +25,27 @@ pub(crate) struct RawConfig {
     pub(crate) log: RawLog,
     pub(crate) telemetry: super::telemetry::RawTelemetry,
     pub(crate) approval: super::approval::RawApproval,
+    pub(crate) admin: RawAdmin,
+}
+
+/// `[admin]`: who may change state through the admin port, and which
+/// `Host` names it answers to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(crate) struct RawAdmin {
+    pub(crate) token_env: String,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) max_connections: Spanned<usize>,
+}
+
+impl Default for RawAdmin {
+    fn default() -> Self {
+        RawAdmin {
+            token_env: "TOOLGATE_ADMIN_TOKEN".into(),
+            hosts: Vec::new(),
+            max_connections: Spanned::new(0..0, 64),
+        }
+    }
 }
 
 /// `[log]`: how log lines are written on stderr.

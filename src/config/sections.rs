@@ -18,6 +18,29 @@ pub struct Listen {
     pub tls: Option<Tls>,
 }
 
+/// `[admin]`: the admin port's token, `Host` names and connection cap.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// The environment variable holding the bearer token that `POST
+    /// /reload` needs (without it set, `/reload` is refused).
+    pub token_env: String,
+    /// `Host` names the admin port answers to besides IP addresses and
+    /// `localhost` (a DNS name a browser was rebound to is refused).
+    pub hosts: Vec<String>,
+    /// Admin connections served at once; more are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for Admin {
+    fn default() -> Self {
+        Admin {
+            token_env: "TOOLGATE_ADMIN_TOKEN".into(),
+            hosts: Vec::new(),
+            max_connections: 64,
+        }
+    }
+}
+
 /// `[listen.tls]`: PEM files, resolved against the config file's directory.
 #[derive(Debug, Clone)]
 pub struct Tls {

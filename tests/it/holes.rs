@@ -509,10 +509,13 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
     assert!(bin.stderr().contains("test-deny"));
 
     let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
-    let bin = start(
-        &mock,
-        &deny(&["shell"]),
+    let f = files(&deny(&["shell"]));
+    let refs: Vec<(&str, &str)> = f.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let bin = Bin::start_env(
+        &mock.base_url(),
+        &refs,
         "policy.reload_secs = 1\npolicy.settle_ms = 0\npolicy.reload = \"signal\"",
+        &[("TOOLGATE_ADMIN_TOKEN", "admin-token-7")],
     )
     .await;
     std::fs::write(bin.path("policies/50-test.toml"), "rule = []\n").unwrap();
@@ -523,7 +526,10 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
         calls_read_leniently(&a.body).is_empty(),
         "not reloaded by itself"
     );
-    let r = send("POST", &format!("{}/reload", bin.admin), &[], "").await;
+    let reload = format!("{}/reload", bin.admin);
+    assert_eq!(send("POST", &reload, &[], "").await.status, 401, "no token");
+    let token = [("authorization", "Bearer admin-token-7")];
+    let r = send("POST", &reload, &token, "").await;
     assert_eq!(r.status, 202);
     let mut released = false;
     for _ in 0..50 {

@@ -39,6 +39,8 @@ mod provider_errors;
 mod threads;
 // Codex: its WebSocket transport refused at once, its requests gated over HTTP.
 mod codex;
+// The admin port: bounded, tokens for state changes, Host checked.
+mod admin;
 // The official openai Python SDK as the client.
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.
