@@ -32,6 +32,10 @@ impl Declared {
     }
 }
 
+/// The principal of every agent when no `[[client]]` is configured: no
+/// client proved who it is, so nothing may be granted to it for later.
+pub const ANONYMOUS: &str = "anonymous";
+
 /// What the gates know about the request a call answers.
 #[derive(Debug, Clone, Default)]
 pub struct Context {

@@ -84,6 +84,9 @@ pub enum Refused {
     Settled,
     /// The digest given is not the question's.
     Mismatch,
+    /// A session approval for an unauthenticated agent: its session is a
+    /// header any agent may send, so the approval could be taken by another.
+    Anonymous,
 }
 
 struct Entry {
@@ -279,6 +282,13 @@ impl Approvals {
                 None => return Err(Refused::Unknown),
                 Some(e) if digest.is_some_and(|d| !d.eq_ignore_ascii_case(&hex(&e.digest))) => {
                     return Err(Refused::Mismatch)
+                }
+                Some(e)
+                    if a.approve
+                        && a.session
+                        && e.question.principal == crate::context::ANONYMOUS =>
+                {
+                    return Err(Refused::Anonymous)
                 }
                 Some(_) => {}
             }

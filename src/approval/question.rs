@@ -28,6 +28,8 @@ pub struct Question {
     /// The arguments' text with secrets redacted, clipped.
     pub arguments: String,
     pub arguments_clipped: bool,
+    /// The size of the arguments the call runs with (redacted), in bytes.
+    pub arguments_bytes: usize,
     /// Binds an answer to this call: SHA-256 of tool, canonical arguments,
     /// call id and session.
     pub digest: String,
@@ -101,6 +103,7 @@ impl Asking<'_> {
             .redact(&self.call.arguments, &mut counts)
             .unwrap_or_else(|| self.call.arguments.clone());
         let clipped = args.len() > MAX_ARGS;
+        let arguments_bytes = args.len();
         let arguments = match clipped {
             true => {
                 let mut end = MAX_ARGS;
@@ -117,6 +120,7 @@ impl Asking<'_> {
             tool: clip_chars(&self.call.name, MAX_NAME),
             arguments,
             arguments_clipped: clipped,
+            arguments_bytes,
             digest: hex(self.digest),
             rule: self.rule.map(str::to_string),
             principal: ctx.principal.clone(),

@@ -1,8 +1,10 @@
 //! The approval webhook: each question is POSTed as JSON, signed
 //! `x-toolgate-signature: t=<unix>,sha256=<hex HMAC-SHA256 of "t.body">`,
 //! and retried with backoff while the question is open. The receiver may
-//! answer at once (`{"decision": "approve" | "deny", "by": …, "scope": …}`
-//! in its response) or later through the API.
+//! answer at once (`{"id": …, "decision": "approve" | "deny", "by": …,
+//! "scope": …}` in its response, signed the same way with the same key, `id`
+//! the question's; an answer unsigned, signed wrong, older than five
+//! minutes or naming another question is ignored) or later through the API.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,8 +34,12 @@ pub(super) struct Hook {
     secret: Arc<[u8]>,
 }
 
+/// How old a signed answer may be.
+const MAX_SKEW_SECS: u64 = 300;
+
 #[derive(Deserialize)]
 struct Reply {
+    id: Option<String>,
     decision: Option<String>,
     by: Option<String>,
     scope: Option<String>,
@@ -81,14 +87,26 @@ async fn deliver(up: &Upstream, secret: &[u8], approvals: &Approvals, q: &Questi
             return;
         }
         match post(up, secret, body.clone()).await {
-            Ok((status, answer)) if status.is_success() => {
-                if let Some(a) = reply(&answer) {
-                    let taken = approvals.answer(&q.id, a, None);
-                    tracing::info!(approval = %q.id, ok = taken.is_ok(), "the approval webhook answered");
+            Ok((status, signed, answer)) if status.is_success() => {
+                if answer.is_empty() {
+                    return;
                 }
+                let Some(mut a) = reply(&answer)
+                    .filter(|_| verified(secret, signed.as_deref(), &answer, &q.id, unix_now()))
+                else {
+                    tracing::warn!(approval = %q.id, "the approval webhook's answer is not signed for this question; ignored");
+                    return;
+                };
+                let mut taken = approvals.answer(&q.id, a.clone(), None);
+                if let Err(super::Refused::Anonymous) = taken {
+                    // Approved for the session of an unauthenticated agent: this call only.
+                    a.session = false;
+                    taken = approvals.answer(&q.id, a, None);
+                }
+                tracing::info!(approval = %q.id, ok = taken.is_ok(), "the approval webhook answered");
                 return;
             }
-            Ok((status, _)) => {
+            Ok((status, _, _)) => {
                 tracing::warn!(approval = %q.id, attempt, %status, "the approval webhook refused the question");
                 let again = status.is_server_error()
                     || status == http::StatusCode::TOO_MANY_REQUESTS
@@ -107,15 +125,39 @@ async fn deliver(up: &Upstream, secret: &[u8], approvals: &Approvals, q: &Questi
     tracing::warn!(approval = %q.id, "the approval webhook gave up; the call waits for the API or its time-out");
 }
 
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// Whether `body`, answering question `id`, carries a fresh signature by
+/// the webhook's key (`x-toolgate-signature: t=…,sha256=…`).
+fn verified(secret: &[u8], signed: Option<&str>, body: &[u8], id: &str, now: u64) -> bool {
+    let Some((t, mac)) = signed.and_then(|s| {
+        let (t, mac) = s.split_once(',')?;
+        Some((t.strip_prefix("t=")?.parse::<u64>().ok()?, mac))
+    }) else {
+        return false;
+    };
+    let fresh = now.abs_diff(t) <= MAX_SKEW_SECS;
+    // Hashes compared, so the time taken says nothing about the MAC.
+    let want = crate::digest::sha256(signature(secret, t, body).as_bytes());
+    let mac_ok = want == crate::digest::sha256(format!("t={t},{mac}").as_bytes());
+    let names = serde_json::from_slice::<Reply>(body)
+        .ok()
+        .and_then(|r| r.id)
+        .is_some_and(|r| r == id);
+    fresh && mac_ok && names
+}
+
 async fn post(
     up: &Upstream,
     secret: &[u8],
     body: Bytes,
-) -> Result<(http::StatusCode, Bytes), Error> {
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+) -> Result<(http::StatusCode, Option<String>, Bytes), Error> {
+    let t = unix_now();
     let sig = signature(secret, t, &body);
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -130,12 +172,17 @@ async fn post(
     }
     let resp = up.send(req).await?;
     let (head, body) = resp.into_parts();
+    let signed = head
+        .headers
+        .get("x-toolgate-signature")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let read = Limited::new(body, MAX_ANSWER).collect();
     let bytes = match tokio::time::timeout(TIMEOUT, read).await {
         Ok(Ok(b)) => b.to_bytes(),
         _ => Bytes::new(),
     };
-    Ok((head.status, bytes))
+    Ok((head.status, signed, bytes))
 }
 
 /// The receiver's immediate answer, if its body has one.
@@ -169,6 +216,29 @@ mod tests {
         assert_eq!(
             s,
             format!("t=1700000000,sha256={}", crate::digest::hex(&mac))
+        );
+    }
+
+    #[test]
+    fn an_answer_counts_only_signed_fresh_and_for_its_question() {
+        let body = br#"{"id":"q1","decision":"approve"}"#;
+        let now = 1_700_000_000;
+        let sig = signature(b"k", now, body);
+        assert!(verified(b"k", Some(&sig), body, "q1", now + 10));
+        assert!(!verified(b"k", None, body, "q1", now), "unsigned");
+        assert!(
+            !verified(b"other", Some(&sig), body, "q1", now),
+            "another key"
+        );
+        assert!(
+            !verified(b"k", Some(&sig), body, "q2", now),
+            "another question"
+        );
+        assert!(!verified(b"k", Some(&sig), body, "q1", now + 3600), "stale");
+        let tampered = br#"{"id":"q1","decision":"approve","scope":"session"}"#;
+        assert!(
+            !verified(b"k", Some(&sig), tampered, "q1", now),
+            "another body"
         );
     }
 

@@ -84,6 +84,16 @@ pub(super) fn build(r: &RawApproval, resolve: impl Fn(&str) -> PathBuf) -> Appro
     }
 }
 
+/// Whether a URL's host is this machine (`localhost`, 127.0.0.0/8, `::1`).
+fn loopback(uri: &http::uri::Uri) -> bool {
+    let host = uri.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Checks `[approval]`; problems go to `bad` with their place in the file.
 pub(super) fn check(r: &RawApproval, bad: &mut impl FnMut(std::ops::Range<usize>, String)) {
     let t = &r.timeout_secs;
@@ -107,8 +117,18 @@ pub(super) fn check(r: &RawApproval, bad: &mut impl FnMut(std::ops::Range<usize>
         );
     }
     if let Some(w) = &r.webhook {
-        if let Err(m) = super::parse_base_url(w.get_ref()) {
-            bad(w.span(), m.replace("upstream.base_url", "approval.webhook"));
+        match super::parse_base_url(w.get_ref()) {
+            Err(m) => bad(w.span(), m.replace("upstream.base_url", "approval.webhook")),
+            // Plain HTTP only to this machine: elsewhere a question and its
+            // answer would cross the network readable and changeable.
+            Ok((origin, _)) if origin.scheme_str() == Some("http") && !loopback(&origin) => bad(
+                w.span(),
+                format!(
+                    "approval.webhook `{}` must use https:// (http:// only to a loopback address)",
+                    w.get_ref()
+                ),
+            ),
+            Ok(_) => {}
         }
     }
     for (name, v) in [("token_env", &r.token_env), ("secret_env", &r.secret_env)] {

@@ -93,6 +93,13 @@ pub(super) fn parse(
         if c.name.trim().is_empty() {
             bad(at.clone(), "client name must not be empty".into());
         }
+        // The name every agent has without [[client]] (context::ANONYMOUS).
+        if c.name.trim() == "anonymous" {
+            bad(
+                at.clone(),
+                "client name `anonymous` is the name of unauthenticated agents".into(),
+            );
+        }
         if hash.is_some() || cert.is_some() {
             clients.push(Client {
                 name: c.name.clone(),

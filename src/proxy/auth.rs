@@ -56,7 +56,7 @@ pub fn principal(
     peer: Option<&PeerNames>,
 ) -> Result<String, Error> {
     if clients.is_empty() {
-        return Ok("anonymous".into());
+        return Ok(crate::context::ANONYMOUS.into());
     }
     let by_cert = match peer {
         Some(p) => p.client(clients)?,

@@ -155,6 +155,10 @@ pub async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Byte
         Err(Refused::Mismatch) => {
             error(StatusCode::CONFLICT, "the digest is not the waiting call's")
         }
+        Err(Refused::Anonymous) => error(
+            StatusCode::BAD_REQUEST,
+            "session approvals need an authenticated agent ([[client]]): approve this call alone",
+        ),
     }
 }
 

@@ -337,7 +337,8 @@ async fn an_answer_binds_to_its_call_and_a_session_approval_to_the_same_argument
         answer_with(&[("pay", "call_5", r#"{"amount": 6, "to": "acme"}"#)]),
     ])
     .await;
-    let gate = start_gate(&mock.base_url(), ASK, &approval_config(1.5)).await;
+    let config = format!("{}{}", approval_config(1.5), agent());
+    let gate = start_gate(&mock.base_url(), ASK, &config).await;
     let auth = [("authorization", "Bearer wrong")];
     assert_eq!(
         send("GET", &format!("{}/approvals", gate.admin), &auth, "")
@@ -484,8 +485,46 @@ pub async fn post_to(url: &str, body: &Value) -> Answer {
         &[
             ("content-type", "application/json"),
             ("x-toolgate-session", "s1"),
+            // The client's token where `[[client]]` is configured
+            // ([`AGENT`]); ignored where it is not.
+            ("authorization", &format!("Bearer {AGENT_TOKEN}")),
         ],
         body.to_string(),
     )
     .await
+}
+
+const AGENT_TOKEN_ENV: &str = "TG_IT_APPROVAL_AGENT_TOKEN";
+const AGENT_TOKEN: &str = "approval-agent-token-1";
+
+/// A `[[client]]` the agent of [`post_to`] authenticates as: session
+/// approvals need an authenticated agent.
+pub fn agent() -> String {
+    std::env::set_var(AGENT_TOKEN_ENV, AGENT_TOKEN);
+    format!("[[client]]\nname = \"agent\"\ntoken_env = \"{AGENT_TOKEN_ENV}\"\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unauthenticated_agent_gets_no_session_approval() {
+    // Without [[client]] every agent is `anonymous` and its session a header
+    // any agent may send: a session approval could be taken by another.
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let gate = start_gate(&mock.base_url(), ASK, &approval_config(30.0)).await;
+    let waiting = spawn_chat(&gate, request(false));
+    let q = pending(&gate, 1).await[0].clone();
+    let id = q["id"].as_str().unwrap();
+    let session = json!({"decision": "approve", "by": "ana", "scope": "session"});
+    let r = decide(&gate, id, session).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("authenticated"), "{}", r.text());
+    // The call still waits, and may be approved alone.
+    let once = json!({"decision": "approve", "by": "ana"});
+    assert_eq!(decide(&gate, id, once).await.status, 200);
+    let a = waiting.await.unwrap();
+    assert_eq!(Acc::from_json(&a.body).all_calls().len(), 1, "{}", a.text());
+    // The same call again is asked again: nothing was granted.
+    let again = spawn_chat(&gate, request(false));
+    assert_eq!(pending(&gate, 1).await.len(), 1);
+    again.abort();
+    gate.stop().await;
 }

@@ -63,13 +63,58 @@ fn verify(seen: &Seen) -> Value {
     serde_json::from_slice(&seen.body).unwrap()
 }
 
+/// `t=<unix>,sha256=<hex>` of `body` under the shared secret, now.
+fn sign(body: &str) -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut m = Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    m.update(format!("{t}.{body}").as_bytes());
+    let mac: String = m
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("t={t},sha256={mac}")
+}
+
+/// A receiver that approves each question at once, its answer signed.
+fn approving_hook() -> Reply {
+    Reply::computed(|seen| {
+        let q: Value = serde_json::from_slice(&seen.body).unwrap_or(Value::Null);
+        let body = json!({"id": q["id"], "decision": "approve", "by": "pager-bot"}).to_string();
+        Reply::Headed(
+            vec![("x-toolgate-signature", sign(&body))],
+            Box::new(Reply::json(200, body)),
+        )
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_signed_webhook_may_answer_at_once() {
+async fn an_unsigned_answer_from_the_webhook_is_ignored() {
     let hook = start_mock(vec![Reply::json(
         200,
-        r#"{"decision":"approve","by":"pager-bot"}"#,
+        r#"{"decision":"approve","by":"mallory"}"#,
     )])
     .await;
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let gate = start_gate(&mock.base_url(), ASK, &hook_config(&hook.base_url(), 1.0)).await;
+    let a = ask(&gate).await;
+    assert!(
+        Acc::from_json(&a.body).all_calls().is_empty(),
+        "{}",
+        a.text()
+    );
+    let rec = gate.audit_flushed().await;
+    let r = rec.iter().find(|r| r["gate"] == "approval").unwrap();
+    assert_eq!(r["approval"]["decision"], "timeout", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_webhook_may_answer_at_once() {
+    let hook = start_mock(vec![approving_hook()]).await;
     let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
     let gate = start_gate(
         &mock.base_url(),

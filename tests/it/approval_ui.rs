@@ -238,3 +238,45 @@ async fn the_page_shows_a_waiting_call_and_its_approve_button_releases_it() {
     );
     let _ = send("DELETE", &browser.url(""), &[], "").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_a_clipped_argument_and_hidden_characters_as_they_are() {
+    let Some(browser) = Driver::start().await else {
+        return;
+    };
+    // A right-to-left override makes "echo \u{202e}fdp.exe" read as
+    // "echo exe.pdf"; the arguments run past what the page shows.
+    let args =
+        json!({"memo": "echo \u{202e}fdp.exe\u{202c} and\u{200b}more", "pad": "x".repeat(20_000)})
+            .to_string();
+    let args: &'static str = Box::leak(args.into_boxed_str());
+    let calls: &'static [(&str, &str, &str)] = Box::leak(Box::new([("pay", "call_1", args)]));
+    let mock = start_mock(vec![answer_with(calls)]).await;
+    let gate = start_gate(&mock.base_url(), ASK, &approval_config(60.0)).await;
+    wd(
+        "POST",
+        &browser.url("/url"),
+        json!({"url": format!("{}/approvals/ui#token={TOKEN}", gate.admin)}),
+    )
+    .await;
+    browser.wait_for("#by").await;
+    let mut body = chat_request(false, &["pay"]);
+    body["messages"] = json!([{"role": "user", "content": "pay it"}]);
+    let _waiting = crate::approval::spawn_chat(&gate, body);
+    browser.wait_for("li.pending p.clipped").await;
+    let shown = browser
+        .script(
+            "return [document.querySelector('li.pending p.clipped').textContent, \
+             Array.from(document.querySelectorAll('li.pending pre.arguments span.hidden-char')).map(s => s.textContent), \
+             document.querySelector('li.pending pre.arguments').textContent.includes('\\u202e')]",
+        )
+        .await;
+    let clipped = shown[0].as_str().unwrap();
+    assert!(clipped.contains(&args.len().to_string()), "{shown}");
+    assert_eq!(
+        shown[1],
+        json!(["⟨U+202E⟩", "⟨U+202C⟩", "⟨U+200B⟩"]),
+        "{shown}"
+    );
+    assert_eq!(shown[2], false, "the override itself is not in the text");
+}

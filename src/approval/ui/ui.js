@@ -29,12 +29,36 @@ function pretty(args) {
   }
 }
 
+// Characters that change how text reads without being seen: bidirectional
+// controls (a right-to-left override shows `rm -rf /` as something else),
+// zero-width and other format characters, control characters but tab and
+// newline. Each is shown as a visible ⟨U+XXXX⟩ mark, so what a person reads
+// is what the agent runs.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
+
+// `text` into `el` as text nodes, each hidden character as a marked span.
+function visible(el, text) {
+  text = String(text);
+  let last = 0;
+  for (const m of text.matchAll(HIDDEN)) {
+    el.append(document.createTextNode(text.slice(last, m.index)));
+    const cp = m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    const mark = document.createElement("span");
+    mark.className = "hidden-char";
+    mark.title = "an invisible character in the text";
+    mark.textContent = "⟨U+" + cp + "⟩";
+    el.append(mark);
+    last = m.index + m[0].length;
+  }
+  el.append(document.createTextNode(text.slice(last)));
+}
+
 function field(dl, name, value) {
   if (value === null || value === undefined || value === "") return;
   const dt = document.createElement("dt");
   dt.textContent = name;
   const dd = document.createElement("dd");
-  dd.textContent = String(value);
+  visible(dd, value);
   dl.append(dt, dd);
 }
 
@@ -52,7 +76,7 @@ function item(q) {
   li.className = "pending";
   li.dataset.id = q.id;
   const h = document.createElement("h2");
-  h.textContent = q.tool;
+  visible(h, q.tool);
   const dl = document.createElement("dl");
   field(dl, "rule", q.rule);
   field(dl, "principal", q.principal);
@@ -64,7 +88,15 @@ function item(q) {
   field(dl, "expires", q.expires);
   const pre = document.createElement("pre");
   pre.className = "arguments";
-  pre.textContent = pretty(q.arguments) + (q.arguments_clipped ? "\n…(clipped)" : "");
+  visible(pre, pretty(q.arguments));
+  const parts = [h, dl];
+  if (q.arguments_clipped) {
+    const warn = document.createElement("p");
+    warn.className = "clipped";
+    warn.textContent = "Only the first " + q.arguments.length + " characters of the arguments are shown: the call runs with all "
+      + q.arguments_bytes + " bytes. Deny it unless you know what the rest holds.";
+    parts.push(warn);
+  }
   const actions = document.createElement("div");
   actions.className = "actions";
   actions.append(
@@ -72,7 +104,7 @@ function item(q) {
     button("approve approve-session", "Approve for this session", q, "approve", "session"),
     button("deny", "Deny", q, "deny", "call"),
   );
-  li.append(h, dl, pre, actions);
+  li.append(...parts, pre, actions);
   return li;
 }
 
