@@ -23,10 +23,10 @@ fn record() -> serde_json::Value {
 
 fn bench(c: &mut Criterion) {
     let body = serde_json::to_vec(&record()).unwrap();
-    let prev = chain::hash(&body);
+    let prev = chain::hash(None, &body);
     let mut g = c.benchmark_group("audit");
     g.bench_function("chain_link_and_hash", |b| {
-        b.iter(|| chain::hash(&chain::link(&prev, &body)))
+        b.iter(|| chain::hash(None, &chain::link(&prev, &body)))
     });
     let path = std::env::temp_dir().join(format!("tg-bench-audit-{}.jsonl", std::process::id()));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -38,6 +38,7 @@ fn bench(c: &mut Criterion) {
         include_judge_reason: false,
         max_bytes: Some(64 << 20),
         keep: 1,
+        key_env: "TOOLGATE_BENCH_NO_AUDIT_KEY".into(),
     };
     let log = rt
         .block_on(AuditLog::start(&cfg, Default::default()))

@@ -289,6 +289,14 @@ pub enum AuditCommand {
         /// (`audit.jsonl.2 audit.jsonl.1 audit.jsonl`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// The environment variable holding the chain's key (`[audit]
+        /// key_env`), for a keyed trail.
+        #[arg(long, value_name = "NAME")]
+        key_env: Option<String>,
+        /// A head toolgate published (`SEQ:HASH`, from its log or `GET
+        /// /audit/head`): that record must be in the trail, unchanged.
+        #[arg(long, value_name = "SEQ:HASH")]
+        head: Option<String>,
     },
 }
 

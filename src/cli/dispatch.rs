@@ -161,27 +161,11 @@ fn run(cli: Cli) -> ExitCode {
                 Err(e) => wrong(&e),
             }
         }
-        Command::Audit(AuditCommand::Verify { files }) => {
-            match crate::audit::chain::verify(files) {
-                Ok(v) => match &v.broken {
-                    None => write_out(&format!(
-                        "ok: {} records, the chain holds{}\n",
-                        v.records,
-                        v.starts_after
-                            .as_deref()
-                            .map(|h| format!(
-                                " (going on from {h}: older records were rotated away)"
-                            ))
-                            .unwrap_or_default()
-                    )),
-                    Some(at) => {
-                        eprintln!("broken: {at} ({} records before it hold)", v.records);
-                        ExitCode::from(EXIT_WRONG)
-                    }
-                },
-                Err(e) => wrong(&e),
-            }
-        }
+        Command::Audit(AuditCommand::Verify {
+            files,
+            key_env,
+            head,
+        }) => audit_verify(files, key_env.as_deref(), head.as_deref()),
         Command::Health { addr } => match block_on(false, crate::cli::health::check(addr)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => wrong(&e),
@@ -196,6 +180,55 @@ fn run(cli: Cli) -> ExitCode {
             write_out(&String::from_utf8_lossy(&script))
         }
     }
+}
+
+/// `toolgate audit verify`: the chain through the files, against a head.
+fn audit_verify(files: &[PathBuf], key_env: Option<&str>, head: Option<&str>) -> ExitCode {
+    use crate::audit::chain::{verify, Head};
+    let key = match key_env {
+        None => None,
+        Some(name) => match std::env::var(name).ok().filter(|k| !k.trim().is_empty()) {
+            Some(k) => Some(k.trim().as_bytes().to_vec()),
+            None => {
+                eprintln!("{name} is not set: a keyed trail needs its key");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    let head = match head.map(|h| Head::parse(h).ok_or(h)) {
+        None => None,
+        Some(Ok(h)) => Some(h),
+        Some(Err(h)) => {
+            eprintln!("--head `{h}` is not SEQ:HASH (64 hex digits)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let v = match verify(files, key.as_deref(), head.as_ref()) {
+        Ok(v) => v,
+        Err(e) => return wrong(&e),
+    };
+    if let Some(at) = &v.broken {
+        eprintln!("broken: {at} ({} records before it hold)", v.records);
+        return ExitCode::from(EXIT_WRONG);
+    }
+    let mut text = format!("ok: {} records, the chain holds", v.records);
+    if let Some(h) = &v.starts_after {
+        text.push_str(&format!(
+            " (going on from {h}: older records were rotated away)"
+        ));
+    }
+    if let Some(h) = &head {
+        text.push_str(&format!("; record {} is the head's", h.seq));
+    }
+    match (&v.sealed, &v.last) {
+        (Some(reason), _) => text.push_str(&format!("; sealed ({reason}): nothing was cut from its end")),
+        (None, Some(last)) => text.push_str(&format!(
+            "; not sealed: its end is checked only against a head published after it (this trail's is {last})"
+        )),
+        (None, None) => {}
+    }
+    text.push('\n');
+    write_out(&text)
 }
 
 fn explain(config: &Config, a: &ExplainArgs) -> Result<String, Error> {

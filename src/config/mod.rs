@@ -426,6 +426,7 @@ impl Config {
                 reload: Duration::from_secs(raw.policy.reload_secs.max(1)),
                 reload_mode: raw.policy.reload,
                 settle: Duration::from_millis(raw.policy.settle_ms),
+                reload_drops: raw.policy.reload_drops,
             },
             audit: Audit {
                 path: match raw.audit.path.as_str() {
@@ -436,6 +437,7 @@ impl Config {
                 on_error: raw.audit.on_error,
                 max_bytes: (raw.audit.max_bytes > 0).then_some(raw.audit.max_bytes),
                 keep: raw.audit.keep.max(1),
+                key_env: raw.audit.key_env.clone(),
             },
             rewrite: Rewrite {
                 neutral_message: raw.rewrite.neutral_message.into_inner().into(),

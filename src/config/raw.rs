@@ -271,6 +271,7 @@ pub(crate) struct RawPolicy {
     pub(crate) reload_secs: u64,
     pub(crate) reload: super::ReloadMode,
     pub(crate) settle_ms: u64,
+    pub(crate) reload_drops: super::ReloadDrops,
 }
 
 impl Default for RawPolicy {
@@ -285,6 +286,7 @@ impl Default for RawPolicy {
             reload_secs: 2,
             reload: super::ReloadMode::Watch,
             settle_ms: 1000,
+            reload_drops: super::ReloadDrops::Warn,
         }
     }
 }
@@ -298,6 +300,7 @@ pub(crate) struct RawAudit {
     /// Rotate a file sink past this size; 0: never.
     pub(crate) max_bytes: u64,
     pub(crate) keep: usize,
+    pub(crate) key_env: String,
 }
 
 impl Default for RawAudit {
@@ -305,6 +308,7 @@ impl Default for RawAudit {
         RawAudit {
             max_bytes: 0,
             keep: 5,
+            key_env: "TOOLGATE_AUDIT_KEY".into(),
             path: "-".into(),
             include_judge_reason: false,
             on_error: super::AuditOnError::FailClosed,

@@ -138,6 +138,18 @@ pub struct Policy {
     pub reload_mode: ReloadMode,
     /// How long the policy files must stay unchanged before a change is loaded.
     pub settle: Duration,
+    /// What a reload that would drop deny, reject or ask rules does.
+    pub reload_drops: ReloadDrops,
+}
+
+/// `[policy] reload_drops`: a reload that would drop blocking rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReloadDrops {
+    /// Loaded, with a warning naming the rules.
+    Warn,
+    /// Refused: the last policy stays, and the refusal is logged and counted.
+    Refuse,
 }
 
 impl Policy {}
@@ -187,6 +199,9 @@ pub struct Audit {
     pub max_bytes: Option<u64>,
     /// Rotated files kept (`audit.jsonl.1` … `.keep`).
     pub keep: usize,
+    /// The environment variable holding the chain's HMAC key (unset: the
+    /// chain is SHA-256, which anyone who can write the file can redo).
+    pub key_env: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

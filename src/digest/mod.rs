@@ -25,6 +25,21 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
 
+/// HMAC-SHA-256 (RFC 2104) of the concatenated `msg` parts.
+pub fn hmac_sha256(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
+    use hmac::{Hmac, Mac};
+    // HMAC takes a key of any length (a long one is hashed first), so the
+    // `InvalidLength` error `KeyInit` allows for other MACs cannot happen.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
+        Ok(m) => m,
+        Err(_) => Hmac::<Sha256>::new(&Default::default()),
+    };
+    for m in msg {
+        mac.update(m);
+    }
+    mac.finalize().into_bytes().into()
+}
+
 /// SHA-256 of `parts` one after the other, without joining them first.
 pub fn sha256_parts(parts: &[&[u8]]) -> [u8; 32] {
     let mut h = Sha256::new();

@@ -19,9 +19,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use regex::Regex;
-use sha2::Sha256;
 
 pub use crate::policy::FenceMode as Mode;
 
@@ -157,19 +155,7 @@ pub fn restore(text: &str) -> String {
     out
 }
 
-/// HMAC-SHA-256 (RFC 2104) of the concatenated `msg` parts.
-pub fn hmac_sha256(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
-    // HMAC takes a key of any length (a long one is hashed first), so the
-    // `InvalidLength` error `KeyInit` allows for other MACs cannot happen.
-    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
-        Ok(m) => m,
-        Err(_) => Hmac::<Sha256>::new(&Default::default()),
-    };
-    for m in msg {
-        mac.update(m);
-    }
-    mac.finalize().into_bytes().into()
-}
+pub use crate::digest::hmac_sha256;
 
 /// The fence id of one piece of content.
 pub fn fence_id(secret: &[u8], call_id: &str, content: &str) -> String {

@@ -3,12 +3,17 @@
 //! (`notify`) and every `reload_secs` (for filesystems without events); a change is loaded
 //! only once the files have stayed unchanged for `settle_ms`, so a file caught
 //! mid-write (truncated by `>` or `open('w')`) is never loaded. With
-//! `"signal"` only SIGHUP and `POST /reload` on the admin port reload. A
-//! load is compiled and swapped in atomically; a bad file (an empty one
-//! included) keeps the last good set, is logged with `file:line` and counted;
-//! a new set that drops deny or reject rules is logged at `warn` with their
-//! names. The same loop prunes idle rate-limiter keys and reloads changed TLS
-//! certificate files.
+//! `"signal"` only SIGHUP and `POST /reload` on the admin port reload; they
+//! too wait until the files have stayed unchanged for `settle_ms`, so every
+//! way of reloading reads the same settled files. A load is compiled and
+//! swapped in atomically; a bad file (an empty one included) keeps the last
+//! good set, is logged with `file:line` and counted; a new set that drops
+//! deny, reject or ask rules is logged at `warn` with their names, or kept
+//! out (`reload_drops = "refuse"`). A file written in place can still be
+//! caught between two writes that each parse: write a new file and rename
+//! it over the old one (as Kubernetes ConfigMap volumes do), which no
+//! reader sees half-done. The same loop prunes idle rate-limiter keys and
+//! reloads changed TLS certificate files.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,6 +29,10 @@ use crate::proxy::state::State;
 
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
+/// How many `settle` periods a requested reload waits for files that keep
+/// changing before it gives up (and keeps the last policy).
+const MAX_SETTLE_WAITS: usize = 30;
+
 /// Loads the policy dir again; on success swaps it in, on failure keeps the old set.
 pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
     match PolicySet::load(Some(dir)) {
@@ -31,7 +40,17 @@ pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
             let version = p.version.clone();
             let dropped = dropped_blocking_rules(state.gates().policy(), &p);
             if !dropped.is_empty() {
-                tracing::warn!(rules = %dropped.join(", "), policy = %version, "the reloaded policy no longer has these deny/reject rules");
+                if state.config.policy.reload_drops == crate::config::ReloadDrops::Refuse {
+                    state.metrics.policy_reload_failures.inc();
+                    tracing::error!(rules = %dropped.join(", "), policy = %version, "policy reload refused (reload_drops = \"refuse\"): it would drop these deny/reject/ask rules; keeping the last policy");
+                    return Err(Error::Config(vec![crate::error::Diagnostic {
+                        file: dir.display().to_string(),
+                        line: 0,
+                        col: None,
+                        message: format!("the new policy drops rules {}", dropped.join(", ")),
+                    }]));
+                }
+                tracing::warn!(rules = %dropped.join(", "), policy = %version, "the reloaded policy no longer has these deny/reject/ask rules");
             }
             state.swap_policy(p);
             tracing::info!(policy = %version, "policy reloaded");
@@ -117,6 +136,7 @@ pub async fn watch(
         }
     };
     let mut pruned = Instant::now();
+    let mut logged_head: Option<crate::audit::chain::Head> = None;
     loop {
         #[cfg(unix)]
         let hangup = async {
@@ -152,6 +172,14 @@ pub async fn watch(
                 l.retain_recent();
             }
             pruned = Instant::now();
+            // The audit head goes to the log stream, which the trail's
+            // writer cannot change: `toolgate audit verify --head` checks
+            // the file against it later.
+            let head = state.audit.head();
+            if logged_head.as_ref() != Some(&head) {
+                tracing::info!(audit_head = %head, "audit head");
+                logged_head = Some(head);
+            }
         }
         if let Some(c) = &certs {
             reload_certs(&state, c);
@@ -159,7 +187,26 @@ pub async fn watch(
         let Some(dir) = dir.as_deref() else { continue };
         if forced {
             pending = None;
-            last = Some(stamp(dir));
+            // As the watcher does: only files that stayed unchanged for `settle`.
+            let mut now = stamp(dir);
+            let mut settled = false;
+            for _ in 0..MAX_SETTLE_WAITS {
+                tokio::time::sleep(settle).await;
+                let then = stamp(dir);
+                settled = then == now;
+                now = then;
+                if settled {
+                    break;
+                }
+            }
+            if !settled {
+                state.metrics.policy_reload_failures.inc();
+                tracing::error!(
+                    "policy reload skipped: the files kept changing; keeping the last policy"
+                );
+                continue;
+            }
+            last = Some(now);
             let _ = reload(&state, dir);
             continue;
         }

@@ -1,6 +1,8 @@
 //! An audit trail that proves itself, through the real binary: records are
 //! hash-chained, `toolgate audit verify` passes on a real run and names the
-//! first broken line after one byte is edited, and failed writes are counted.
+//! first broken line after one byte is edited; the end of the trail is
+//! anchored by the head on the admin port and the seal at shutdown; a keyed
+//! chain needs its key; failed writes are counted.
 
 use std::process::Command;
 
@@ -8,10 +10,20 @@ use crate::bin::Bin;
 use crate::support::*;
 
 fn verify(files: &[std::path::PathBuf]) -> (i32, String, String) {
+    verify_with(files, &[], &[])
+}
+
+fn verify_with(
+    files: &[std::path::PathBuf],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .arg("audit")
         .arg("verify")
         .args(files)
+        .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     (
@@ -49,9 +61,12 @@ async fn a_real_run_verifies_and_one_edited_byte_is_found() {
     assert!(lines.len() >= 4, "{lines:?}");
     let (code, out, err) = verify(std::slice::from_ref(&path));
     assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        out,
-        format!("ok: {} records, the chain holds\n", lines.len())
+    assert!(
+        out.starts_with(&format!(
+            "ok: {} records, the chain holds; not sealed",
+            lines.len()
+        )),
+        "{out}"
     );
 
     let mut edited = lines.clone();
@@ -86,5 +101,62 @@ async fn failed_writes_are_counted() {
         a.text()
     );
     let m = bin.metrics().await;
-    assert!(m.contains("toolgate_audit_write_failures_total 1"), "{m}");
+    // The record that opens the trail, and the call's.
+    assert!(m.contains("toolgate_audit_write_failures_total 2"), "{m}");
+}
+
+#[tokio::test]
+async fn the_end_of_a_keyed_trail_is_checked_against_its_head_and_seal() {
+    let mock = start_mock(vec![Reply::sse(one_call_stream("get_weather", "{}"))]).await;
+    let key = [("TG_IT_AUDIT_KEY", "audit-key-for-the-test")];
+    let mut bin = Bin::start_env(
+        &mock.base_url(),
+        &[("50-test.toml", ALLOW_ALL)],
+        "audit.key_env = \"TG_IT_AUDIT_KEY\"",
+        &key,
+    )
+    .await;
+    for _ in 0..3 {
+        assert_eq!(ask(&bin).await.status, 200);
+    }
+    let head = send("GET", &format!("{}/audit/head", bin.admin), &[], "").await;
+    assert_eq!(head.status, 200);
+    let head = head.json();
+    assert_eq!(head["keyed"], true, "{head}");
+    let head = head["head"].as_str().unwrap().to_string();
+    assert!(bin.terminate().await, "toolgate stops on SIGTERM");
+    let path = bin.path("audit.jsonl");
+    let lines = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        lines.lines().last().unwrap().contains(r#""event":"seal""#),
+        "{lines}"
+    );
+    let files = std::slice::from_ref(&path);
+    let keyed = ["--key-env", "TG_IT_AUDIT_KEY"];
+    let with_head = ["--key-env", "TG_IT_AUDIT_KEY", "--head", head.as_str()];
+    let (code, out, err) = verify_with(files, &with_head, &key);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("is the head's") && out.contains("sealed (shutdown)"),
+        "{out}"
+    );
+    // Without the key the links of a keyed trail do not hold.
+    assert_eq!(verify(files).0, 1);
+    // The last call record turned from `allow` to `deny` and the seal dropped:
+    // unsealed; against the head, broken.
+    let mut t: Vec<String> = lines.lines().map(str::to_string).collect();
+    t.pop();
+    let last = t
+        .iter()
+        .rposition(|l| l.contains(r#""verdict":"allow""#))
+        .unwrap();
+    t[last] = t[last].replace(r#""verdict":"allow""#, r#""verdict":"deny""#);
+    std::fs::write(&path, t.join("\n") + "\n").unwrap();
+    let (code, out, _) = verify_with(files, &keyed, &key);
+    // The edited record is the last: nothing after it to break, and no seal.
+    assert_eq!(code, 0);
+    assert!(out.contains("not sealed"), "{out}");
+    let (code, _, err) = verify_with(files, &with_head, &key);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not the one the head names"), "{err}");
 }

@@ -209,10 +209,12 @@ impl Bin {
             .collect()
     }
 
+    /// The audit records of the requests: the trail's own left out.
     pub fn audit(&self) -> Vec<Value> {
         self.audit_lines()
             .iter()
             .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r| !crate::support::trail_record(r))
             .collect()
     }
 

@@ -667,7 +667,17 @@ async fn sigterm_lets_an_in_flight_stream_finish_flushes_the_audit_and_exits_0()
         .unwrap();
     assert_eq!(status.code(), Some(0));
     let audit = std::fs::read_to_string(dir.0.join("audit.jsonl")).unwrap();
-    assert_eq!(audit.lines().count(), 1, "the audit trail was flushed");
+    // Opened, the call, sealed at shutdown.
+    let kinds: Vec<String> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|r| r["event"].as_str().unwrap_or("call").to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["opened", "call", "seal"],
+        "the audit trail was flushed and sealed"
+    );
     // After exit nothing listens any more.
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }

@@ -41,6 +41,8 @@ mod threads;
 mod codex;
 // The admin port: bounded, tokens for state changes, Host checked.
 mod admin;
+// Policy reload: settled files on every path, drops refused on request.
+mod policy_reload;
 // The official openai Python SDK as the client.
 mod sdk;
 // toolgate's own quirk fixtures in tests/fixtures/.

@@ -1,4 +1,5 @@
-//! The admin port: `/healthz`, `/readyz`, `/metrics`, `POST /reload`
+//! The admin port: `/healthz`, `/readyz`, `/metrics`, `/audit/head` (the
+//! audit trail's head, to check it against later), `POST /reload`
 //! (load the policy files now, as SIGHUP does; it needs `[admin]
 //! token_env`'s token) and the approvals API (`/approvals…`, in
 //! `approvals.rs`, with its own token).
@@ -71,6 +72,16 @@ fn respond(
             Err(why) => refused(why),
         },
         "/healthz" => (StatusCode::OK, "text/plain", Bytes::from_static(b"ok\n")),
+        "/audit/head" => {
+            let head = state.audit.head();
+            let v = serde_json::json!({"seq": head.seq, "hash": head.hash,
+                "head": head.to_string(), "keyed": state.audit.keyed()});
+            (
+                StatusCode::OK,
+                "application/json",
+                Bytes::from(v.to_string()),
+            )
+        }
         "/readyz" if ready.load(Ordering::Acquire) => {
             (StatusCode::OK, "text/plain", Bytes::from_static(b"ready\n"))
         }

@@ -9,6 +9,11 @@ use serde_json::Value;
 
 use super::*;
 
+/// Whether an audit record is the trail's own (the one opening a file, a seal).
+pub fn trail_record(r: &Value) -> bool {
+    matches!(r["event"].as_str(), Some("opened" | "seal"))
+}
+
 /// Config lines that send `/v1/messages` to `upstream` with the test key.
 pub fn messages_upstream(upstream: &str) -> String {
     format!("[upstream.messages]\nbase_url = \"{upstream}\"\napi_key_env = \"{KEY_ENV}\"\ntimeout_secs = 20\n")
@@ -47,11 +52,14 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// The audit records of the requests: the trail's own (`opened`,
+    /// `seal`) left out.
     pub fn audit(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.0.join("audit.jsonl"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r: &Value| !trail_record(r))
             .collect()
     }
 
