@@ -1,6 +1,7 @@
 //! Entity provenance: every string argument, free text included, is read for
 //! entities (URLs, domains, e-mail addresses, phone numbers, IBANs and
-//! account numbers, file paths, ids and numbers of any length), and each is
+//! payment cards by their checksums, account numbers, file paths, ids and
+//! numbers of any length), and each is
 //! attributed to where it occurs in the conversation: the user's messages,
 //! system or developer text, tool results (by call), or nowhere (the model
 //! wrote it). Matching is by token on the caseless texts, so a two-digit id
@@ -19,6 +20,10 @@ use crate::context::Context;
 static IBAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?-u:\b)[a-z]{2}[0-9]{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?(?-u:\b)")
         .expect("iban pattern")
+});
+#[allow(clippy::expect_used)] // constant patterns, exercised by the tests
+static CARD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)[0-9](?:[ -]?[0-9]){12,18}(?-u:\b)").expect("card pattern")
 });
 #[allow(clippy::expect_used)] // constant patterns, exercised by the tests
 static PHONE: LazyLock<Regex> = LazyLock::new(|| {
@@ -44,8 +49,11 @@ pub(super) fn of(value: &str) -> Vec<(&'static str, String)> {
     // IBANs and phone numbers have 7+ digits; most values have none.
     let digits = value.bytes().filter(u8::is_ascii_digit).count();
     let long = if digits >= 7 { value } else { "" };
-    for m in IBAN.find_iter(long) {
+    for m in IBAN.find_iter(long).filter(|m| iban_checks(m.as_str())) {
         push("iban", m.as_str());
+    }
+    for m in CARD.find_iter(long).filter(|m| luhn(m.as_str())) {
+        push("card", m.as_str());
     }
     for m in PHONE.find_iter(long) {
         let digits = m.as_str().chars().filter(char::is_ascii_digit).count();
@@ -68,15 +76,12 @@ pub(super) fn of(value: &str) -> Vec<(&'static str, String)> {
         {
             "path"
         } else if t.chars().all(|c| c.is_ascii_digit()) {
-            if t.len() >= 8 {
-                "account"
-            } else {
-                "number"
+            match t.len() {
+                13..=19 if luhn(t) => "card",
+                8.. => "account",
+                _ => "number",
             }
-        } else if t.contains('.')
-            && !t.chars().any(|c| c.is_ascii_digit())
-            && t.rsplit('.').next().is_some_and(|tld| tld.len() >= 2)
-        {
+        } else if is_domain(t) {
             "domain"
         } else {
             "id"
@@ -84,6 +89,71 @@ pub(super) fn of(value: &str) -> Vec<(&'static str, String)> {
         push(kind, t);
     }
     out
+}
+
+/// A host name: two or more dot-separated labels of letters, digits and
+/// inner hyphens, the last (the top-level domain) letters only
+/// (`www.secure-systems-252.com`; not `1.2.3`, not `10.0.0.1`).
+fn is_domain(t: &str) -> bool {
+    let labels: Vec<&str> = t.trim_end_matches('.').split('.').collect();
+    let label_ok = |l: &&str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    labels.len() >= 2
+        && labels.iter().all(label_ok)
+        && labels
+            .last()
+            .is_some_and(|tld| tld.len() >= 2 && tld.chars().all(|c| c.is_ascii_alphabetic()))
+}
+
+/// Whether an IBAN's check digits hold (ISO 13616: the first four
+/// characters moved to the end, letters as 10–35, the number mod 97 is 1).
+fn iban_checks(text: &str) -> bool {
+    let s: Vec<char> = text.chars().filter(|c| !c.is_whitespace()).collect();
+    if !(15..=34).contains(&s.len()) {
+        return false;
+    }
+    let mut rem: u32 = 0;
+    for c in s[4..].iter().chain(&s[..4]) {
+        let v = match c.to_digit(36) {
+            Some(v) => v,
+            None => return false,
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    rem == 1
+}
+
+/// Whether a card number's Luhn check digit holds (13 to 19 digits;
+/// spaces and hyphens between them allowed).
+fn luhn(text: &str) -> bool {
+    let digits: Vec<u32> = text.chars().filter_map(|c| c.to_digit(10)).collect();
+    if !(13..=19).contains(&digits.len())
+        || text
+            .chars()
+            .any(|c| !(c.is_ascii_digit() || c == ' ' || c == '-'))
+    {
+        return false;
+    }
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| match i % 2 {
+            1 if d * 2 > 9 => d * 2 - 9,
+            1 => d * 2,
+            _ => d,
+        })
+        .sum();
+    sum % 10 == 0
 }
 
 /// Where `entity` occurs: `user`, `system`, `tool_result:<call id>`.
@@ -155,6 +225,49 @@ mod tests {
             ("domain", "corp.example"),
         ] {
             assert!(kinds.contains(&want), "{want:?} in {kinds:?}");
+        }
+    }
+
+    #[test]
+    fn domains_with_digits_cards_and_ibans_are_told_by_their_shape_and_checksums() {
+        // Values are folded before they are read, as `signals` does.
+        let kinds = |v: &str| -> Vec<(&'static str, String)> { of(&crate::fold::fold(v)) };
+        let has = |v: &str, want: (&str, &str)| {
+            let k = kinds(v);
+            assert!(
+                k.iter().any(|(a, b)| *a == want.0 && b == want.1),
+                "{want:?} in {k:?}"
+            );
+        };
+        has(
+            "see www.secure-systems-252.com now",
+            ("domain", "www.secure-systems-252.com"),
+        );
+        has(
+            "log in at login-2.bank-1.example",
+            ("domain", "login-2.bank-1.example"),
+        );
+        has(
+            "pay with 4111 1111 1111 1111 today",
+            ("card", "4111 1111 1111 1111"),
+        );
+        has("card 4012888888881881", ("card", "4012888888881881"));
+        has(
+            "iban GB82 WEST 1234 5698 7654 32",
+            ("iban", "gb82 west 1234 5698 7654 32"),
+        );
+        for (v, not) in [
+            ("version 1.2.3", "domain"),
+            ("host 10.0.0.1", "domain"),
+            ("card 4111 1111 1111 1112", "card"),
+            ("order 1234567890123", "card"),
+            ("iban gb82 west 1234 5698 7654 33", "iban"),
+        ] {
+            assert!(
+                !kinds(v).iter().any(|(k, _)| *k == not),
+                "{v}: {:?}",
+                kinds(v)
+            );
         }
     }
 
