@@ -17,6 +17,7 @@ use crate::context::Context;
 use crate::policy::{PolicySet, ToolClass};
 
 mod audit;
+mod described;
 mod entities;
 mod provenance;
 pub use audit::AuditView;
@@ -317,6 +318,8 @@ pub struct Needs {
     pub taint: bool,
     /// `provenance.entities*`.
     pub entities: bool,
+    /// `provenance.described_*`.
+    pub described: bool,
     pub output: bool,
 }
 
@@ -328,6 +331,7 @@ impl Needs {
         provenance: true,
         taint: true,
         entities: true,
+        described: true,
         output: true,
     };
 
@@ -341,6 +345,7 @@ impl Needs {
             provenance: false,
             taint: false,
             entities: false,
+            described: false,
             output: false,
         };
         for v in variables {
@@ -349,6 +354,10 @@ impl Needs {
                     n.provenance = true;
                     n.taint = true;
                     n.entities = true;
+                    n.described = true;
+                }
+                "provenance.described_by_tool_results" | "provenance.described_spans" => {
+                    n.described = true
                 }
                 "provenance.args_from_suspected_injection" => n.taint = true,
                 "provenance.entities" | "provenance.entities_only_from_tool_results" => {
@@ -390,7 +399,13 @@ pub fn deterministic(
     if needs.schema {
         schema_signals(&mut s, call, ctx, policy, schemas, &args);
     }
-    if needs.detect || needs.command || needs.provenance || needs.taint || needs.entities {
+    if needs.detect
+        || needs.command
+        || needs.provenance
+        || needs.taint
+        || needs.entities
+        || needs.described
+    {
         let mut strings = Vec::new();
         detect::strings(&args, String::new(), &mut strings);
         if needs.command {
@@ -415,6 +430,9 @@ pub fn deterministic(
         }
         if needs.entities {
             entities::signals(&mut s, ctx, &args);
+        }
+        if needs.described {
+            described::signals(&mut s, ctx, &call.name, &args);
         }
     }
     s.set("args", args);
