@@ -22,6 +22,20 @@ fn corpus(name: &str) -> Vec<(String, String)> {
 }
 
 #[test]
+fn misspelled_escaped_glued_and_wrapped_instructions_are_all_found() {
+    // The same instructions as the corpus's, each in a spelling the
+    // detectors' phrases do not match as written.
+    let obfuscated = corpus("obfuscated.jsonl");
+    assert!(obfuscated.len() >= 10);
+    let missed: Vec<&str> = obfuscated
+        .iter()
+        .filter(|(_, t)| toolgate::gate::injection::scan(t).is_empty())
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert!(missed.is_empty(), "missed {missed:?}");
+}
+
+#[test]
 fn the_corpus_is_detected_at_90_percent_with_at_most_5_percent_false_positives() {
     let benign = corpus("benign.jsonl");
     let injected = corpus("injected.jsonl");

@@ -12,6 +12,13 @@
 //! Unicode tag characters, whose hidden text is scanned too),
 //! `hidden_comment` (instructions in HTML comments or markdown link titles),
 //! `markdown_exfil` (an image URL with a placeholder to fill with data).
+//!
+//! Each result is read twice: as it is (caseless), and as [`normalise`]
+//! reads it (escapes undone, glued words split, wrapped lines joined,
+//! one-slip misspellings of the detectors' words corrected), so a phrase
+//! found only in the second reading is found all the same.
+
+mod normalise;
 
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
@@ -151,6 +158,19 @@ pub fn scan(text: &str) -> Vec<Span> {
     }
     let folded = crate::fold::fold(text);
     scan_folded(&folded, &mut out);
+    // The other reading, for the phrase detectors (the markers and
+    // comments are read where they stand): what it finds that the first
+    // did not counts too.
+    let plain = crate::fold::fold(&normalise::normalise(text)).into_owned();
+    if plain != folded {
+        let mut more = Vec::new();
+        scan_phrases(&plain, &mut more);
+        for s in more {
+            if !out.iter().any(|o| o.detector == s.detector) {
+                out.push(s);
+            }
+        }
+    }
     if !hidden.is_empty() {
         let hidden = crate::fold::fold(&hidden);
         let before = out.len();
@@ -163,7 +183,9 @@ pub fn scan(text: &str) -> Vec<Span> {
     out
 }
 
-fn scan_folded(t: &str, out: &mut Vec<Span>) {
+/// The phrase detectors (`ignore_instructions`, `addressed_to_model`) over
+/// a caseless text.
+fn scan_phrases(t: &str, out: &mut Vec<Span>) {
     let mut push = |detector: &'static str, at: Range<usize>| {
         let text = paragraph(t, at);
         if !out.iter().any(|s| s.detector == detector && s.text == text) {
@@ -180,6 +202,16 @@ fn scan_folded(t: &str, out: &mut Vec<Span>) {
             }
         }
     }
+}
+
+fn scan_folded(t: &str, out: &mut Vec<Span>) {
+    scan_phrases(t, out);
+    let mut push = |detector: &'static str, at: Range<usize>| {
+        let text = paragraph(t, at);
+        if !out.iter().any(|s| s.detector == detector && s.text == text) {
+            out.push(Span { detector, text });
+        }
+    };
     for m in ROLE.find_iter(t) {
         push("role_marker", m.range());
     }
