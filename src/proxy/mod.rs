@@ -314,12 +314,8 @@ fn kept_with_error(name: &str) -> bool {
 /// The provider's error message (`error.message`, or `message`), else the
 /// start of its body; at most 512 characters, on one line.
 fn provider_message(body: &[u8]) -> String {
-    let v: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let text = v
-        .as_ref()
-        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")))
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_string)
+    let text = crate::protocol::ProviderError::read(body)
+        .and_then(|e| e.message)
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
     text.chars()
         .take(512)

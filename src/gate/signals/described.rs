@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use super::provenance::leaves_of;
+use super::provenance::{leaves_of, occurrences};
 use super::Signals;
 use crate::context::Context;
 
@@ -102,30 +102,18 @@ fn has_word(text: &str, word: &str) -> bool {
 }
 
 /// The byte windows of `text` around each token-bounded occurrence of `value`.
-fn windows<'a>(text: &'a str, value: &str) -> Vec<&'a str> {
-    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = text[from..].find(value) {
-        let at = from + i;
-        let end = at + value.len();
-        if !word(text[..at].chars().next_back()) && !word(text[end..].chars().next()) {
-            let mut lo = at.saturating_sub(WINDOW);
-            while !text.is_char_boundary(lo) {
-                lo -= 1;
-            }
-            let mut hi = (end + WINDOW).min(text.len());
-            while !text.is_char_boundary(hi) {
-                hi += 1;
-            }
-            out.push(&text[lo..hi]);
+fn windows<'a>(text: &'a str, value: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    occurrences(text, value).map(move |r| {
+        let mut lo = r.start.saturating_sub(WINDOW);
+        while !text.is_char_boundary(lo) {
+            lo -= 1;
         }
-        from = end.max(at + 1);
-        while from < text.len() && !text.is_char_boundary(from) {
-            from += 1;
+        let mut hi = (r.end + WINDOW).min(text.len());
+        while !text.is_char_boundary(hi) {
+            hi += 1;
         }
-    }
-    out
+        &text[lo..hi]
+    })
 }
 
 /// What of a value is looked for: the value itself when short, else the
@@ -162,9 +150,8 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, tool: &str, args: &Value) 
             let value = crate::fold::fold(value.trim());
             'found: for needle in needles(&value) {
                 for (call_id, text) in &folded.tools {
-                    let described = windows(text, &needle)
-                        .iter()
-                        .any(|w| actions.iter().any(|a| has_word(w, a)));
+                    let described =
+                        windows(text, &needle).any(|w| actions.iter().any(|a| has_word(w, a)));
                     if described {
                         paths.push(Value::String(path.clone()));
                         spans.push(json!({"path": path, "call_id": call_id}));

@@ -148,20 +148,31 @@ pub(super) fn entities(text: &str) -> impl Iterator<Item = &str> {
 
 /// `token` occurs in `text` with no letter or digit right before or after.
 pub(super) fn occurs(text: &str, token: &str) -> bool {
+    occurrences(text, token).next().is_some()
+}
+
+/// Where `token` occurs in `text` with no letter or digit right before or
+/// after, as byte ranges.
+pub(super) fn occurrences<'a>(
+    text: &'a str,
+    token: &'a str,
+) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
     let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
     let mut from = 0;
-    while let Some(i) = text[from..].find(token) {
-        let at = from + i;
-        let end = at + token.len();
-        if !word(text[..at].chars().next_back()) && !word(text[end..].chars().next()) {
-            return true;
+    std::iter::from_fn(move || {
+        while let Some(i) = text.get(from..)?.find(token) {
+            let at = from + i;
+            let end = at + token.len();
+            from = at + token.len().max(1);
+            while from < text.len() && !text.is_char_boundary(from) {
+                from += 1;
+            }
+            if !word(text[..at].chars().next_back()) && !word(text[end..].chars().next()) {
+                return Some(at..end);
+            }
         }
-        from = at + token.len().max(1);
-        while from < text.len() && !text.is_char_boundary(from) {
-            from += 1;
-        }
-    }
-    false
+        None
+    })
 }
 
 #[cfg(test)]

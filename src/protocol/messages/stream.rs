@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use super::call_of;
 use crate::call::{Call, Release};
 use crate::error::Error;
-use crate::protocol::events::{self, Events};
+use crate::protocol::events;
 use crate::protocol::sse::{SseDecoder, SseEvent};
 use crate::protocol::{map_guard, Options, Rewriter, Step};
 use crate::protocol::{Totals, Update};
@@ -57,6 +57,7 @@ const EVENTS: [&str; 8] = [
 ];
 
 mod delta;
+mod driven;
 mod emit;
 mod hold;
 mod resume;
@@ -353,27 +354,6 @@ impl StreamRewriter {
         }
         self.pending = calls;
         Ok(())
-    }
-}
-
-impl Events for StreamRewriter {
-    fn decoder(&mut self) -> &mut SseDecoder {
-        &mut self.decoder
-    }
-    fn gating(&self) -> bool {
-        !self.pending.is_empty()
-    }
-    fn read_ahead(&mut self, out: &mut BytesMut) -> Result<bool, Error> {
-        let Some(ev) = self.lookahead.take() else {
-            return Ok(false);
-        };
-        self.dispatch(ev, out).map(|()| true)
-    }
-    fn ended(&self) -> bool {
-        self.ended
-    }
-    fn on_event(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
-        self.handle(ev, out)
     }
 }
 
