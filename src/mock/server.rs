@@ -19,7 +19,6 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::reply::Reply;
@@ -109,7 +108,7 @@ impl Provider {
         tls: Option<tokio_rustls::TlsAcceptor>,
         keep: usize,
     ) -> Result<Provider, Error> {
-        let listener = TcpListener::bind(addr)
+        let listener = crate::net::listen::bind(addr)
             .await
             .map_err(|e| Error::io(format!("mock provider: cannot listen on {addr}"), e))?;
         let addr = listener

@@ -34,7 +34,10 @@ impl Upstreams {
             let i = match sections.iter().position(|s| *s == section) {
                 Some(i) => i,
                 None => {
-                    clients.push(Upstream::new(config.upstream_section(section))?);
+                    clients.push(
+                        Upstream::new(config.upstream_section(section))?
+                            .keep_idle(config.limits.max_streams),
+                    );
                     sections.push(section);
                     clients.len() - 1
                 }

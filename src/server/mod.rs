@@ -38,7 +38,7 @@ pub async fn start(state: State) -> Result<Running, Error> {
         Some(t) => Some(Arc::new(Certs::load(t)?)),
         None => None,
     };
-    let data_l = TcpListener::bind(l.addr)
+    let data_l = crate::net::listen::bind(l.addr)
         .await
         .map_err(|e| Error::io(format!("cannot listen on {}", l.addr), e))?;
     let admin_l = TcpListener::bind(l.admin)

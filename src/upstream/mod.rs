@@ -122,6 +122,13 @@ impl Upstream {
         })
     }
 
+    /// Keeps up to `n` idle connections for reuse (`[limits] max_streams`:
+    /// no more exchanges than that are in flight at once).
+    pub fn keep_idle(self, n: usize) -> Upstream {
+        self.pool.keep(n);
+        self
+    }
+
     pub fn new(cfg: &config::Upstream) -> Result<Upstream, Error> {
         let key = cfg
             .api_key_env

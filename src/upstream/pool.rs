@@ -8,6 +8,7 @@
 //! is hyper's, runs on its own task and is shared by all requests.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,7 +25,8 @@ use crate::error::Error;
 /// How long an idle connection is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// How many idle connections are kept; the oldest go first.
+/// How many idle connections are kept unless told otherwise
+/// ([`Pool::keep`]); the oldest go first.
 const MAX_IDLE: usize = 256;
 
 /// How many of the newest idle connections are kept for [`IDLE_TIMEOUT`];
@@ -53,6 +55,8 @@ type Unsent = (Option<Request<UpstreamBody>>, hyper::Error);
 
 pub struct Pool {
     target: Target,
+    /// Most idle connections kept.
+    max_idle: AtomicUsize,
     idle: Mutex<VecDeque<Idle>>,
     h2: Mutex<Option<H2>>,
 }
@@ -61,9 +65,22 @@ impl Pool {
     pub fn new(target: Target) -> Pool {
         Pool {
             target,
+            max_idle: AtomicUsize::new(MAX_IDLE),
             idle: Mutex::new(VecDeque::new()),
             h2: Mutex::new(None),
         }
+    }
+
+    /// Keeps up to `n` idle connections (at least [`WARM`]). Streams that
+    /// start together end together: when a thousand end within a few
+    /// milliseconds, each connection must wait in the pool until the
+    /// agent's next request takes it, or that request opens a new one.
+    /// With the cap under the streams in flight, a cohort of paced streams
+    /// reopened three in four of its connections on every turn, and the
+    /// opening was most of the added tail (`docs/PERFORMANCE.md`). Those
+    /// beyond the [`WARM`] newest still close after [`EXCESS_TIMEOUT`].
+    pub fn keep(&self, n: usize) {
+        self.max_idle.store(n.max(WARM), Ordering::Relaxed);
     }
 
     /// Sends a request and waits for the response head. A request the
@@ -182,12 +199,13 @@ impl Pool {
         if !conn.alive() {
             return;
         }
+        let max = self.max_idle.load(Ordering::Relaxed);
         let Ok(mut idle) = self.idle.lock() else {
             return;
         };
         while idle
             .front()
-            .is_some_and(|i| i.since.elapsed() >= IDLE_TIMEOUT || idle.len() >= MAX_IDLE)
+            .is_some_and(|i| i.since.elapsed() >= IDLE_TIMEOUT || idle.len() >= max)
         {
             idle.pop_front();
         }
@@ -226,5 +244,64 @@ async fn send_h2(
             let back = e.take_message();
             Err((back, e.into_error()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A pool to a local listener that accepts and keeps every connection.
+    async fn pool() -> (Pool, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                open.push(s);
+            }
+        });
+        let authority: http::uri::Authority = addr.to_string().parse().unwrap();
+        let target = Target::new(&authority, None, Duration::from_secs(5)).unwrap();
+        (Pool::new(target), held)
+    }
+
+    /// Opens `n` new connections, each put back; how many are kept.
+    async fn fill(pool: &Pool, n: usize) -> usize {
+        for _ in 0..n {
+            let Lease::H1(conn) = pool.lease(true).await.unwrap() else {
+                unreachable!("plain TCP is HTTP/1.1")
+            };
+            pool.put_back(conn);
+        }
+        pool.sweep()
+    }
+
+    #[tokio::test]
+    async fn keeps_as_many_idle_connections_as_it_is_told() {
+        let (p, held) = pool().await;
+        // Returned together, as a cohort of streams that ended at once:
+        // all are kept for the requests that follow.
+        p.keep(300);
+        let mut conns = Vec::new();
+        for _ in 0..300 {
+            let Lease::H1(c) = p.lease(true).await.unwrap() else {
+                unreachable!()
+            };
+            conns.push(c);
+        }
+        for c in conns {
+            p.put_back(c);
+        }
+        assert_eq!(p.sweep(), 300);
+        // Beyond the cap the oldest go.
+        assert_eq!(fill(&p, 20).await, 300);
+        held.abort();
+        // Never fewer than the warm ones.
+        let (p, held) = pool().await;
+        p.keep(0);
+        assert_eq!(fill(&p, WARM + 5).await, WARM);
+        held.abort();
     }
 }
