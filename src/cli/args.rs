@@ -112,6 +112,13 @@ pub struct MockArgs {
     /// `event_delay_ms`): a model that thinks between events.
     #[arg(long, value_name = "MS")]
     pub event_delay_ms: Option<u64>,
+    /// Serve HTTPS with this certificate (PEM), offering HTTP/2 and
+    /// HTTP/1.1 by ALPN as providers do; needs `--tls-key`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Print the built-in script and exit.
     #[arg(long)]
     pub print_script: bool,

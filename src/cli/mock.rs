@@ -2,8 +2,10 @@
 //! SIGINT or SIGTERM.
 
 use std::io::Write as _;
+use std::sync::Arc;
 
 use crate::cli::args::MockArgs;
+use crate::config::Tls;
 use crate::error::Error;
 use crate::mock::{Provider, Script};
 
@@ -20,7 +22,18 @@ pub async fn run(a: &MockArgs) -> Result<(), Error> {
     if let Some(ms) = a.event_delay_ms {
         script.event_delay_ms = ms;
     }
-    let provider = Provider::serve(&a.listen, vec![script.reply()], None, 0).await?;
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => {
+            let cfg = crate::net::tls::server_config(&Tls {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: None,
+            })?;
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
+        }
+        _ => None,
+    };
+    let provider = Provider::serve(&a.listen, vec![script.reply()], tls, 0).await?;
     let mut out = std::io::stdout().lock();
     writeln!(out, "toolgate mock: listening on {}", provider.addr)
         .and_then(|_| out.flush())

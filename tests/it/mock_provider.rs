@@ -210,3 +210,51 @@ fn a_script_with_an_unknown_key_is_refused_with_its_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.toml:4") && err.contains("when"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_it_is_reached_through_toolgate() {
+    let certs = TempDir::new();
+    toolgate::cli::certs::dev(&certs.0, false).unwrap();
+    let (cert, key) = (certs.0.join("server.pem"), certs.0.join("server-key.pem"));
+    let m = mock(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let port = m.1.rsplit(':').next().unwrap().trim_end_matches("/v1");
+    let url = format!("https://localhost:{port}/v1");
+    let ca = format!(
+        "upstream.ca_file = \"{}\"\n",
+        certs.0.join("ca.pem").display()
+    );
+    let gate = start_gate(&url, &deny(&[]), &ca).await;
+    for stream in [true, false] {
+        let a = post_chat(&gate, &request("chat/completions", stream, "weather?")).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(
+            calls("chat/completions", stream, &a.body),
+            vec![("get_weather".to_string(), json!({"city": "Lisbon"}))]
+        );
+    }
+    gate.stop().await;
+    // Plain HTTP to it gets no HTTP answer.
+    let mut plain = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    plain
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    std::io::Write::write_all(&mut plain, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut back = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut plain, &mut back);
+    assert!(!back.starts_with(b"HTTP/"), "{back:?}");
+}
+
+#[test]
+fn a_certificate_without_its_key_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mock", "--tls-cert", "cert.pem"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-key"));
+}
