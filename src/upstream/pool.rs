@@ -8,7 +8,7 @@
 //! is hyper's, runs on its own task and is shared by all requests.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,30 @@ const EXCESS_TIMEOUT: Duration = Duration::from_secs(5);
 
 type H2 = http2::SendRequest<UpstreamBody>;
 
+/// Streams one HTTP/2 connection carries at once; more open another
+/// connection. A server must allow at least 100 (RFC 9113 §6.5.2) and may
+/// allow no more: hyper's client queues a request over the server's limit
+/// until a stream ends, and a paced stream lasts as long as the model
+/// writes. hyper does not say what the server announced, so this is the
+/// number every server allows.
+const H2_STREAMS: usize = 100;
+
+/// A shared HTTP/2 connection and how many of its streams are open.
+struct Shared {
+    tx: H2,
+    open: Arc<AtomicUsize>,
+}
+
+/// One open stream of a shared HTTP/2 connection, counted until dropped
+/// (with the response body, or with a request that failed).
+pub(super) struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 struct Idle {
     conn: Box<Conn>,
     since: Instant,
@@ -47,7 +71,7 @@ struct Idle {
 
 enum Lease {
     H1(Box<Conn>),
-    H2 { tx: H2, reused: bool },
+    H2 { tx: H2, reused: bool, slot: Slot },
 }
 
 /// A failed send, with the request when it was never written.
@@ -58,7 +82,11 @@ pub struct Pool {
     /// Most idle connections kept.
     max_idle: AtomicUsize,
     idle: Mutex<VecDeque<Idle>>,
-    h2: Mutex<Option<H2>>,
+    h2: Mutex<Vec<Shared>>,
+    /// Held while a connection that may speak HTTP/2 is opened.
+    opening: tokio::sync::Mutex<()>,
+    /// A TLS connection chose HTTP/1.1: connections open side by side.
+    only_h1: AtomicBool,
 }
 
 impl Pool {
@@ -67,7 +95,9 @@ impl Pool {
             target,
             max_idle: AtomicUsize::new(MAX_IDLE),
             idle: Mutex::new(VecDeque::new()),
-            h2: Mutex::new(None),
+            h2: Mutex::new(Vec::new()),
+            opening: tokio::sync::Mutex::new(()),
+            only_h1: AtomicBool::new(false),
         }
     }
 
@@ -83,7 +113,8 @@ impl Pool {
         self.max_idle.store(n.max(WARM), Ordering::Relaxed);
     }
 
-    /// Sends a request and waits for the response head. A request the
+    /// Sends a request and waits for the response head. HTTP/2 connections
+    /// are shared, [`H2_STREAMS`] streams each. A request the
     /// shared HTTP/2 connection could not take (going away, closed) is sent
     /// once more on a new connection; one that was written is never sent
     /// twice. A kept HTTP/1.1 connection is checked before it is used.
@@ -93,15 +124,16 @@ impl Pool {
     ) -> Result<Response<ResponseBody>, Error> {
         let mut fresh = false;
         loop {
-            let (tx, reused) = match self.lease(fresh).await? {
+            let (tx, reused, slot) = match self.lease(fresh).await? {
                 Lease::H1(conn) => return self.send_h1(conn, req).await,
-                Lease::H2 { tx, reused } => (tx, reused),
+                Lease::H2 { tx, reused, slot } => (tx, reused, slot),
             };
-            match send_h2(tx, req).await {
+            let open = slot.0.clone();
+            match send_h2(tx, req, slot).await {
                 Ok(r) => return Ok(r),
                 Err((Some(back), e)) if reused => {
                     tracing::debug!(error = %e, "the shared upstream HTTP/2 connection had closed; opening a new one");
-                    self.forget_h2();
+                    self.forget_h2(&open);
                     req = back;
                     fresh = true;
                 }
@@ -110,18 +142,30 @@ impl Pool {
         }
     }
 
-    /// An idle connection or the shared HTTP/2 one (unless `fresh`), or a
-    /// new one.
+    /// An idle connection or a shared HTTP/2 one (unless `fresh`), or a
+    /// new one. Where HTTP/2 may be spoken (TLS, until a connection chose
+    /// HTTP/1.1), connections open one at a time and a request that waited
+    /// for its turn looks again first: a burst of requests shares the
+    /// connection the first of them opened, instead of each opening its own.
     async fn lease(&self, fresh: bool) -> Result<Lease, Error> {
         if !fresh {
-            if let Some(conn) = self.take_idle() {
-                return Ok(Lease::H1(conn));
+            if let Some(lease) = self.kept() {
+                return Ok(lease);
             }
-            if let Some(tx) = self.shared_h2() {
-                return Ok(Lease::H2 { tx, reused: true });
+        }
+        let _turn = match self.target.is_tls() && !self.only_h1.load(Ordering::Relaxed) {
+            true => Some(self.opening.lock().await),
+            false => None,
+        };
+        if !fresh && _turn.is_some() {
+            if let Some(lease) = self.kept() {
+                return Ok(lease);
             }
         }
         let opened = self.target.open().await?;
+        if !opened.h2 {
+            self.only_h1.store(true, Ordering::Relaxed);
+        }
         if opened.h2 {
             let failed = |e: hyper::Error| Error::UpstreamConnect(fault::of(&e), e.to_string());
             let (tx, conn) = http2::Builder::new(TokioExecutor::new())
@@ -133,12 +177,33 @@ impl Pool {
                     tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
                 }
             });
+            let open = Arc::new(AtomicUsize::new(1));
             if let Ok(mut shared) = self.h2.lock() {
-                *shared = Some(tx.clone());
+                shared.push(Shared {
+                    tx: tx.clone(),
+                    open: open.clone(),
+                });
             }
-            return Ok(Lease::H2 { tx, reused: false });
+            return Ok(Lease::H2 {
+                tx,
+                reused: false,
+                slot: Slot(open),
+            });
         }
         Ok(Lease::H1(Conn::new(opened.stream).await?))
+    }
+
+    /// An idle HTTP/1.1 connection or a shared HTTP/2 one.
+    fn kept(&self) -> Option<Lease> {
+        if let Some(conn) = self.take_idle() {
+            return Some(Lease::H1(conn));
+        }
+        let (tx, slot) = self.shared_h2()?;
+        Some(Lease::H2 {
+            tx,
+            reused: true,
+            slot,
+        })
     }
 
     fn take_idle(&self) -> Option<Box<Conn>> {
@@ -151,22 +216,24 @@ impl Pool {
         None
     }
 
-    /// Drops the shared HTTP/2 connection (it is going away).
-    fn forget_h2(&self) {
+    /// Drops a shared HTTP/2 connection (it is going away), known by its
+    /// stream count.
+    fn forget_h2(&self, open: &Arc<AtomicUsize>) {
         if let Ok(mut shared) = self.h2.lock() {
-            *shared = None;
+            shared.retain(|c| !Arc::ptr_eq(&c.open, open));
         }
     }
 
-    fn shared_h2(&self) -> Option<H2> {
+    /// A shared HTTP/2 connection with a stream to spare, the stream
+    /// counted; closed connections are dropped on the way.
+    fn shared_h2(&self) -> Option<(H2, Slot)> {
         let mut shared = self.h2.lock().ok()?;
-        match shared.as_ref() {
-            Some(tx) if !tx.is_closed() => Some(tx.clone()),
-            _ => {
-                *shared = None;
-                None
-            }
-        }
+        shared.retain(|c| !c.tx.is_closed());
+        let c = shared
+            .iter()
+            .find(|c| c.open.load(Ordering::Relaxed) < H2_STREAMS)?;
+        c.open.fetch_add(1, Ordering::Relaxed);
+        Some((c.tx.clone(), Slot(c.open.clone())))
     }
 
     /// Closes idle connections past [`IDLE_TIMEOUT`] (beyond the [`WARM`]
@@ -233,13 +300,14 @@ impl Pool {
 async fn send_h2(
     mut tx: H2,
     mut req: Request<UpstreamBody>,
+    slot: Slot,
 ) -> Result<Response<ResponseBody>, Unsent> {
     if let Err(e) = tx.ready().await {
         return Err((Some(req), e));
     }
     *req.version_mut() = Version::HTTP_2;
     match tx.try_send_request(req).await {
-        Ok(resp) => Ok(resp.map(ResponseBody::shared)),
+        Ok(resp) => Ok(resp.map(|b| ResponseBody::shared(b, slot))),
         Err(mut e) => {
             let back = e.take_message();
             Err((back, e.into_error()))

@@ -12,14 +12,18 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::h1::Reader;
-use super::pool::Pool;
+use super::pool::{Pool, Slot};
 use crate::error::Error;
 
 pub struct ResponseBody(Inner);
 
 enum Inner {
     H1(Reader, Arc<Pool>),
-    H2(Incoming),
+    /// The body, and its stream's place on the shared connection.
+    H2 {
+        body: Incoming,
+        _slot: Slot,
+    },
 }
 
 impl ResponseBody {
@@ -31,9 +35,10 @@ impl ResponseBody {
         ResponseBody(Inner::H1(reader, pool))
     }
 
-    /// A body whose connection runs on its own task (HTTP/2).
-    pub(super) fn shared(body: Incoming) -> ResponseBody {
-        ResponseBody(Inner::H2(body))
+    /// A body whose connection runs on its own task (HTTP/2); `slot` is
+    /// given back when the body is dropped.
+    pub(super) fn shared(body: Incoming, slot: Slot) -> ResponseBody {
+        ResponseBody(Inner::H2 { body, _slot: slot })
     }
 }
 
@@ -55,7 +60,7 @@ impl Body for ResponseBody {
                 }
                 next.map(|d| d.map(|r| r.map(Frame::data)))
             }
-            Inner::H2(body) => Pin::new(body)
+            Inner::H2 { body, .. } => Pin::new(body)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(|e| Error::UpstreamLost(super::fault::of(&e))))),
         }
@@ -64,7 +69,7 @@ impl Body for ResponseBody {
     fn is_end_stream(&self) -> bool {
         match &self.0 {
             Inner::H1(reader, _) => reader.is_done(),
-            Inner::H2(body) => body.is_end_stream(),
+            Inner::H2 { body, .. } => body.is_end_stream(),
         }
     }
 
@@ -74,7 +79,7 @@ impl Body for ResponseBody {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },
-            Inner::H2(body) => body.size_hint(),
+            Inner::H2 { body, .. } => body.size_hint(),
         }
     }
 }

@@ -61,6 +61,11 @@ impl Target {
         })
     }
 
+    /// Whether connections are TLS (and so may choose HTTP/2).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// Opens a connection (name lookup, TCP, TLS) within the connect timeout.
     pub async fn open(&self) -> Result<Opened, Error> {
         match tokio::time::timeout(self.connect_timeout, self.open_now()).await {

@@ -328,3 +328,74 @@ async fn a_passed_body_of_known_length_gives_its_connection_back() {
     assert_eq!(conns.load(Ordering::SeqCst), 1);
     gate.stop().await;
 }
+
+/// A server may let one HTTP/2 connection carry no more than 100 streams at
+/// once: 150 streams open at the same time go over more than one
+/// connection, and none waits for another to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_open_streams_spread_over_several_h2_connections() {
+    let certs = TempDir::new();
+    toolgate::cli::certs::dev(&certs.0, false).unwrap();
+    let ca = format!(
+        "upstream.ca_file = \"{}\"\n",
+        certs.0.join("ca.pem").display()
+    );
+    let body = one_call_stream("get_weather", "{}");
+    let (head, rest) = body.split_at(body.find("\n\n").unwrap() + 2);
+    let go = Arc::new(tokio::sync::Notify::new());
+    const N: usize = 150;
+    let paused = Reply::Paused {
+        before: Bytes::copy_from_slice(head.as_bytes()),
+        after: Bytes::copy_from_slice(rest.as_bytes()),
+        go: go.clone(),
+    };
+    let both: &[&[u8]] = &[b"h2", b"http/1.1"];
+    let mut replies = vec![paused; N];
+    replies.push(Reply::sse(body.clone()));
+    let mock = start_mock_tls(replies, server_tls(&certs.0, both)).await;
+    let url = format!("https://localhost:{}/v1", mock.addr.port());
+    let gate = start_gate(&url, ALLOW_ALL, &ca).await;
+    let gate = Arc::new(gate);
+    let mut streams = Vec::new();
+    for _ in 0..N {
+        let g = gate.clone();
+        streams.push(tokio::spawn(async move {
+            post_chat(&g, &chat_request(true, &["get_weather"])).await
+        }));
+    }
+    // Every stream reached the provider while none has ended.
+    for _ in 0..600 {
+        if mock.requests().len() == N {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(mock.requests().len(), N, "all streams open at once");
+    assert!(mock
+        .requests()
+        .iter()
+        .all(|r| r.version == http::Version::HTTP_2));
+    let conns = mock.connections.load(Ordering::SeqCst);
+    assert!((2..=3).contains(&conns), "{conns} connections");
+    // A paused reply waits once its first part is sent: those not waiting
+    // yet are let go on a later round.
+    let release = tokio::spawn(async move {
+        loop {
+            go.notify_waiters();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    for s in streams {
+        let a = s.await.unwrap();
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(Acc::from_sse(&a.body).calls_of(0).len(), 1, "{}", a.text());
+    }
+    release.abort();
+    // The next stream goes on a connection already open.
+    let a = post_chat(&gate, &chat_request(true, &["get_weather"])).await;
+    assert_eq!(a.status, 200);
+    assert_eq!(mock.connections.load(Ordering::SeqCst), conns);
+    if let Ok(g) = Arc::try_unwrap(gate) {
+        g.stop().await;
+    }
+}
