@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The production-shaped benchmark: many long-lived streams, an event every
+# DELAY_MS, as a provider streams tokens; toolgate (all gates on, the
+# embedded default policy, audit to a file) and nginx (no gating, no
+# buffering) side by side in one run, in front of the same paced mock, over
+# plain HTTP and over TLS (the mock offers HTTP/2 and HTTP/1.1 by ALPN;
+# toolgate takes HTTP/2, nginx and the direct baseline speak HTTP/1.1).
+#
+# usage: bash bench/paced.sh [STREAMS ...]        (default: 250 1000 2000)
+# env:   DELAY_MS=20 DURATION=10 WARMUP=3 PROXIES="direct nginx toolgate"
+#        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1
+#        OUT=target/bench/paced-<time>
+# Needs: cargo, python3, curl; nginx (installed with apt-get when missing;
+# left out when it cannot be). Prints a table and writes table.md,
+# results.jsonl and plot.svg (p99 added latency against concurrent streams,
+# one line per proxy and upstream) to OUT.
+#
+# The load generator (examples/sseload.rs) opens every connection at once
+# (RAMP_MS spreads them), posts a streamed chat request on each, reads the
+# events as they come and posts again at [DONE]; it reports first-byte and
+# last-byte latency. A first run of WARMUP seconds is thrown away. "Added"
+# is a proxy's p99 minus the direct p99 at the same streams and upstream.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LEVELS=("$@")
+[[ ${#LEVELS[@]} -gt 0 ]] || LEVELS=(250 1000 2000)
+: "${DELAY_MS:=20}" "${DURATION:=10}" "${WARMUP:=3}" "${RAMP_MS:=0}"
+: "${PROXIES:=direct nginx toolgate}" "${UPSTREAMS:=http https}"
+: "${PIN:=auto}" "${PROXY_CPUS:=0}" "${LOAD_CPUS:=1}"
+: "${OUT:=target/bench/paced-$(date +%Y%m%d-%H%M%S)}"
+MOCK_PORT=18800 PROXY_PORT=18801 ADMIN_PORT=18802
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+if [[ "$PIN" == auto ]]; then PIN=$(($(nproc) >= 2 ? 1 : 0)); fi
+# Prefixes that pin a command (taskset execs it: $! is the command's PID).
+ON_PROXY=() ON_LOAD=()
+if [[ "$PIN" == 1 ]]; then ON_PROXY=(taskset -c "$PROXY_CPUS") ON_LOAD=(taskset -c "$LOAD_CPUS"); fi
+
+# ------------------------------------------------------------------ tools
+if [[ " $PROXIES " == *" nginx "* ]] && ! command -v nginx >/dev/null; then
+  log "installing nginx-light"
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null 2>&1) ||
+    { log "nginx could not be installed: left out"; PROXIES=${PROXIES//nginx/}; }
+fi
+log "building toolgate and the load generator"
+cargo build --release --quiet --bin toolgate --example sseload
+TOOLGATE=$PWD/target/release/toolgate
+LOAD=$PWD/target/release/examples/sseload
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
+"$TOOLGATE" certs dev --out "$OUT/certs" --force >/dev/null
+RESULTS=$OUT/results.jsonl
+: >"$RESULTS"
+MOCK_PID="" PROXY_PID=""
+stop() { # pid
+  [[ -n "$1" ]] || return 0
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+cleanup() { stop "$PROXY_PID"; stop "$MOCK_PID"; }
+trap cleanup EXIT
+
+# CPU seconds (user + system) and resident KiB of a process and its
+# children (nginx's worker).
+tree() { echo "$1"; pgrep -P "$1" || true; }
+cpu_of() { for p in $(tree "$1"); do cat "/proc/$p/stat"; done | awk '{s += $14 + $15} END {print s / 100}'; }
+rss_of() { for p in $(tree "$1"); do cat "/proc/$p/status"; done | awk '/^VmRSS/ {s += $2} END {print s}'; }
+
+start_mock() { # scheme
+  local tls=()
+  [[ "$1" == https ]] && tls=(--tls-cert "$OUT/certs/server.pem" --tls-key "$OUT/certs/server-key.pem")
+  "${ON_LOAD[@]}" "$TOOLGATE" mock --listen "127.0.0.1:$MOCK_PORT" --script bench/paced.toml \
+    --event-delay-ms "$DELAY_MS" "${tls[@]}" >"$OUT/mock-$1.log" 2>&1 &
+  MOCK_PID=$!
+  for _ in $(seq 50); do grep -q listening "$OUT/mock-$1.log" 2>/dev/null && return 0; sleep 0.1; done
+  log "the mock did not start (see $OUT/mock-$1.log)"; exit 1
+}
+
+start_proxy() { # name scheme streams -> sets PROXY_PID and URL
+  local name=$1 scheme=$2 streams=$3 dir=$OUT/$1-$2-$3
+  mkdir -p "$dir"
+  local host=127.0.0.1
+  [[ "$scheme" == https ]] && host=localhost
+  case $name in
+    direct)
+      PROXY_PID=""
+      URL=$scheme://$host:$MOCK_PORT/v1/chat/completions
+      return 0 ;;
+    toolgate)
+      cat >"$dir/toolgate.toml" <<CFG
+[listen]
+addr = "127.0.0.1:$PROXY_PORT"
+admin = "127.0.0.1:$ADMIN_PORT"
+
+[upstream]
+base_url = "$scheme://$host:$MOCK_PORT/v1"
+api_key_env = "BENCH_UPSTREAM_KEY"
+$([[ "$scheme" == https ]] && echo "ca_file = \"$OUT/certs/ca.pem\"")
+
+[limits]
+max_streams = $((streams * 2 + 64))
+max_connections = $((streams * 2 + 64))
+
+[audit]
+path = "$dir/audit.jsonl"
+CFG
+      BENCH_UPSTREAM_KEY=sk-bench RUST_LOG=error "${ON_PROXY[@]}" "$TOOLGATE" serve \
+        --config "$dir/toolgate.toml" >"$dir/proxy.log" 2>&1 &
+      PROXY_PID=$! ;;
+    nginx)
+      mkdir -p "$dir/tmp"
+      local up="proxy_pass http://mock;"
+      [[ "$scheme" == https ]] && up="proxy_pass https://mock;
+      proxy_ssl_trusted_certificate $OUT/certs/ca.pem; proxy_ssl_verify on;
+      proxy_ssl_name localhost; proxy_ssl_server_name on; proxy_ssl_session_reuse on;"
+      cat >"$dir/nginx.conf" <<CONF
+worker_processes 1;
+worker_rlimit_nofile 65536;
+error_log $dir/error.log warn;
+pid $dir/nginx.pid;
+events { worker_connections 65536; multi_accept on; }
+http {
+  access_log off;
+  client_body_temp_path $dir/tmp/body;
+  proxy_temp_path $dir/tmp/proxy;
+  fastcgi_temp_path $dir/tmp/fastcgi;
+  uwsgi_temp_path $dir/tmp/uwsgi;
+  scgi_temp_path $dir/tmp/scgi;
+  keepalive_requests 1000000;
+  upstream mock { server 127.0.0.1:$MOCK_PORT; keepalive $((streams + 64)); keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$PROXY_PORT backlog=4096;
+    location / {
+      $up
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+CONF
+      "${ON_PROXY[@]}" nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' >"$dir/proxy.log" 2>&1 &
+      PROXY_PID=$! ;;
+    *) log "unknown proxy $name"; exit 2 ;;
+  esac
+  URL=http://127.0.0.1:$PROXY_PORT/v1/chat/completions
+  for _ in $(seq 100); do
+    curl -s -o /dev/null -m 5 "$URL" -H 'content-type: application/json' \
+      --data '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}' && return 0
+    sleep 0.1
+  done
+  log "$name did not start (see $dir/proxy.log)"; exit 1
+}
+
+load() { # url streams seconds -> JSON line
+  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$3" --ramp-ms "$RAMP_MS" --ca "$OUT/certs/ca.pem"
+}
+
+for scheme in $UPSTREAMS; do
+  start_mock "$scheme"
+  for n in "${LEVELS[@]}"; do
+    for name in $PROXIES; do
+      start_proxy "$name" "$scheme" "$n"
+      idle=0; [[ -n "$PROXY_PID" ]] && idle=$(rss_of "$PROXY_PID")
+      load "$URL" "$n" "$WARMUP" >/dev/null
+      c0=0; [[ -n "$PROXY_PID" ]] && c0=$(cpu_of "$PROXY_PID")
+      line=$(load "$URL" "$n" "$DURATION")
+      c1=0 rss=0
+      [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); rss=$(rss_of "$PROXY_PID"); }
+      python3 - "$line" "$name" "$scheme" "$n" "$c0" "$c1" "$idle" "$rss" >>"$RESULTS" <<'PY'
+import json, sys
+d = json.loads(sys.argv[1])
+name, scheme, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+c0, c1, idle, rss = map(float, sys.argv[5:])
+d.update(proxy=name, upstream=scheme, streams=n,
+         cpu_us_per_request=round((c1 - c0) * 1e6 / max(d["requests"], 1), 1) if name != "direct" else None,
+         rss_idle_kib=int(idle), rss_kib=int(rss))
+print(json.dumps(d))
+PY
+      log "$scheme $n $name: $(tail -1 "$RESULTS" | cut -c1-200)"
+      stop "$PROXY_PID"; PROXY_PID=""
+    done
+  done
+  stop "$MOCK_PID"; MOCK_PID=""
+done
+python3 bench/paced_report.py "$OUT"

@@ -1,0 +1,110 @@
+"""The paced benchmark's report: a markdown table and an SVG plot from
+results.jsonl (written by bench/paced.sh). Standard library only.
+
+usage: python3 bench/paced_report.py OUT_DIR
+"""
+import json
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+rows = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines() if l.strip()]
+
+
+def base(r):
+    """The direct row at the same upstream and streams."""
+    for d in rows:
+        if d["proxy"] == "direct" and d["upstream"] == r["upstream"] and d["streams"] == r["streams"]:
+            return d
+    return None
+
+
+def added(r, key, q="p99"):
+    d = base(r)
+    if r["proxy"] == "direct" or not d or not r.get(key) or not d.get(key):
+        return None
+    return r[key][q] - d[key][q]
+
+
+def vs_nginx(r, key):
+    """A proxy's p99 minus nginx's at the same upstream and streams."""
+    for d in rows:
+        if d["proxy"] == "nginx" and d["upstream"] == r["upstream"] and d["streams"] == r["streams"]:
+            if r["proxy"] in ("direct", "nginx") or not r.get(key) or not d.get(key):
+                return None
+            return r[key]["p99"] - d[key]["p99"]
+    return None
+
+
+def ms(v):
+    return "—" if v is None else f"{v:+.1f}"
+
+
+lines = [
+    "| upstream | streams | proxy | req/s | first byte p99 ms | added | last byte p99 ms | added | vs nginx | CPU µs/req | RSS MiB | KiB/stream | errors |",
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+]
+for r in sorted(rows, key=lambda r: (r["upstream"], r["streams"])):
+    per = None
+    if r["proxy"] != "direct" and r["rss_kib"]:
+        per = (r["rss_kib"] - r["rss_idle_kib"]) / r["streams"]
+    fb, lb = r["first_byte_ms"] or {}, r["last_byte_ms"] or {}
+    lines.append(
+        f"| {r['upstream']} | {r['streams']:,} | {r['proxy']} | {r['rps']:,} | "
+        f"{fb.get('p99', 0):.1f} | {ms(added(r, 'first_byte_ms'))} | {lb.get('p99', 0):.1f} | "
+        f"{ms(added(r, 'last_byte_ms'))} | {ms(vs_nginx(r, 'last_byte_ms'))} | {r['cpu_us_per_request'] or '—'} | "
+        f"{r['rss_kib'] / 1024:.0f} | {'—' if per is None else f'{per:.1f}'} | {r['errors']} |"
+        if r["proxy"] != "direct" else
+        f"| {r['upstream']} | {r['streams']:,} | direct | {r['rps']:,} | {fb.get('p99', 0):.1f} | — | "
+        f"{lb.get('p99', 0):.1f} | — | — | — | — | — | {r['errors']} |"
+    )
+table = "\n".join(lines) + (
+    "\n\nadded: p99 minus the direct p99 (over TLS the direct client does TLS itself, the\n"
+    "proxies' clients do not); vs nginx: last-byte p99 minus nginx's. When the direct\n"
+    "req/s falls below streams / stream length, the load side (one core) is saturated."
+)
+(out / "table.md").write_text(table + "\n")
+print(table)
+
+# The plot: p99 added (last byte) against streams, one line per proxy, over
+# plain HTTP (over TLS the direct baseline pays for its own client's TLS:
+# the table compares the proxies there).
+series = {}
+for r in rows:
+    a = added(r, "last_byte_ms")
+    if a is not None and r["upstream"] == "http":
+        series.setdefault((r["proxy"], r["upstream"]), []).append((r["streams"], a))
+if series:
+    W, H, L, R, T, B = 640, 400, 70, 150, 30, 50
+    xs = sorted({x for s in series.values() for x, _ in s})
+    ys = [y for s in series.values() for _, y in s]
+    ymin, ymax = min(0.0, min(ys)), max(1.0, max(ys)) * 1.1
+    px = lambda x: L + (W - L - R) * (xs.index(x) / max(len(xs) - 1, 1))
+    py = lambda y: T + (H - T - B) * (1 - (y - ymin) / (ymax - ymin))
+    colors = {"toolgate": "#d62728", "nginx": "#1f77b4"}
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{L}" y="18">p99 latency added to the direct p99 (last byte), plain HTTP upstream</text>',
+           f'<line x1="{L}" y1="{py(0)}" x2="{W - R}" y2="{py(0)}" stroke="#999"/>',
+           f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="#333"/>',
+           f'<text x="{L + (W - L - R) / 2 - 50}" y="{H - 10}">concurrent streams</text>',
+           f'<text x="12" y="{T + 10}">ms</text>']
+    for i in range(6):
+        y = ymin + (ymax - ymin) * i / 5
+        svg.append(f'<text x="{L - 40}" y="{py(y) + 4}">{y:.0f}</text>')
+    for x in xs:
+        svg.append(f'<text x="{px(x) - 15}" y="{H - B + 18}">{x:,}</text>')
+    for k, ((proxy, up), pts) in enumerate(sorted(series.items())):
+        pts.sort()
+        c = colors.get(proxy, "#2ca02c")
+        dash = ' stroke-dasharray="6,4"' if up == "https" else ""
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+        svg.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
+        for x, y in pts:
+            svg.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{c}"/>')
+        ly = T + 20 + 18 * k
+        svg.append(f'<line x1="{W - R + 10}" y1="{ly}" x2="{W - R + 35}" y2="{ly}" stroke="{c}" stroke-width="2"{dash}/>')
+        svg.append(f'<text x="{W - R + 40}" y="{ly + 4}">{proxy} ({up})</text>')
+    svg.append("</svg>")
+    (out / "plot.svg").write_text("\n".join(svg) + "\n")
+    print(f"\nplot: {out / 'plot.svg'}")
