@@ -87,6 +87,8 @@ pub struct Pool {
     opening: tokio::sync::Mutex<()>,
     /// A TLS connection chose HTTP/1.1: connections open side by side.
     only_h1: AtomicBool,
+    /// The last connection opened in turn failed.
+    open_failed: AtomicBool,
 }
 
 impl Pool {
@@ -98,6 +100,7 @@ impl Pool {
             h2: Mutex::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
             only_h1: AtomicBool::new(false),
+            open_failed: AtomicBool::new(false),
         }
     }
 
@@ -153,16 +156,21 @@ impl Pool {
                 return Ok(lease);
             }
         }
-        let _turn = match self.target.is_tls() && !self.only_h1.load(Ordering::Relaxed) {
+        let turn = match self.target.is_tls() && !self.only_h1.load(Ordering::Relaxed) {
             true => Some(self.opening.lock().await),
             false => None,
         };
-        if !fresh && _turn.is_some() {
+        if !fresh && turn.is_some() {
             if let Some(lease) = self.kept() {
                 return Ok(lease);
             }
         }
-        let opened = self.target.open().await?;
+        // After a failed open the others do not queue behind each other's
+        // connect timeouts: they open side by side, as over HTTP/1.1.
+        let _turn = turn.filter(|_| !self.open_failed.load(Ordering::Relaxed));
+        let opened = self.target.open().await;
+        self.open_failed.store(opened.is_err(), Ordering::Relaxed);
+        let opened = opened?;
         if !opened.h2 {
             self.only_h1.store(true, Ordering::Relaxed);
         }

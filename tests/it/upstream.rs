@@ -399,3 +399,41 @@ async fn many_open_streams_spread_over_several_h2_connections() {
         g.stop().await;
     }
 }
+
+/// Connections to a TLS upstream open one at a time, but not behind a
+/// failure: when the provider accepts TCP and never answers the handshake,
+/// each waiting request fails on its own connect timeout (502), not on the
+/// total timeout after queueing behind the others' (504).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_tls_upstream_fails_each_request_on_its_connect_timeout() {
+    let certs = TempDir::new();
+    toolgate::cli::certs::dev(&certs.0, false).unwrap();
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            open.push(s);
+        }
+    });
+    let extra = format!(
+        "upstream.ca_file = \"{}\"\nupstream.connect_timeout_secs = 1\nupstream.timeout_secs = 3\n",
+        certs.0.join("ca.pem").display()
+    );
+    let gate =
+        Arc::new(start_gate(&format!("https://localhost:{port}/v1"), ALLOW_ALL, &extra).await);
+    let asks: Vec<_> = (0..6)
+        .map(|_| {
+            let g = gate.clone();
+            tokio::spawn(async move { post_chat(&g, &chat_request(true, &[])).await })
+        })
+        .collect();
+    for a in asks {
+        let a = a.await.unwrap();
+        assert_eq!(a.status, 502, "{}", a.text());
+    }
+    held.abort();
+    if let Ok(g) = Arc::try_unwrap(gate) {
+        g.stop().await;
+    }
+}
