@@ -166,8 +166,11 @@ impl Pool {
             }
         }
         // After a failed open the others do not queue behind each other's
-        // connect timeouts: they open side by side, as over HTTP/1.1.
-        let _turn = turn.filter(|_| !self.open_failed.load(Ordering::Relaxed));
+        // connect timeouts, and once a connection chose HTTP/1.1 those that
+        // waited meanwhile need one each: both open side by side.
+        let _turn = turn.filter(|_| {
+            !self.open_failed.load(Ordering::Relaxed) && !self.only_h1.load(Ordering::Relaxed)
+        });
         let opened = self.target.open().await;
         self.open_failed.store(opened.is_err(), Ordering::Relaxed);
         let opened = opened?;
