@@ -7,6 +7,9 @@
 # toolgate takes HTTP/2, nginx and the direct baseline speak HTTP/1.1).
 #
 # usage: bash bench/paced.sh [STREAMS ...]        (default: 250 1000 2000)
+# PROXIES may add toolgate-sentinel: toolgate with every call judged by
+# the sentinel, the mock answering the judge after 150 ms (bench/paced.toml),
+# each request asking a question of its own.
 # env:   DELAY_MS=20 DURATION=10 WARMUP=3 PROXIES="direct nginx toolgate"
 #        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1
 #        OUT=target/bench/paced-<time>
@@ -50,6 +53,11 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
 "$TOOLGATE" certs dev --out "$OUT/certs" --force >/dev/null
+# Each request asks a question of its own ({seq}: its number), so a judge's
+# cache never answers it.
+cat >"$OUT/body.json" <<'JSON'
+{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"What is the weather in San Francisco? (request {seq})"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"Get the weather","parameters":{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string"},"days":{"type":"integer"},"include_hourly":{"type":"boolean"}},"required":["location"]}}}]}
+JSON
 RESULTS=$OUT/results.jsonl
 : >"$RESULTS"
 MOCK_PID="" PROXY_PID=""
@@ -89,7 +97,23 @@ start_proxy() { # name scheme streams -> sets PROXY_PID and URL
       PROXY_PID=""
       URL=$scheme://$host:$MOCK_PORT/v1/chat/completions
       return 0 ;;
-    toolgate)
+    toolgate|toolgate-sentinel)
+      local judge=""
+      if [[ "$name" == toolgate-sentinel ]]; then
+        # The call is judged: the mock answers the judge after JUDGE_MS.
+        mkdir -p "$dir/policy"
+        cp policies/default.toml "$dir/policy/00-default.toml"
+        printf '[[rule]]\nname = "judge-weather"\ntools = "get_weather"\nverdict = "allow"\nrequire = ["sentinel"]\nfail = "closed"\n' \
+          >"$dir/policy/10-sentinel.toml"
+        judge="[policy]
+dir = \"$dir/policy\"
+
+[judge]
+base_url = \"$scheme://$host:$MOCK_PORT/v1\"
+api_key_env = \"BENCH_UPSTREAM_KEY\"
+timeout_ms = 5000
+max_concurrent = $((streams * 2 + 64))"
+      fi
       cat >"$dir/toolgate.toml" <<CFG
 [listen]
 addr = "127.0.0.1:$PROXY_PORT"
@@ -106,6 +130,8 @@ max_connections = $((streams * 2 + 64))
 
 [audit]
 path = "$dir/audit.jsonl"
+
+$judge
 CFG
       BENCH_UPSTREAM_KEY=sk-bench RUST_LOG=error "${ON_PROXY[@]}" "$TOOLGATE" serve \
         --config "$dir/toolgate.toml" >"$dir/proxy.log" 2>&1 &
@@ -157,7 +183,7 @@ CONF
 }
 
 load() { # url streams seconds -> JSON line
-  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$3" --ramp-ms "$RAMP_MS" --ca "$OUT/certs/ca.pem"
+  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$3" --ramp-ms "$RAMP_MS" --ca "$OUT/certs/ca.pem" --body "$OUT/body.json"
 }
 
 for scheme in $UPSTREAMS; do
@@ -171,6 +197,8 @@ for scheme in $UPSTREAMS; do
       line=$(load "$URL" "$n" "$DURATION")
       c1=0 rss=0
       [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); rss=$(rss_of "$PROXY_PID"); }
+      [[ "$name" == toolgate* ]] && curl -s -m 5 "http://127.0.0.1:$ADMIN_PORT/metrics" \
+        >"$OUT/$name-$scheme-$n/metrics.txt" || true
       python3 - "$line" "$name" "$scheme" "$n" "$c0" "$c1" "$idle" "$rss" >>"$RESULTS" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])

@@ -253,6 +253,12 @@ impl Config {
                     "judge.timeout_ms and judge.max_tokens must be greater than 0".into(),
                 );
             }
+            if !(1..=65_536).contains(&j.max_concurrent) {
+                bad(
+                    0..0,
+                    "judge.max_concurrent must be between 1 and 65536".into(),
+                );
+            }
         }
         telemetry::check(&raw.telemetry, &mut bad);
         approval::check(&raw.approval, &mut bad);
@@ -407,6 +413,7 @@ impl Config {
                     confidence_threshold: j.confidence_threshold,
                     cache_ttl: Duration::from_secs(j.cache_ttl_secs),
                     cache_capacity: j.cache_capacity.max(1),
+                    max_concurrent: j.max_concurrent,
                     output: OutputCheck {
                         model: j.output.model.unwrap_or_else(|| j.model.clone()),
                         max_tokens: j.output.max_tokens,

@@ -115,6 +115,7 @@ pub(crate) struct RawJudge {
     pub(crate) confidence_threshold: f64,
     pub(crate) cache_ttl_secs: u64,
     pub(crate) cache_capacity: usize,
+    pub(crate) max_concurrent: usize,
     pub(crate) output: RawOutputCheck,
 }
 
@@ -129,6 +130,7 @@ impl Default for RawJudge {
             confidence_threshold: 0.8,
             cache_ttl_secs: 3600,
             cache_capacity: 10_000,
+            max_concurrent: 1024,
             output: RawOutputCheck::default(),
         }
     }

@@ -262,6 +262,8 @@ pub struct Judge {
     pub confidence_threshold: f64,
     pub cache_ttl: Duration,
     pub cache_capacity: usize,
+    /// Questions asked upstream at once; one over it fails (`busy`).
+    pub max_concurrent: usize,
     /// The output fact-checker's model, answer size and timeout (`[judge.output]`).
     pub output: OutputCheck,
 }

@@ -46,7 +46,7 @@ pub struct Overload {
 pub struct SensorError {
     pub sensor: &'static str,
     /// `timeout`, `connect`, `status`, `unreadable`, `schema`,
-    /// `low_confidence` or `other`.
+    /// `low_confidence`, `busy` or `other`.
     pub kind: &'static str,
 }
 

@@ -39,6 +39,9 @@ pub struct Rule {
     /// The calls it makes, in order.
     #[serde(default, rename = "call")]
     pub calls: Vec<Call>,
+    /// Milliseconds the model thinks before it answers (0: at once).
+    #[serde(default)]
+    pub delay_ms: u64,
 }
 
 /// One call of a rule.
@@ -226,7 +229,7 @@ impl Script {
                 done
             }
         };
-        match (asked.stream, self.event_delay_ms) {
+        let reply = match (asked.stream, self.event_delay_ms) {
             (true, 0) => Reply::Body {
                 status: 200,
                 content_type,
@@ -239,6 +242,10 @@ impl Script {
                 delay: Duration::from_millis(ms),
             },
             (false, _) => Reply::json(200, body),
+        };
+        match rule.delay_ms {
+            0 => reply,
+            ms => Reply::After(Duration::from_millis(ms), Box::new(reply)),
         }
     }
 

@@ -3,7 +3,9 @@
 //! temperature 0, `max_tokens` and a timeout. The answer must validate against
 //! the schema; anything else is a sensor failure. Answers are cached by key
 //! (moka: TTL and capacity); concurrent identical questions share one upstream
-//! call; errors are not cached.
+//! call; errors are not cached. At most `max_concurrent` questions are in
+//! flight: one over the bound fails at once (`busy`), and the rule's `fail`
+//! decides, as for any other judge failure.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,7 +26,7 @@ use crate::upstream::Upstream;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     /// `timeout`, `connect`, `status`, `unreadable`, `schema`,
-    /// `low_confidence` or `other`.
+    /// `low_confidence`, `busy` or `other`.
     pub kind: &'static str,
     pub message: String,
 }
@@ -99,12 +101,16 @@ pub struct Judge {
     /// Answers by question key; a loader shared by concurrent askers; errors not kept.
     cache: moka::future::Cache<[u8; 32], Value>,
     validators: Mutex<HashMap<&'static str, Arc<jsonschema::Validator>>>,
+    /// Questions in flight upstream (cache hits and shared loads take none).
+    in_flight: tokio::sync::Semaphore,
+    max_concurrent: usize,
 }
 
 impl Judge {
     pub fn new(cfg: &config::Judge) -> Result<Arc<Judge>, crate::error::Error> {
         Ok(Arc::new(Judge {
-            upstream: Upstream::new(&cfg.upstream)?,
+            // As many connections kept as questions may be in flight.
+            upstream: Upstream::new(&cfg.upstream)?.keep_idle(cfg.max_concurrent),
             model: cfg.model.clone(),
             max_tokens: cfg.max_tokens,
             cache: moka::future::Cache::builder()
@@ -112,6 +118,8 @@ impl Judge {
                 .time_to_live(cfg.cache_ttl)
                 .build(),
             validators: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(cfg.max_concurrent),
+            max_concurrent: cfg.max_concurrent,
         }))
     }
 
@@ -130,6 +138,15 @@ impl Judge {
             });
         }
         let load = async {
+            let Ok(_permit) = self.in_flight.try_acquire() else {
+                return Err(Failure::new(
+                    "busy",
+                    format!(
+                        "judge busy: {} questions already in flight ([judge] max_concurrent)",
+                        self.max_concurrent
+                    ),
+                ));
+            };
             match tokio::time::timeout(self.upstream.timeout, self.call(&q)).await {
                 Ok(r) => r,
                 Err(_) => Err(Failure::new("timeout", "judge timed out")),

@@ -187,6 +187,47 @@ async fn through_toolgate_each_wire_format_is_gated() {
     gate.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_with_a_delay_answers_after_it_and_others_at_once() {
+    let dir = TempDir::new();
+    let script = dir.0.join("judge.toml");
+    std::fs::write(
+        &script,
+        "[[rule]]\ncue = \"evaluate\"\ndelay_ms = 300\ntext = '{\"decision\": \"approve\"}'\n\
+         [[rule]]\ntext = \"Hello.\"\n",
+    )
+    .unwrap();
+    let m = mock(&["--script", script.to_str().unwrap()]);
+    let url = format!("{}/chat/completions", m.1);
+    let started = std::time::Instant::now();
+    let a = send(
+        "POST",
+        &url,
+        &[],
+        request("chat/completions", false, "Evaluate this").to_string(),
+    )
+    .await;
+    let judged = started.elapsed();
+    assert_eq!(
+        a.json()["choices"][0]["message"]["content"],
+        r#"{"decision": "approve"}"#,
+        "{}",
+        a.text()
+    );
+    assert!(
+        judged >= std::time::Duration::from_millis(300),
+        "{judged:?}"
+    );
+    let a = send(
+        "POST",
+        &url,
+        &[],
+        request("chat/completions", false, "hi").to_string(),
+    )
+    .await;
+    assert_eq!(a.json()["choices"][0]["message"]["content"], "Hello.");
+}
+
 #[test]
 fn a_script_with_an_unknown_key_is_refused_with_its_line() {
     let dir = TempDir::new();

@@ -94,7 +94,11 @@ fn proposing_upstream() -> Reply {
                 .unwrap_or("");
             let calls: Vec<Value> = match table.iter().find(|s| s["request"] == text) {
                 Some(s) => vec![json!({"id": format!("call_{}", s["id"]), "type": "function", "function": {"name": s["tool"], "arguments": s["args"].to_string()}})],
-                None => (0..8).map(|i| json!({"id": format!("call_p{i}"), "type": "function", "function": {"name": "email.send", "arguments": json!({"to": format!("p{i}@example.com"), "body": text}).to_string()}})).collect(),
+                // Eight sends, to eight recipients (or, asked for identical ones, to one).
+                None => (0..8).map(|i| {
+                    let to = if text.contains("identical") { "p@example.com".to_string() } else { format!("p{i}@example.com") };
+                    json!({"id": format!("call_p{i}"), "type": "function", "function": {"name": "email.send", "arguments": json!({"to": to, "body": text}).to_string()}})
+                }).collect(),
             };
             (200, json!({"id": "u", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": calls}}]}).to_string())
         }),
@@ -356,6 +360,68 @@ async fn a_cache_hit_makes_no_second_call_and_parallel_calls_cost_one_round_trip
     assert!(
         took < delay * 3,
         "eight parallel judgments took {took:?}, more than about one round trip of {delay:?}"
+    );
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_judge_bound_a_call_fails_closed_and_identical_questions_are_asked_once() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let judge = start_mock(vec![scripted_judge(
+        calls.clone(),
+        Duration::from_millis(200),
+    )])
+    .await;
+    let upstream = start_mock(vec![proposing_upstream()]).await;
+    let gate = gate_with_judge(&upstream, &judge, "max_concurrent = 3\n").await;
+
+    // Eight identical questions at once: one judgment, all eight released.
+    let a = post_chat_at(
+        &gate,
+        "/v1/chat/completions",
+        &ask("eight identical sends", &["email.send"]),
+        &[],
+    )
+    .await;
+    assert_eq!(released(&a).len(), 8);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "one question, asked once");
+
+    // Eight distinct questions at once over a bound of three: three are
+    // judged, five fail closed at once with the bound as their audited reason.
+    let a = post_chat_at(
+        &gate,
+        "/v1/chat/completions",
+        &ask("eight parallel sends", &["email.send"]),
+        &[],
+    )
+    .await;
+    assert_eq!(released(&a).len(), 3, "{:?}", a.body);
+    assert_eq!(calls.load(Ordering::SeqCst), 1 + 3);
+    let audit = gate.audit_flushed().await;
+    let busy: Vec<&Value> = audit
+        .iter()
+        .filter(|e| e["reason"] == "sensor_failed")
+        .collect();
+    assert_eq!(busy.len(), 5);
+    for e in busy {
+        let why = e["signals"]["sentinel.error"]["value"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            why.starts_with("judge busy") && why.contains("max_concurrent"),
+            "{why}"
+        );
+    }
+    let m = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        m.contains(r#"sensor="sentinel",kind="busy"} 5"#),
+        "{}",
+        m.lines()
+            .filter(|l| l.contains("sensor"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     gate.stop().await;
 }
