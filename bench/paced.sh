@@ -9,7 +9,10 @@
 # usage: bash bench/paced.sh [STREAMS ...]        (default: 250 1000 2000)
 # PROXIES may add toolgate-sentinel: toolgate with every call judged by
 # the sentinel, the mock answering the judge after 150 ms (bench/paced.toml),
-# each request asking a question of its own.
+# each request asking a question of its own; and the peers litellm
+# (LiteLLM's proxy from PyPI, one worker) and portkey (Portkey's gateway
+# from npm, on Node), installed under PEERS=target/bench/peers when missing.
+# DELAY_MS=0 is the unpaced shape (every event at once).
 # env:   DELAY_MS=20 DURATION=10 WARMUP=3 PROXIES="direct nginx toolgate"
 #        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1
 #        OUT=target/bench/paced-<time>
@@ -44,6 +47,25 @@ if [[ " $PROXIES " == *" nginx "* ]] && ! command -v nginx >/dev/null; then
   log "installing nginx-light"
   (DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null 2>&1) ||
     { log "nginx could not be installed: left out"; PROXIES=${PROXIES//nginx/}; }
+fi
+# Peers from their registries: LiteLLM's proxy (PyPI), Portkey's gateway (npm).
+: "${PEERS:=$PWD/target/bench/peers}"
+mkdir -p "$PEERS"
+if [[ " $PROXIES " == *" litellm "* && ! -x "$PEERS/litellm/bin/litellm" ]]; then
+  log "installing LiteLLM's proxy into $PEERS/litellm"
+  { python3 -m venv "$PEERS/litellm" && "$PEERS/litellm/bin/pip" install -q 'litellm[proxy]'; } >"$PEERS.litellm.log" 2>&1 ||
+    { log "LiteLLM could not be installed (see $PEERS.litellm.log): left out"; PROXIES=${PROXIES//litellm/}; }
+fi
+if [[ " $PROXIES " == *" portkey "* && ! -d "$PEERS/portkey/node_modules/@portkey-ai/gateway" ]]; then
+  log "installing Portkey's gateway into $PEERS/portkey"
+  # 1.15.2 as released fails every streamed request on Node 20 (it appends
+  # headers to the provider's immutable response: Portkey-AI/gateway#1550);
+  # the change of its pull request #1551 is applied to the built file.
+  (mkdir -p "$PEERS/portkey" && cd "$PEERS/portkey" && npm init -y && npm install @portkey-ai/gateway@1.15.2 &&
+    sed -i 's/this.updateHeaders(i,n.cacheStatus,o),{response:i,/(r\&\&(i=new Response(i.body,{status:i.status,statusText:i.statusText,headers:new Headers(i.headers)}))),this.updateHeaders(i,n.cacheStatus,o),{response:i,/' \
+      node_modules/@portkey-ai/gateway/build/start-server.js &&
+    grep -q 'i=new Response(i.body' node_modules/@portkey-ai/gateway/build/start-server.js) >"$PEERS.portkey.log" 2>&1 ||
+    { log "Portkey's gateway could not be installed (see $PEERS.portkey.log): left out"; PROXIES=${PROXIES//portkey/}; }
 fi
 log "building toolgate and the load generator"
 cargo build --release --quiet --bin toolgate --example sseload
@@ -87,9 +109,10 @@ start_mock() { # scheme
   log "the mock did not start (see $OUT/mock-$1.log)"; exit 1
 }
 
-start_proxy() { # name scheme streams -> sets PROXY_PID and URL
+start_proxy() { # name scheme streams -> sets PROXY_PID, URL and HDRS
   local name=$1 scheme=$2 streams=$3 dir=$OUT/$1-$2-$3
   mkdir -p "$dir"
+  HDRS=()
   local host=127.0.0.1
   [[ "$scheme" == https ]] && host=localhost
   case $name in
@@ -171,19 +194,48 @@ http {
 CONF
       "${ON_PROXY[@]}" nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' >"$dir/proxy.log" 2>&1 &
       PROXY_PID=$! ;;
+    litellm)
+      # LiteLLM's proxy, one worker, the mock as an OpenAI-compatible model.
+      cat >"$dir/litellm.yaml" <<YAML
+model_list:
+  - model_name: mock-model
+    litellm_params:
+      model: openai/mock-model
+      api_base: $scheme://$host:$MOCK_PORT/v1
+      api_key: sk-bench
+litellm_settings:
+  drop_params: true
+general_settings:
+  master_key: sk-bench-master-key-0123456789
+YAML
+      HDRS=(--header "authorization: Bearer sk-bench-master-key-0123456789")
+      LITELLM_LOCAL_MODEL_COST_MAP=True SSL_CERT_FILE=$OUT/certs/ca.pem REQUESTS_CA_BUNDLE=$OUT/certs/ca.pem \
+        "${ON_PROXY[@]}" "$PEERS/litellm/bin/litellm" --config "$dir/litellm.yaml" \
+        --host 127.0.0.1 --port "$PROXY_PORT" --num_workers 1 >"$dir/proxy.log" 2>&1 &
+      PROXY_PID=$! ;;
+    portkey)
+      # Portkey's gateway (Node), told per request where the provider is.
+      HDRS=(--header "x-portkey-provider: openai" --header "x-portkey-custom-host: $scheme://$host:$MOCK_PORT/v1"
+            --header "authorization: Bearer sk-bench")
+      NODE_ENV=production NODE_EXTRA_CA_CERTS=$OUT/certs/ca.pem "${ON_PROXY[@]}" node \
+        "$PEERS/portkey/node_modules/@portkey-ai/gateway/build/start-server.js" \
+        --port="$PROXY_PORT" --headless >"$dir/proxy.log" 2>&1 &
+      PROXY_PID=$! ;;
     *) log "unknown proxy $name"; exit 2 ;;
   esac
   URL=http://127.0.0.1:$PROXY_PORT/v1/chat/completions
-  for _ in $(seq 100); do
-    curl -s -o /dev/null -m 5 "$URL" -H 'content-type: application/json' \
-      --data '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}' && return 0
+  local h curl_h=()
+  for h in "${HDRS[@]}"; do [[ "$h" == --header ]] || curl_h+=(-H "$h"); done
+  for _ in $(seq 300); do
+    curl -s -f -o /dev/null -m 5 "$URL" -H 'content-type: application/json' "${curl_h[@]}" \
+      --data '{"model":"mock-model","stream":true,"messages":[{"role":"user","content":"hi"}]}' && return 0
     sleep 0.1
   done
   log "$name did not start (see $dir/proxy.log)"; exit 1
 }
 
 load() { # url streams seconds -> JSON line
-  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$3" --ramp-ms "$RAMP_MS" --ca "$OUT/certs/ca.pem" --body "$OUT/body.json"
+  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$3" --ramp-ms "$RAMP_MS" --ca "$OUT/certs/ca.pem" --body "$OUT/body.json" "${HDRS[@]}"
 }
 
 for scheme in $UPSTREAMS; do

@@ -91,7 +91,8 @@ if series:
     ymin, ymax = min(0.0, min(ys)), max(1.0, max(ys)) * 1.1
     px = lambda x: L + (W - L - R) * (xs.index(x) / max(len(xs) - 1, 1))
     py = lambda y: T + (H - T - B) * (1 - (y - ymin) / (ymax - ymin))
-    colors = {"toolgate": "#d62728", "nginx": "#1f77b4"}
+    colors = {"toolgate": "#d62728", "nginx": "#1f77b4", "toolgate-sentinel": "#ff7f0e",
+              "litellm": "#9467bd", "portkey": "#8c564b"}
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{L}" y="18">p99 latency added to the direct p99 (last byte), plain HTTP upstream</text>',

@@ -161,7 +161,9 @@ async fn connection(
     };
     tokio::spawn(conn);
     while Instant::now() < until {
-        let mut req = hyper::Request::post(o.url.clone())
+        // Origin form (`POST /v1/...`), as clients send it to a server.
+        let path = o.url.path_and_query().map_or("/", |p| p.as_str());
+        let mut req = hyper::Request::post(path)
             .header("host", o.url.authority().unwrap().as_str())
             .header("content-type", "application/json");
         for (k, v) in &o.headers {
