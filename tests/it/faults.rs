@@ -304,13 +304,16 @@ async fn after_a_graceful_goaway_new_requests_go_to_a_new_connection() {
                 return;
             }
             // The first connection: a stream in flight, then GOAWAY, and
-            // the stream finished only once the test says so.
+            // the stream finished only once the test says so. The GOAWAY
+            // goes before the stream's first data: once the agent has that
+            // data, toolgate has read the GOAWAY (frames are read in order),
+            // so the next request cannot race it onto this connection.
             let first = chunk(0, json!({"content": "hello "}), None);
             let _ = s.write_all(&h2::head(id, "text/event-stream")).await;
+            let _ = s.write_all(&h2::goaway(id, h2::NO_ERROR)).await;
             let _ = s
                 .write_all(&h2::frame(h2::DATA, 0, id, first.as_bytes()))
                 .await;
-            let _ = s.write_all(&h2::goaway(id, h2::NO_ERROR)).await;
             go.notified().await;
             let rest = format!("{}data: [DONE]\n\n", chunk(0, json!({}), Some("stop")));
             let end = h2::frame(h2::DATA, h2::END_STREAM, id, rest.as_bytes());
