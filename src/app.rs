@@ -38,6 +38,7 @@ pub async fn build(config: Config) -> Result<State, Error> {
             .map(|j| j.confidence_threshold)
             .unwrap_or(0.8),
         metrics: Arc::new(Metrics::default()),
+        shared: crate::state::Shared::new(&config.state)?.map(Arc::new),
         ..Parts::default()
     };
     let audit = AuditLog::start(&config.audit, parts.metrics.audit_write_failures.clone()).await?;

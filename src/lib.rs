@@ -11,7 +11,8 @@
 //! ([`gate`], driven by [`policy`]) decide it, the decision is written to
 //! the [`audit`] trail, an `ask` waits for a person ([`approval`]), and
 //! only then is the call released as it came, or replaced by a neutral
-//! turn. [`metrics`] and [`telemetry`] watch from the side.
+//! turn. [`metrics`] and [`telemetry`] watch from the side; [`state`]
+//! keeps what replicas share (rate-limit buckets in Redis).
 //!
 //! [`protocol`] and [`gate`] never touch sockets and never import each
 //! other: they meet at [`call`] and [`context`]. [`app`] builds everything
@@ -42,6 +43,7 @@ pub mod approval;
 pub mod audit;
 pub mod gate;
 pub mod policy;
+pub mod state;
 pub mod telemetry;
 // Building and running it.
 pub mod app;

@@ -44,6 +44,8 @@ pub struct Config {
     pub approval: Approval,
     /// `[admin]`: the admin port's token, `Host` names, connection cap.
     pub admin: Admin,
+    /// `[state]`: where state shared by replicas is kept.
+    pub state: State,
 }
 
 mod sections;
@@ -52,10 +54,12 @@ pub use sections::*;
 mod approval;
 mod clients;
 mod raw;
+mod state;
 mod telemetry;
 mod urls;
 
 pub use approval::{Approval, MAX_TIMEOUT_SECS};
+pub use state::{Backend, OnError, State};
 pub use telemetry::Telemetry;
 use urls::parse_addr;
 pub(crate) use urls::parse_base_url;
@@ -262,6 +266,7 @@ impl Config {
         }
         telemetry::check(&raw.telemetry, &mut bad);
         approval::check(&raw.approval, &mut bad);
+        state::check(&raw.state, &mut bad);
         let a = &raw.admin;
         if !(1..=1024).contains(a.max_connections.get_ref()) {
             bad(
@@ -376,6 +381,7 @@ impl Config {
             clients,
             telemetry: telemetry::build(&raw.telemetry, resolve),
             approval: approval::build(&raw.approval, resolve),
+            state: state::build(&raw.state),
             admin: Admin {
                 token_env: raw.admin.token_env.clone(),
                 hosts: raw

@@ -26,6 +26,7 @@ pub(crate) struct RawConfig {
     pub(crate) telemetry: super::telemetry::RawTelemetry,
     pub(crate) approval: super::approval::RawApproval,
     pub(crate) admin: RawAdmin,
+    pub(crate) state: super::state::RawState,
 }
 
 /// `[admin]`: who may change state through the admin port, and which

@@ -138,3 +138,46 @@ fn approval_is_checked_with_lines_and_has_defaults() {
         c.deferred
     );
 }
+
+#[test]
+fn state_defaults_to_memory_and_redis_needs_a_plain_redis_url() {
+    let c = Config::embedded().unwrap();
+    assert_eq!(c.state.backend, Backend::Memory);
+    assert_eq!(c.state.on_error, OnError::FailClosed);
+    let c = Config::from_toml(
+        "[state]\nbackend = \"redis\"\nurl = \"redis://:pw@10.0.0.5:6379/2\"\non_error = \"local\"\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .unwrap();
+    assert_eq!(
+        (c.state.backend, c.state.on_error),
+        (Backend::Redis, OnError::Local)
+    );
+    assert!(
+        !format!("{:?}", c.state).contains("pw"),
+        "the URL's password stays out of debug output"
+    );
+    for (src, says) in [
+        ("[state]\nbackend = \"redis\"\n", "needs url or url_env"),
+        (
+            "[state]\nbackend = \"redis\"\nurl = \"rediss://h\"\n",
+            "TLS to Redis",
+        ),
+        (
+            "[state]\nbackend = \"redis\"\nurl = \"http://h\"\n",
+            "redis:// URL",
+        ),
+        (
+            "[state]\nbackend = \"redis\"\nurl_env = \"TOOLGATE_UNIT_NO_SUCH_URL\"\n",
+            "TOOLGATE_UNIT_NO_SUCH_URL",
+        ),
+        ("[state]\nbackend = \"disk\"\n", "unknown variant"),
+        ("[state]\nttl = 3\n", "unknown field"),
+    ] {
+        let Error::Config(d) = Config::from_toml(src, "t.toml", Path::new(".")).unwrap_err() else {
+            panic!("not a config error")
+        };
+        assert!(d.iter().any(|d| d.message.contains(says)), "{src}: {d:?}");
+    }
+}

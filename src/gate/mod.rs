@@ -115,6 +115,8 @@ pub struct Parts {
     pub threshold: f64,
     /// Where CEL run-time errors and sensor timings and failures are counted.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Rate-limit buckets shared by replicas (`[state] backend = "redis"`).
+    pub shared: Option<Arc<crate::state::Shared>>,
 }
 
 impl Gates {
@@ -128,7 +130,8 @@ impl Gates {
                 parts.sensors.clone(),
                 parts.threshold,
                 parts.metrics.clone(),
-            ),
+            )
+            .sharing(parts.shared.clone()),
             extra: parts.extra.clone(),
         }
     }

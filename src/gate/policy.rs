@@ -18,8 +18,9 @@ use crate::call::Call;
 use crate::context::Context;
 use crate::metrics::Metrics;
 use crate::policy::expr::Bindings;
-use crate::policy::limits::LimitKey;
 use crate::policy::{FailMode, PolicySet, Rule, Verdict};
+
+mod rate;
 
 /// Variables that do not depend on a call's arguments.
 const STATIC_VARS: [&str; 6] = ["tool", "phase", "principal", "session", "agent", "mission"];
@@ -33,6 +34,8 @@ pub struct PolicyGate {
     sensors: Vec<Arc<dyn Sensor>>,
     threshold: f64,
     metrics: Arc<Metrics>,
+    /// Rate-limit buckets shared by replicas, when configured.
+    shared: Option<Arc<crate::state::Shared>>,
     hidden_memo: Kept<u64, bool>,
     /// First-pass results by the tool and the values of what its rules read
     /// (see [`PolicyGate::first_pass`]).
@@ -148,10 +151,17 @@ impl PolicyGate {
             sensors,
             threshold,
             metrics,
+            shared: None,
             hidden_memo: Kept::new(HIDDEN_MEMO_ENTRIES),
             pass_memo: Kept::new(PASS_MEMO_ENTRIES),
             plans: Plans::default(),
         }
+    }
+
+    /// The same gate counting `[[limit]]`s in shared buckets.
+    pub fn sharing(mut self, shared: Option<Arc<crate::state::Shared>>) -> PolicyGate {
+        self.shared = shared;
+        self
     }
 
     /// True when the rules deny `tool` for this context whatever the arguments:
@@ -217,27 +227,6 @@ impl PolicyGate {
         self.any_static_match(tool, ctx, |r| r.verdict == Verdict::Deny)
     }
 
-    /// Takes a token from every limit on this tool; the first one over its limit, if any.
-    fn rate(&self, call: &Call, ctx: &Context) -> Option<String> {
-        let mut over = None;
-        for l in self
-            .policy
-            .limits
-            .iter()
-            .filter(|l| l.applies_to(&call.name))
-        {
-            let key = match l.key {
-                LimitKey::Session => ctx.session.as_str(),
-                LimitKey::Principal => ctx.principal.as_str(),
-                LimitKey::Global => "global",
-            };
-            if !l.take(key) && over.is_none() {
-                over = Some(format!("limit {} at {}", l.rate, l.origin));
-            }
-        }
-        over
-    }
-
     async fn evaluate(&self, call: &Call, ctx: &Context) -> Outcome {
         let plan = self.plans.get(&self.policy, &call.name);
         let rules: Vec<&Rule> = plan
@@ -258,8 +247,11 @@ impl PolicyGate {
             &self.schemas,
             needs,
         );
-        let over = self.rate(call, ctx);
-        sig.set("rate.exceeded", json!(over.is_some()));
+        let rated = self.rate(call, ctx).await;
+        sig.set("rate.exceeded", json!(rated.over.is_some()));
+        if let Some(e) = &rated.error {
+            sig.set("rate.error", json!(e));
+        }
         let first = self.first_pass(&rules, &sig, only, &call.name);
         note_errors(&mut sig, &first.errored);
         let mut out = Outcome {
@@ -272,11 +264,15 @@ impl PolicyGate {
             rule: first.rule.map(|r| r.name.clone()),
             signals: None,
         };
-        if let Some(limit) = over {
-            if out.verdict < Verdict::Reject {
+        let limited = [
+            (rated.over, "rate_limited"),
+            (rated.unavailable, "state_unavailable"),
+        ];
+        for (limit, reason) in limited {
+            if let (Some(limit), true) = (limit, out.verdict < Verdict::Reject) {
                 out = Outcome {
                     verdict: Verdict::Reject,
-                    reason: Cow::Borrowed("rate_limited"),
+                    reason: Cow::Borrowed(reason),
                     rule: Some(limit),
                     signals: None,
                 };

@@ -43,6 +43,14 @@ pub struct Overload {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateError {
+    /// What needed shared state: `limit`.
+    pub op: &'static str,
+    /// What followed: `fail_closed` or `local`.
+    pub then: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SensorError {
     pub sensor: &'static str,
     /// `timeout`, `connect`, `status`, `unreadable`, `schema`,

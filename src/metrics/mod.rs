@@ -40,6 +40,7 @@ pub struct Metrics {
     gate_latency: Histograms<Gate>,
     sensor_latency: Histograms<Sensor>,
     sensor_errors: Family<SensorError, Counter>,
+    state_errors: Family<labels::StateError, Counter>,
     cel_errors: Family<Rule, Counter>,
     tokens: Family<Tokens, Counter>,
     models: Mutex<HashSet<String>>,
@@ -80,6 +81,7 @@ impl Default for Metrics {
             gate_latency: Family::new_with_constructor(histogram),
             sensor_latency: Family::new_with_constructor(histogram),
             sensor_errors: Family::default(),
+            state_errors: Family::default(),
             cel_errors: Family::default(),
             tokens: Family::default(),
             models: Mutex::default(),
@@ -140,6 +142,11 @@ impl Metrics {
             "toolgate_sensor_duration_seconds",
             "Time an LLM sensor (sentinel, output) took for one call, cache hits included",
             self.sensor_latency.clone(),
+        );
+        r.register(
+            "toolgate_state_errors",
+            "Shared state ([state] backend = redis) that could not be read, by what needed it and what followed (fail_closed: rejected; local: this replica's own count)",
+            self.state_errors.clone(),
         );
         r.register(
             "toolgate_sensor_errors",
@@ -277,6 +284,14 @@ impl Metrics {
         if let Some(kind) = e.fault() {
             self.upstream_faults.get_or_create(&Kind { kind }).inc();
         }
+    }
+
+    /// Counts shared state that could not be read for `op` (`limit`) and
+    /// what followed (`fail_closed`, `local`).
+    pub fn state_failed(&self, op: &'static str, then: &'static str) {
+        self.state_errors
+            .get_or_create(&labels::StateError { op, then })
+            .inc();
     }
 
     pub fn sensor_failed(&self, sensor: &'static str, kind: &'static str) {

@@ -26,6 +26,9 @@ pub struct Limit {
     pub origin: String,
     /// What makes two limits the same across a reload: globs, key, rate, burst.
     spec: String,
+    /// One call's share of the period, and how many may come at once.
+    pub interval: Duration,
+    pub burst: u32,
     limiter: Arc<DefaultKeyedRateLimiter<String>>,
 }
 
@@ -65,7 +68,8 @@ impl Limit {
             None => n,
             Some(b) => NonZeroU32::new(b).ok_or("burst must be greater than 0")?,
         };
-        let quota = Quota::with_period(period / n.get())
+        let interval = period / n.get();
+        let quota = Quota::with_period(interval)
             .ok_or("rate too high")?
             .allow_burst(burst);
         let names: Vec<&str> = globs.iter().map(Glob::as_str).collect();
@@ -75,8 +79,15 @@ impl Limit {
             key,
             rate: rate.to_string(),
             origin,
+            interval,
+            burst: burst.get(),
             limiter: Arc::new(RateLimiter::keyed(quota)),
         })
+    }
+
+    /// What identifies this limit among replicas running the same policy.
+    pub fn spec(&self) -> &str {
+        &self.spec
     }
 
     pub fn applies_to(&self, tool: &str) -> bool {

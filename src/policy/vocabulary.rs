@@ -93,6 +93,7 @@ pub const SIGNALS: &[SignalDef] = &[
     d("schema.valid", Ty::Bool, "the arguments satisfy the declared `parameters` and the catalog's stricter schema"),
     d("schema.errors", Ty::Strings, "why they do not (JSON pointers and messages)"),
     d("rate.exceeded", Ty::Bool, "a `[[limit]]` on this tool is exceeded (the call is then rejected)"),
+    d("rate.error", Ty::String, "why a `[[limit]]`'s shared count could not be read (`[state] backend = \"redis\"` unreachable; set only then): with `on_error = \"fail_closed\"` the call is rejected as `state_unavailable`"),
     d("command.dangerous", Ty::Strings, "kinds of obviously destructive command line in any string argument (or free-form input): `pipe_to_shell`, `recursive_delete_root`, `reverse_shell`, `disk_wipe`, `fork_bomb`"),
     d("detect.urls", Ty::Strings, "URLs in any string argument"),
     d("detect.domains", Ty::Strings, "host names of those URLs and e-mail addresses, lower case"),

@@ -67,6 +67,8 @@ mod injection;
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.
 mod sentinel;
+// Replicas sharing rate limits in a real Redis; Redis gone and back.
+mod shared_state;
 // Client authentication and the non-loopback refusal.
 mod auth;
 // The TLS listener, mutual TLS and certificate reload.

@@ -1,0 +1,202 @@
+//! State that replicas share, kept in Redis (`[state] backend = "redis"`):
+//! rate-limit buckets, each a GCRA as governor computes it, taken atomically
+//! by a Lua script on Redis's own clock. Keys are digests under the
+//! configured prefix and expire when their bucket is full again.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use sha2::{Digest, Sha256};
+
+use crate::config;
+
+/// GCRA: KEYS[1] the bucket's theoretical arrival time (µs on Redis's
+/// clock); ARGV[1] the emission interval (µs), ARGV[2] the burst. 1 when
+/// the call is within the limit (the bucket advances), 0 when it is over.
+const TAKE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local next_tat = tat + interval
+if next_tat - now > interval * tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', math.ceil((next_tat - now) / 1000) + 1)
+return 1
+";
+
+/// How long after a failed connection attempt the next one waits: calls in
+/// between fail at once instead of each waiting for a connect timeout.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Why shared state could not be read or written. The message names
+/// neither the URL (it may hold a password) nor any argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "shared state unavailable: {}", self.0)
+    }
+}
+
+/// What went wrong, in words that name no URL or value.
+fn what(e: &redis::RedisError) -> String {
+    if e.is_connection_refusal() {
+        "connection refused".into()
+    } else if e.is_timeout() {
+        "timed out".into()
+    } else if e.is_connection_dropped() {
+        "connection dropped".into()
+    } else {
+        format!("{:?}", e.kind()).to_lowercase()
+    }
+}
+
+/// The connection to Redis: made on first use, remade by the manager
+/// after a failure; a failed first attempt is retried after [`RETRY_AFTER`].
+enum Link {
+    Idle,
+    Failed(Instant),
+    Up(ConnectionManager),
+}
+
+pub struct Shared {
+    client: redis::Client,
+    prefix: String,
+    timeout: Duration,
+    pub on_error: config::OnError,
+    link: tokio::sync::Mutex<Link>,
+    script: redis::Script,
+    /// The last failure logged, so an outage is logged once a second.
+    logged: Mutex<Option<Instant>>,
+}
+
+impl Shared {
+    /// The shared store of `[state]`, or `None` for `backend = "memory"`.
+    pub fn new(cfg: &config::State) -> Result<Option<Shared>, crate::error::Error> {
+        if cfg.backend != config::Backend::Redis {
+            return Ok(None);
+        }
+        let client = redis::Client::open(cfg.url.as_str()).map_err(|e| {
+            crate::error::Error::config("[state]", 1, format!("state.url: {}", what(&e)))
+        })?;
+        Ok(Some(Shared {
+            client,
+            prefix: cfg.key_prefix.clone(),
+            timeout: cfg.timeout,
+            on_error: cfg.on_error,
+            link: tokio::sync::Mutex::new(Link::Idle),
+            script: redis::Script::new(TAKE),
+            logged: Mutex::new(None),
+        }))
+    }
+
+    /// A connection, made now when there is none.
+    async fn conn(&self) -> Result<ConnectionManager, Unavailable> {
+        let mut link = self.link.lock().await;
+        match &*link {
+            Link::Up(c) => return Ok(c.clone()),
+            Link::Failed(at) if at.elapsed() < RETRY_AFTER => {
+                return Err(Unavailable("not connected".into()))
+            }
+            _ => {}
+        }
+        let cfg = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout))
+            .set_number_of_retries(1);
+        let made = tokio::time::timeout(
+            self.timeout * 2,
+            ConnectionManager::new_with_config(self.client.clone(), cfg),
+        )
+        .await;
+        match made {
+            Ok(Ok(c)) => {
+                *link = Link::Up(c.clone());
+                Ok(c)
+            }
+            Ok(Err(e)) => {
+                *link = Link::Failed(Instant::now());
+                Err(self.failed(&e))
+            }
+            Err(_) => {
+                *link = Link::Failed(Instant::now());
+                Err(Unavailable("connect timed out".into()))
+            }
+        }
+    }
+
+    /// A Redis error as [`Unavailable`], logged at most once a second.
+    fn failed(&self, e: &redis::RedisError) -> Unavailable {
+        let why = Unavailable(what(e));
+        let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+            tracing::warn!(error = %why, "redis");
+            *logged = Some(Instant::now());
+        }
+        why
+    }
+
+    /// The key of one bucket: the limit's identity and the caller's key,
+    /// digested (sessions and principals are not written to Redis).
+    fn bucket(&self, limit: &str, key: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(limit.as_bytes());
+        h.update([0xff]);
+        h.update(key.as_bytes());
+        let d = h.finalize();
+        let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}limit:{hex}", self.prefix)
+    }
+
+    /// Takes one call from a shared bucket: `Ok(false)` when over the limit.
+    pub async fn take(
+        &self,
+        limit: &str,
+        key: &str,
+        interval: Duration,
+        burst: u32,
+    ) -> Result<bool, Unavailable> {
+        let mut conn = self.conn().await?;
+        let micros = u64::try_from(interval.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let mut call = self.script.prepare_invoke();
+        call.key(self.bucket(limit, key)).arg(micros).arg(burst);
+        match tokio::time::timeout(self.timeout, call.invoke_async::<i64>(&mut conn)).await {
+            Ok(Ok(n)) => Ok(n == 1),
+            Ok(Err(e)) => Err(self.failed(&e)),
+            Err(_) => Err(Unavailable("timed out".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_keys_are_digests_under_the_prefix() {
+        let cfg = config::State {
+            backend: config::Backend::Redis,
+            url: "redis://127.0.0.1:1".into(),
+            key_prefix: "tg:".into(),
+            ..config::State::default()
+        };
+        let Ok(Some(s)) = Shared::new(&cfg) else {
+            panic!("a redis:// URL makes a store")
+        };
+        let k = s.bucket("[\"pay\"]|Session|1/60s|1", "session-of-alice");
+        assert!(
+            k.starts_with("tg:limit:") && k.len() == "tg:limit:".len() + 32,
+            "{k}"
+        );
+        assert!(!k.contains("alice"));
+        assert_ne!(k, s.bucket("[\"pay\"]|Session|1/60s|1", "session-of-bob"));
+        assert_ne!(k, s.bucket("[\"pay\"]|Session|2/60s|2", "session-of-alice"));
+        let memory = config::State::default();
+        assert!(matches!(Shared::new(&memory), Ok(None)));
+    }
+}

@@ -1,0 +1,227 @@
+//! Replicas sharing state in a real Redis (Debian's `redis-server`, started
+//! here on a free port): a `[[limit]]` holds across three replicas taken in
+//! turn (the test is their round-robin front); with Redis gone, a limited
+//! call fails closed with its reason audited while unlimited calls flow, or
+//! is counted on the replica (`on_error = "local"`); service comes back
+//! with Redis, without a restart.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::accumulate::Acc;
+use crate::support::*;
+
+/// A `redis-server` on `port`, without persistence; killed when dropped.
+struct Redis(Child);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn tool(name: &str) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// Starts Redis on `port` and waits until it answers (`None`: a skip,
+/// never in CI, when `redis-server` is not installed).
+async fn redis(port: u16) -> Option<Redis> {
+    let Some(bin) = tool("redis-server") else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must provide redis-server (Debian: redis-server)"
+        );
+        eprintln!("SKIPPED: no redis-server (Debian: apt-get install redis-server)");
+        return None;
+    };
+    let child = Command::new(bin)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let r = Redis(child);
+    for _ in 0..100 {
+        if ping(port).await {
+            return Some(r);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("redis-server did not answer on {port}");
+}
+
+async fn ping(port: u16) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return false;
+    };
+    let mut buf = [0u8; 16];
+    s.write_all(b"PING\r\n").await.is_ok()
+        && matches!(s.read(&mut buf).await, Ok(n) if buf[..n].starts_with(b"+PONG"))
+}
+
+/// A provider whose model calls `read_notes` (limited) when asked for
+/// notes, else `get_weather` (not limited).
+fn provider() -> Reply {
+    func(
+        Arc::new(|req: &Value| {
+            let asked = req["messages"].to_string();
+            let tool = if asked.contains("notes") {
+                "read_notes"
+            } else {
+                "get_weather"
+            };
+            let call = json!({"id": "call_1", "type": "function", "function": {"name": tool, "arguments": "{}"}});
+            (200, json!({"id": "c", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null, "tool_calls": [call]}}]}).to_string())
+        }),
+        Duration::ZERO,
+    )
+}
+
+fn ask(what: &str) -> Value {
+    json!({"model": "m", "messages": [{"role": "user", "content": what}],
+        "tools": [{"type": "function", "function": {"name": "read_notes", "parameters": {"type": "object"}}},
+                  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]})
+}
+
+async fn released(gate: &Gate, what: &str) -> Vec<String> {
+    let a = post_chat_at(gate, "/v1/chat/completions", &ask(what), &[]).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    Acc::from_json(&a.body)
+        .all_calls()
+        .into_iter()
+        .map(|c| c.name)
+        .collect()
+}
+
+/// A replica with a limit of `rate` on `read_notes`, its state in Redis.
+async fn replica(upstream: &Mock, port: u16, prefix: &str, on_error: &str) -> Gate {
+    let mut files = shipped(&["default.toml"]);
+    files.push((
+        "50-limit.toml".into(),
+        "[[limit]]\nmatch = \"read_notes\"\nkey = \"global\"\nrate = \"4/minute\"\n".into(),
+    ));
+    let state = format!(
+        "[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"{prefix}\"\non_error = \"{on_error}\"\ntimeout_ms = 200\n"
+    );
+    start_gate_files(&upstream.base_url(), &files, &state).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_holds_across_three_replicas() {
+    let port = crate::bin::free_port();
+    let Some(_redis) = redis(port).await else {
+        return;
+    };
+    let upstream = start_mock(vec![provider()]).await;
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(replica(&upstream, port, "across:", "fail_closed").await);
+    }
+    let mut allowed = 0;
+    for i in 0..9 {
+        allowed += released(&replicas[i % 3], "read my notes").await.len();
+    }
+    assert_eq!(allowed, 4, "4/minute across the replicas, not on each");
+    let mut limited = 0;
+    for r in &replicas {
+        limited += r
+            .audit_flushed()
+            .await
+            .iter()
+            .filter(|e| e["reason"] == "rate_limited")
+            .count();
+    }
+    assert_eq!(limited, 5);
+    for r in replicas {
+        r.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_limited_calls_fail_closed_others_flow_and_service_comes_back() {
+    let port = crate::bin::free_port();
+    let Some(redis_up) = redis(port).await else {
+        return;
+    };
+    let upstream = start_mock(vec![provider()]).await;
+    let gate = replica(&upstream, port, "outage:", "fail_closed").await;
+    assert_eq!(released(&gate, "read my notes").await, ["read_notes"]);
+
+    drop(redis_up);
+    assert!(released(&gate, "read my notes").await.is_empty());
+    assert_eq!(
+        released(&gate, "the weather").await,
+        ["get_weather"],
+        "a call that needs no shared state flows"
+    );
+    let audit = gate.audit_flushed().await;
+    let down = &audit[1];
+    assert_eq!(
+        (down["reason"].as_str(), down["verdict"].as_str()),
+        (Some("state_unavailable"), Some("reject")),
+        "{down}"
+    );
+    let why = down["signals"]["rate.error"]["value"]
+        .as_str()
+        .unwrap_or("");
+    assert!(why.starts_with("shared state unavailable"), "{why}");
+    assert!(
+        !why.contains("127.0.0.1"),
+        "the URL stays out of the audit: {why}"
+    );
+    let m = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        m.contains(r#"toolgate_state_errors_total{op="limit",then="fail_closed"}"#),
+        "{m}"
+    );
+
+    // Redis returns (empty: no persistence); the same replica serves again.
+    let _redis = redis(port).await;
+    let mut back = false;
+    for _ in 0..40 {
+        if released(&gate, "read my notes").await == ["read_notes"] {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(back, "service did not recover when Redis returned");
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_error_local_counts_on_the_replica_while_redis_is_gone() {
+    let port = crate::bin::free_port();
+    // No Redis at all: every count falls back to the replica's own.
+    let upstream = start_mock(vec![provider()]).await;
+    let gate = replica(&upstream, port, "local:", "local").await;
+    let mut allowed = 0;
+    for _ in 0..6 {
+        allowed += released(&gate, "read my notes").await.len();
+    }
+    assert_eq!(allowed, 4, "the replica's own count still holds the limit");
+    let audit = gate.audit_flushed().await;
+    assert!(audit[0]["signals"]["rate.error"]["value"].is_string());
+    assert_eq!(audit[5]["reason"], "rate_limited");
+    let m = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        m.contains(r#"toolgate_state_errors_total{op="limit",then="local"} 6"#),
+        "{m}"
+    );
+    gate.stop().await;
+}
