@@ -47,19 +47,19 @@ def check(ok, what):
 
 # --- Kubernetes --------------------------------------------------------------
 
-def render_kustomization():
-    k = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+def render_kustomization(root=K8S):
+    k = yaml.safe_load((root / "kustomization.yaml").read_text())
     known = {"apiVersion", "kind", "labels", "resources", "configMapGenerator"}
     check(set(k) <= known, f"kustomization.yaml: keys this check does not render: {set(k) - known}")
     objects = []
     for r in k.get("resources", []):
-        path = K8S / r
+        path = root / r
         if check(path.is_file(), f"kustomization.yaml: resource {r} missing"):
             objects.extend(o for o in yaml.safe_load_all(path.read_text()) if o)
     for g in k.get("configMapGenerator", []):
         data = {}
         for f in g.get("files", []):
-            path = K8S / f
+            path = root / f
             if check(path.is_file(), f"configMapGenerator {g['name']}: {f} missing"):
                 data[Path(f).name] = path.read_text()
         objects.append({"apiVersion": "v1", "kind": "ConfigMap",
@@ -70,12 +70,12 @@ def render_kustomization():
     return objects
 
 
-def render_with_kubectl():
+def render_with_kubectl(root=K8S):
     """`kubectl kustomize` (kustomize itself) when kubectl is installed, else None."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         return None
-    out = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True)
+    out = subprocess.run([kubectl, "kustomize", str(root)], capture_output=True, text=True)
     if not check(out.returncode == 0, f"kubectl kustomize failed: {out.stderr.strip()}"):
         return []
     return [o for o in yaml.safe_load_all(out.stdout) if o]
@@ -195,6 +195,44 @@ def check_sidecar(objects):
     return objects
 
 
+def check_gateway(objects):
+    """deploy/kubernetes/gateway: replicas behind a Service with client
+    affinity, their limits shared in Redis, every secret they read present."""
+    by_kind = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    dep = by_kind.get(("Deployment", "toolgate"))
+    if not check(dep is not None, "gateway: no Deployment toolgate"):
+        return
+    check(dep["spec"].get("replicas", 1) >= 2, "gateway: fewer than two replicas")
+    svc = by_kind.get(("Service", "toolgate"))
+    check(svc is not None and svc["spec"].get("sessionAffinity") == "ClientIP",
+          "gateway: no Service toolgate with ClientIP affinity")
+    check(("Service", "toolgate-redis") in by_kind, "gateway: no Service toolgate-redis")
+    cfg = by_kind.get(("ConfigMap", "toolgate-gateway-config"), {}).get("data", {}).get("toolgate.toml", "")
+    check('backend = "redis"' in cfg and 'url_env = "TOOLGATE_REDIS_URL"' in cfg,
+          "gateway: toolgate.toml does not keep its state in Redis by url_env")
+    secrets = {name: o.get("stringData", {}) for (kind, name), o in by_kind.items() if kind == "Secret"}
+    for o in objects:
+        if o["kind"] != "Deployment":
+            continue
+        spec = o["spec"]["template"]["spec"]
+        for c in spec.get("containers", []):
+            sc = c.get("securityContext", {})
+            check(sc.get("readOnlyRootFilesystem") is True and sc.get("allowPrivilegeEscalation") is False
+                  and sc.get("capabilities", {}).get("drop") == ["ALL"],
+                  f"gateway: {c['name']} lacks the restricted security context")
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    check(ref["key"] in secrets.get(ref["name"], {}),
+                          f"gateway: {c['name']} reads {ref['name']}/{ref['key']}, which the Secret lacks")
+        for v in spec.get("volumes", []):
+            cm = v.get("configMap", {}).get("name")
+            check(cm is None or ("ConfigMap", cm) in by_kind, f"gateway: volume {v['name']} names no generated ConfigMap")
+    copy = K8S / "gateway" / "policies" / "00-default.toml"
+    check(copy.read_text() == (ROOT / "policies" / "default.toml").read_text(),
+          "deploy/kubernetes/gateway/policies/00-default.toml differs from policies/default.toml (copy it again)")
+
+
 # --- toolgate check on every shipped config -----------------------------------
 
 def toolgate_check(toolgate, config, policies, label):
@@ -204,7 +242,8 @@ def toolgate_check(toolgate, config, policies, label):
         (d / "policies").mkdir()
         for name, text in policies.items():
             (d / "policies" / name).write_text(text)
-        env = dict(os.environ, TOOLGATE_CLIENT_TOKEN="validate-token")
+        env = dict(os.environ, TOOLGATE_CLIENT_TOKEN="validate-token",
+                   TOOLGATE_REDIS_URL="redis://validate:6379/0")
         r = subprocess.run([toolgate, "check", "--config", str(d / "toolgate.toml")],
                            capture_output=True, text=True, env=env)
         check(r.returncode == 0, f"toolgate check {label}: {r.stderr.strip()}")
@@ -217,6 +256,8 @@ def check_compose():
     doc = yaml.safe_load(path.read_text())
     services = doc.get("services", {})
     check({"toolgate", "mock-upstream", "agent"} <= set(services), "compose: services missing")
+    replicas = [n for n, svc in services.items() if "replicas" in svc.get("profiles", [])]
+    check({"redis", "toolgate-a", "toolgate-b", "front"} <= set(replicas), "compose: the replicas profile is incomplete")
     agent_env = services.get("agent", {}).get("environment", {})
     check(agent_env.get("OPENAI_BASE_URL") == "http://toolgate:8080/v1", "compose: agent not pointed at toolgate")
     vols = services.get("toolgate", {}).get("volumes", [])
@@ -285,13 +326,24 @@ def main():
     check_sidecar(objects)
     check_scrape(objects)
     print(f"kubernetes: {len(objects)} objects checked against the {KUBE_VERSION} schemas")
+    gateway = render_kustomization(K8S / "gateway")
+    rendered = render_with_kubectl(K8S / "gateway")
+    if rendered is not None:
+        same_objects(gateway, rendered)
+        validate_schemas(rendered)
+    validate_schemas(gateway)
+    check_gateway(gateway)
+    print(f"kubernetes gateway: {len(gateway)} objects checked")
     check_dashboard()
     default = (ROOT / "policies" / "default.toml").read_text()
     policies_cm = next((o["data"] for o in objects if o["metadata"]["name"] == "toolgate-policies"), {})
     toolgate_check(a.toolgate, K8S / "config" / "toolgate.toml", policies_cm, "kubernetes config")
+    gateway_cm = next((o["data"] for o in gateway if o["metadata"]["name"] == "toolgate-gateway-policies"), {})
+    toolgate_check(a.toolgate, K8S / "gateway" / "config" / "toolgate.toml", gateway_cm, "kubernetes gateway config")
     toolgate_check(a.toolgate, DEPLOY / "docker" / "toolgate.toml", {"00-default.toml": default}, "image config")
     repo_policies = {p.name: p.read_text() for p in (ROOT / "policies").glob("*.toml")}
     toolgate_check(a.toolgate, COMPOSE / "toolgate.toml", repo_policies, "compose config")
+    toolgate_check(a.toolgate, COMPOSE / "toolgate-replicas.toml", repo_policies, "compose replicas config")
     check_compose()
     check_dockerfiles()
     for p in problems:
