@@ -12,7 +12,9 @@
 # each request asking a question of its own; and the peers litellm
 # (LiteLLM's proxy from PyPI, one worker) and portkey (Portkey's gateway
 # from npm, on Node), installed under PEERS=target/bench/peers when missing.
-# DELAY_MS=0 is the unpaced shape (every event at once).
+# DELAY_MS=0 is the unpaced shape (every event at once). toolgate-limit and
+# toolgate-redis take a token from a [[limit]] on every call, counted in
+# memory or in a local redis-server ([state] backend = "redis").
 # env:   DELAY_MS=20 DURATION=10 WARMUP=3 PROXIES="direct nginx toolgate"
 #        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1
 #        OUT=target/bench/paced-<time>
@@ -34,7 +36,7 @@ LEVELS=("$@")
 : "${PROXIES:=direct nginx toolgate}" "${UPSTREAMS:=http https}"
 : "${PIN:=auto}" "${PROXY_CPUS:=0}" "${LOAD_CPUS:=1}"
 : "${OUT:=target/bench/paced-$(date +%Y%m%d-%H%M%S)}"
-MOCK_PORT=18800 PROXY_PORT=18801 ADMIN_PORT=18802
+MOCK_PORT=18800 PROXY_PORT=18801 ADMIN_PORT=18802 REDIS_PORT=18803 REDIS_PID=""
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 if [[ "$PIN" == auto ]]; then PIN=$(($(nproc) >= 2 ? 1 : 0)); fi
@@ -43,6 +45,11 @@ ON_PROXY=() ON_LOAD=()
 if [[ "$PIN" == 1 ]]; then ON_PROXY=(taskset -c "$PROXY_CPUS") ON_LOAD=(taskset -c "$LOAD_CPUS"); fi
 
 # ------------------------------------------------------------------ tools
+if [[ " $PROXIES " == *" toolgate-redis "* ]] && ! command -v redis-server >/dev/null; then
+  log "installing redis-server"
+  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null 2>&1) ||
+    { log "redis-server could not be installed: toolgate-redis left out"; PROXIES=${PROXIES//toolgate-redis/}; }
+fi
 if [[ " $PROXIES " == *" nginx "* ]] && ! command -v nginx >/dev/null; then
   log "installing nginx-light"
   (DEBIAN_FRONTEND=noninteractive apt-get install -y -q nginx-light >/dev/null 2>&1) ||
@@ -90,7 +97,7 @@ stop() { # pid
   kill -KILL "$1" 2>/dev/null || true
   wait "$1" 2>/dev/null || true
 }
-cleanup() { stop "$PROXY_PID"; stop "$MOCK_PID"; }
+cleanup() { stop "$PROXY_PID"; stop "$MOCK_PID"; stop "$REDIS_PID"; }
 trap cleanup EXIT
 
 # CPU seconds (user + system) and resident KiB of a process and its
@@ -120,8 +127,28 @@ start_proxy() { # name scheme streams -> sets PROXY_PID, URL and HDRS
       PROXY_PID=""
       URL=$scheme://$host:$MOCK_PORT/v1/chat/completions
       return 0 ;;
-    toolgate|toolgate-sentinel)
+    toolgate|toolgate-sentinel|toolgate-limit|toolgate-redis)
       local judge=""
+      if [[ "$name" == toolgate-limit || "$name" == toolgate-redis ]]; then
+        # Every call takes a token from one [[limit]] (never exceeded): in
+        # this process's buckets, or in a local Redis shared by replicas.
+        mkdir -p "$dir/policy"
+        cp policies/default.toml "$dir/policy/00-default.toml"
+        printf '[[limit]]\nmatch = "get_weather"\nkey = "global"\nrate = "1000000/second"\n' \
+          >"$dir/policy/10-limit.toml"
+        judge="[policy]
+dir = \"$dir/policy\""
+        if [[ "$name" == toolgate-redis ]]; then
+          "${ON_LOAD[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+            >"$dir/redis.log" 2>&1 &
+          REDIS_PID=$!
+          judge="$judge
+
+[state]
+backend = \"redis\"
+url = \"redis://127.0.0.1:$REDIS_PORT\""
+        fi
+      fi
       if [[ "$name" == toolgate-sentinel ]]; then
         # The call is judged: the mock answers the judge after JUDGE_MS.
         mkdir -p "$dir/policy"
@@ -262,7 +289,7 @@ d.update(proxy=name, upstream=scheme, streams=n,
 print(json.dumps(d))
 PY
       log "$scheme $n $name: $(tail -1 "$RESULTS" | cut -c1-200)"
-      stop "$PROXY_PID"; PROXY_PID=""
+      stop "$PROXY_PID"; PROXY_PID=""; stop "$REDIS_PID"; REDIS_PID=""
     done
   done
   stop "$MOCK_PID"; MOCK_PID=""

@@ -92,6 +92,7 @@ if series:
     px = lambda x: L + (W - L - R) * (xs.index(x) / max(len(xs) - 1, 1))
     py = lambda y: T + (H - T - B) * (1 - (y - ymin) / (ymax - ymin))
     colors = {"toolgate": "#d62728", "nginx": "#1f77b4", "toolgate-sentinel": "#ff7f0e",
+              "toolgate-limit": "#e377c2", "toolgate-redis": "#7f7f7f",
               "litellm": "#9467bd", "portkey": "#8c564b"}
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
