@@ -130,6 +130,9 @@ pub enum Error {
     /// A limit is full (`body_bytes` in flight, upstream `streams`,
     /// `connections`, or `memory` that could not be mapped); retry later.
     Overloaded(&'static str),
+    /// State shared by replicas (`[state] backend = "redis"`) could not be
+    /// read and `on_error = "fail_closed"`; retry later.
+    StateUnavailable,
 }
 
 impl fmt::Display for Error {
@@ -165,6 +168,7 @@ impl fmt::Display for Error {
             Error::UpstreamEvent(_) => write!(f, "upstream sent an error object"),
             Error::AuditUnavailable => write!(f, "audit sink unavailable"),
             Error::Overloaded(limit) => write!(f, "overloaded: {limit} full"),
+            Error::StateUnavailable => write!(f, "shared state unavailable"),
         }
     }
 }
@@ -209,7 +213,8 @@ impl Error {
             Error::Config(_)
             | Error::Io { .. }
             | Error::AuditUnavailable
-            | Error::Overloaded(_) => Side::Proxy,
+            | Error::Overloaded(_)
+            | Error::StateUnavailable => Side::Proxy,
         }
     }
 
@@ -229,7 +234,7 @@ impl Error {
             | Error::UpstreamUnreadable(_)
             | Error::UpstreamEvent(_) => StatusCode::BAD_GATEWAY,
             Error::UpstreamTimeout | Error::UpstreamIdle => StatusCode::GATEWAY_TIMEOUT,
-            Error::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Overloaded(_) | Error::StateUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Error::UpstreamStatus { status, .. } if status.is_client_error() => *status,
             Error::UpstreamStatus { .. } => StatusCode::BAD_GATEWAY,
             Error::Config(_) | Error::Io { .. } | Error::AuditUnavailable => {
@@ -304,6 +309,11 @@ impl Error {
                 "server_error",
                 "The server is busy. Retry later.".to_string(),
             ),
+            Error::StateUnavailable => (
+                "server_error",
+                "The server could not reach the state it shares with its replicas. Retry later."
+                    .to_string(),
+            ),
             Error::UpstreamConnect(..)
             | Error::UpstreamLost(_)
             | Error::UpstreamStatus { .. }
@@ -348,7 +358,7 @@ impl Error {
                 return resp;
             }
             Error::UpstreamStatus { ref limits, .. } => (render(&self), (**limits).clone()),
-            Error::Overloaded(_) => {
+            Error::Overloaded(_) | Error::StateUnavailable => {
                 let mut h = http::HeaderMap::new();
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 (render(&self), h)

@@ -44,7 +44,8 @@ pub struct Overload {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateError {
-    /// What needed shared state: `limit`.
+    /// What needed shared state: `limit` (a count), `remember` (a stored
+    /// response's record written), `recall` (one read).
     pub op: &'static str,
     /// What followed: `fail_closed` or `local`.
     pub then: &'static str,

@@ -286,8 +286,8 @@ impl Metrics {
         }
     }
 
-    /// Counts shared state that could not be read for `op` (`limit`) and
-    /// what followed (`fail_closed`, `local`).
+    /// Counts shared state that could not be read or written for `op`
+    /// (`limit`, `remember`, `recall`) and what followed (`fail_closed`, `local`).
     pub fn state_failed(&self, op: &'static str, then: &'static str) {
         self.state_errors
             .get_or_create(&labels::StateError { op, then })

@@ -100,6 +100,16 @@ impl Protocol {
         }
     }
 
+    /// The stored response a request continues (Responses'
+    /// `previous_response_id`), whose records [`Protocol::continue_stored`]
+    /// reads; other formats store nothing.
+    pub fn stored_from(self, body: &Value) -> Option<&str> {
+        match self {
+            Protocol::Responses => body.get("previous_response_id").and_then(Value::as_str),
+            _ => None,
+        }
+    }
+
     /// A request continuing a stored response (Responses'
     /// `previous_response_id`) goes on from the response a follow-up
     /// continued it as, and answers the calls withheld from it with `text`.

@@ -93,6 +93,7 @@ pub async fn handle(
     }
     fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
     // After the fence: these answers are toolgate's own, not a tool's output.
+    state.recall(protocol, &req.body).await?;
     protocol.continue_stored(
         &mut req.body,
         &**state,

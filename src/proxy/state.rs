@@ -13,6 +13,8 @@ use crate::gate::{Gate, Gates, Parts};
 use crate::metrics::Metrics;
 use crate::policy::PolicySet;
 use crate::protocol::{Options, Protocol, Withheld};
+
+mod recall;
 use crate::upstream::Upstream;
 
 /// The upstream clients: one per upstream section a protocol names
@@ -262,6 +264,7 @@ impl State {
             .get(&w.response_id)
             .map(|c| c.as_ref().clone())
             .unwrap_or_default();
+        self.share_withheld(&w);
         calls.extend(w.calls);
         self.withheld.insert(w.response_id, Arc::new(calls));
     }
@@ -282,6 +285,7 @@ impl State {
     /// Records that stored response `first` was continued as `then`.
     pub fn remember_renamed(&self, first: String, then: String) {
         if !first.is_empty() && !then.is_empty() && first != then {
+            self.share_renamed(&first, &then);
             self.renamed.insert(first, then.into());
         }
     }

@@ -1,7 +1,8 @@
 //! State that replicas share, kept in Redis (`[state] backend = "redis"`):
 //! rate-limit buckets, each a GCRA as governor computes it, taken atomically
-//! by a Lua script on Redis's own clock. Keys are digests under the
-//! configured prefix and expire when their bucket is full again.
+//! by a Lua script on Redis's own clock; and records of stored responses
+//! (the calls withheld from one, the response a follow-up continued it as).
+//! Keys are digests under the configured prefix; every key expires.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -139,6 +140,74 @@ impl Shared {
         why
     }
 
+    /// The key of a record of `kind` about `id` (a digest: no id in a key).
+    fn record(&self, kind: &str, id: &str) -> String {
+        let d = Sha256::digest(id.as_bytes());
+        let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}{kind}:{hex}", self.prefix)
+    }
+
+    /// Runs `pipe` within the timeout.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, Unavailable> {
+        let mut conn = self.conn().await?;
+        match tokio::time::timeout(self.timeout, pipe.query_async::<T>(&mut conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(self.failed(&e)),
+            Err(_) => Err(Unavailable("timed out".into())),
+        }
+    }
+
+    /// Appends `items` to the list of `kind` about `id`, kept for `ttl`.
+    pub async fn append(
+        &self,
+        kind: &str,
+        id: &str,
+        items: &[String],
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        let key = self.record(kind, id);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .rpush(&key, items)
+            .ignore()
+            .pexpire(&key, i64::try_from(ttl_ms(ttl)).unwrap_or(i64::MAX))
+            .ignore();
+        self.run::<()>(&pipe).await
+    }
+
+    /// The list of `kind` about `id` (empty when there is none).
+    pub async fn items(&self, kind: &str, id: &str) -> Result<Vec<String>, Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.lrange(self.record(kind, id), 0, -1);
+        let (items,): (Vec<String>,) = self.run(&pipe).await?;
+        Ok(items)
+    }
+
+    /// Sets the value of `kind` about `id`, kept for `ttl`.
+    pub async fn put(
+        &self,
+        kind: &str,
+        id: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.pset_ex(self.record(kind, id), value, ttl_ms(ttl))
+            .ignore();
+        self.run::<()>(&pipe).await
+    }
+
+    /// The value of `kind` about `id`, if any.
+    pub async fn get(&self, kind: &str, id: &str) -> Result<Option<String>, Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.get(self.record(kind, id));
+        let (v,): (Option<String>,) = self.run(&pipe).await?;
+        Ok(v)
+    }
+
     /// The key of one bucket: the limit's identity and the caller's key,
     /// digested (sessions and principals are not written to Redis).
     fn bucket(&self, limit: &str, key: &str) -> String {
@@ -171,6 +240,11 @@ impl Shared {
             Err(_) => Err(Unavailable("timed out".into())),
         }
     }
+}
+
+/// A lifetime in whole milliseconds, at least one.
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 #[cfg(test)]

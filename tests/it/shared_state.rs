@@ -225,3 +225,91 @@ async fn on_error_local_counts_on_the_replica_while_redis_is_gone() {
     );
     gate.stop().await;
 }
+
+/// How many keys under `pattern` Redis on `port` holds.
+async fn keys(port: u16, pattern: &str) -> usize {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return 0;
+    };
+    let cmd = format!("*2\r\n$4\r\nKEYS\r\n${}\r\n{pattern}\r\n", pattern.len());
+    let mut buf = vec![0u8; 65536];
+    if s.write_all(cmd.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let n = s.read(&mut buf).await.unwrap_or(0);
+    // `*N\r\n…`: the count of the array.
+    String::from_utf8_lossy(&buf[..n])
+        .strip_prefix('*')
+        .and_then(|r| r.split("\r\n").next())
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+fn function_call_response(id: &str, call_id: &str, name: &str) -> Value {
+    json!({"id": id, "object": "response", "status": "completed", "output": [
+        {"id": format!("fc_{call_id}"), "type": "function_call", "status": "completed", "call_id": call_id, "name": name, "arguments": "{}"}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_follow_up_on_another_replica_answers_the_withheld_call() {
+    let port = crate::bin::free_port();
+    let Some(redis_up) = redis(port).await else {
+        return;
+    };
+    let done = json!({"id": "resp_B", "object": "response", "status": "completed", "output": [
+        {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "ok", "annotations": []}]}
+    ]});
+    let mock = start_mock(vec![
+        Reply::json(
+            200,
+            function_call_response("resp_A", "call_X", "shell").to_string(),
+        ),
+        Reply::json(200, done.to_string()),
+        Reply::json(200, done.to_string()),
+    ])
+    .await;
+    let state = format!(
+        "[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"resp:\"\n"
+    );
+    let a = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
+    let b = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
+    let first = post_chat_at(
+        &a,
+        "/v1/responses",
+        &json!({"model": "m", "input": "clean up", "tools": [{"type": "function", "name": "shell"}]}),
+        &[],
+    )
+    .await;
+    assert!(!first.text().contains("call_X"), "{}", first.text());
+    // Written in the background: wait for the record to land.
+    for _ in 0..50 {
+        if keys(port, "resp:withheld:*").await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let follow = json!({"model": "m", "previous_response_id": "resp_A", "input": "and now?"});
+    let next = post_chat_at(&b, "/v1/responses", &follow, &[]).await;
+    assert_eq!(next.status, 200, "{}", next.text());
+    let seen: Value = serde_json::from_slice(&mock.requests()[1].body).unwrap();
+    assert_eq!(seen["input"][0]["type"], "function_call_output", "{seen}");
+    assert_eq!(
+        seen["input"][0]["call_id"], "call_X",
+        "the other replica answered the withheld call"
+    );
+
+    // Redis gone: a follow-up the replica knows nothing of fails closed
+    // (503, retry later); the replica that served the response still knows.
+    drop(redis_up);
+    let c = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
+    let refused = post_chat_at(&c, "/v1/responses", &follow, &[]).await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(refused.text().contains("Retry later"), "{}", refused.text());
+    let known = post_chat_at(&a, "/v1/responses", &follow, &[]).await;
+    assert_eq!(known.status, 200, "{}", known.text());
+    for g in [a, b, c] {
+        g.stop().await;
+    }
+}

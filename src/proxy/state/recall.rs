@@ -1,0 +1,111 @@
+//! Records of stored responses shared by replicas (`[state] backend =
+//! "redis"`): what one replica remembers of a response (the calls withheld
+//! from it, the response a follow-up continued it as) is written to Redis
+//! too, and a follow-up that lands on another replica reads it from there
+//! before it is rewritten. Nothing but response and call ids is written.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::State;
+use crate::config::OnError;
+use crate::error::Error;
+use crate::protocol::{Protocol, Withheld};
+
+const WITHHELD: &str = "withheld";
+const RENAMED: &str = "renamed";
+
+impl State {
+    /// Writes calls withheld from a stored response to the shared records
+    /// (in the background: a follow-up comes a model turn later).
+    pub(super) fn share_withheld(&self, w: &Withheld) {
+        let Some(s) = self.parts.shared.clone() else {
+            return;
+        };
+        let items: Vec<String> = w
+            .calls
+            .iter()
+            .map(|(id, kind)| Value::from(vec![id.as_str(), kind.as_str()]).to_string())
+            .collect();
+        let (id, ttl, metrics) = (
+            w.response_id.clone(),
+            self.config.responses.remember_ttl,
+            self.metrics.clone(),
+        );
+        tokio::spawn(async move {
+            if s.append(WITHHELD, &id, &items, ttl).await.is_err() {
+                metrics.state_failed("remember", "local");
+            }
+        });
+    }
+
+    /// Writes that stored response `first` was continued as `then`.
+    pub(super) fn share_renamed(&self, first: &str, then: &str) {
+        let Some(s) = self.parts.shared.clone() else {
+            return;
+        };
+        let (first, then) = (first.to_string(), then.to_string());
+        let (ttl, metrics) = (self.config.responses.remember_ttl, self.metrics.clone());
+        tokio::spawn(async move {
+            if s.put(RENAMED, &first, &then, ttl).await.is_err() {
+                metrics.state_failed("remember", "local");
+            }
+        });
+    }
+
+    /// Before a Responses request that continues a stored response is
+    /// rewritten: what another replica remembered of that response, read
+    /// into this one's records when this one has none. Unreachable shared
+    /// state fails the request (`fail_closed`: a withheld call could not be
+    /// answered) or is passed over with a warning (`local`).
+    pub async fn recall(&self, protocol: Protocol, body: &Value) -> Result<(), Error> {
+        let Some(s) = &self.parts.shared else {
+            return Ok(());
+        };
+        let Some(prev) = protocol.stored_from(body) else {
+            return Ok(());
+        };
+        // This replica served it: its own records are whole.
+        if self.renamed.contains_key(prev) || self.withheld.contains_key(prev) {
+            return Ok(());
+        }
+        let read = async {
+            let mut id: Arc<str> = Arc::from(prev);
+            if let Some(then) = self.renamed.get(prev) {
+                id = then;
+            } else if let Some(then) = s.get(RENAMED, prev).await? {
+                let then: Arc<str> = Arc::from(then);
+                self.renamed.insert(prev.to_string(), then.clone());
+                id = then;
+            }
+            if self.withheld.get(id.as_ref()).is_none() {
+                let calls: Vec<(String, String)> = s
+                    .items(WITHHELD, &id)
+                    .await?
+                    .iter()
+                    .filter_map(|item| serde_json::from_str::<(String, String)>(item).ok())
+                    .collect();
+                if !calls.is_empty() {
+                    self.withheld.insert(id.to_string(), Arc::new(calls));
+                }
+            }
+            Ok::<(), crate::state::Unavailable>(())
+        };
+        match read.await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let then = match s.on_error {
+                    OnError::FailClosed => "fail_closed",
+                    OnError::Local => "local",
+                };
+                self.metrics.state_failed("recall", then);
+                tracing::warn!(error = %e, then, "a stored response's records could not be read");
+                match s.on_error {
+                    OnError::FailClosed => Err(Error::StateUnavailable),
+                    OnError::Local => Ok(()),
+                }
+            }
+        }
+    }
+}
