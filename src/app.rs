@@ -87,6 +87,9 @@ pub async fn build(config: Config) -> Result<State, Error> {
         parts.metrics.clone(),
         redactor.clone(),
     )?);
+    if let Some(shared) = &parts.shared {
+        approvals.share(shared.clone());
+    }
     let telemetry = crate::telemetry::Telemetry::start(&config.telemetry)?;
     if let Some(t) = &telemetry {
         tracing::info!(endpoint = %t.endpoint, "traces go to an OTLP collector");

@@ -11,6 +11,7 @@
 //! session_ttl_secs`.
 
 pub mod question;
+mod shared;
 mod ticket;
 mod webhook;
 
@@ -119,6 +120,8 @@ pub struct Approvals {
     redactor: Redactor,
     key: [u8; 32],
     next: AtomicU64,
+    /// Questions shared with other replicas (`[state] backend = "redis"`).
+    shared: std::sync::OnceLock<shared::Sharing>,
 }
 
 impl Approvals {
@@ -167,6 +170,7 @@ impl Approvals {
             redactor,
             key: crate::digest::random_key(),
             next: AtomicU64::new(1),
+            shared: std::sync::OnceLock::new(),
             cfg: cfg.clone(),
         })
     }
@@ -247,6 +251,7 @@ impl Approvals {
             Some(e) => ticket.settle_now(e),
             None => {
                 ticket.wait_for(id, rx);
+                self.publish(&q);
                 if let Some(h) = &self.hook {
                     h.send(self.clone(), q);
                 }
@@ -297,8 +302,10 @@ impl Approvals {
             e
         };
         self.settled.insert(id.to_string(), ());
+        self.unpublish(id);
         if a.approve && a.session {
             self.grants.insert(e.grant, Arc::from(a.by.as_str()));
+            self.share_grant(&e.grant, &a.by);
         }
         // The waiter left in between: it settles the id as abandoned itself.
         e.tx.send(a).map_err(|_| Refused::Settled)
@@ -312,6 +319,7 @@ impl Approvals {
         self.metrics.approvals_pending.set(p.open.len() as i64);
         drop(p);
         self.settled.insert(id.to_string(), ());
+        self.unpublish(id);
         gone
     }
 
@@ -322,9 +330,13 @@ impl Approvals {
         p.closed = true;
         // Dropping the senders wakes every waiter with "shut down".
         let n = p.open.len();
+        let ids: Vec<String> = p.open.keys().cloned().collect();
         p.open.clear();
         self.metrics.approvals_pending.set(0);
         drop(p);
+        for id in &ids {
+            self.unpublish(id);
+        }
         if n > 0 {
             tracing::info!(pending = n, "shutting down: calls waiting for approval end");
         }

@@ -116,9 +116,7 @@ pub async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Byte
         if !get {
             return error(StatusCode::METHOD_NOT_ALLOWED, "use GET");
         }
-        let list = approvals.list();
-        let pending: Vec<&crate::approval::question::Question> =
-            list.iter().map(|q| &**q).collect();
+        let pending = approvals.list_all().await;
         return json(StatusCode::OK, json!({ "pending": pending }));
     }
     let id = path.trim_start_matches("/approvals/");
@@ -141,7 +139,10 @@ pub async fn handle(req: Request<Incoming>, state: &State) -> Response<Full<Byte
     };
     let (answer, digest) = answer;
     let (approve, session) = (answer.approve, answer.session);
-    match approvals.answer(&id, answer, digest.as_deref()) {
+    match approvals
+        .answer_anywhere(&id, answer, digest.as_deref())
+        .await
+    {
         Ok(()) => json(
             StatusCode::OK,
             json!({

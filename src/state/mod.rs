@@ -1,7 +1,8 @@
 //! State that replicas share, kept in Redis (`[state] backend = "redis"`):
 //! rate-limit buckets, each a GCRA as governor computes it, taken atomically
 //! by a Lua script on Redis's own clock; and records of stored responses
-//! (the calls withheld from one, the response a follow-up continued it as).
+//! (the calls withheld from one, the response a follow-up continued it as);
+//! calls waiting for approval, the answers to them and session approvals.
 //! Keys are digests under the configured prefix; every key expires.
 
 use std::sync::Mutex;
@@ -205,6 +206,70 @@ impl Shared {
         let mut pipe = redis::pipe();
         pipe.get(self.record(kind, id));
         let (v,): (Option<String>,) = self.run(&pipe).await?;
+        Ok(v)
+    }
+
+    /// Sets the value of `kind` about `id` unless there is one: whether it was set.
+    pub async fn put_new(
+        &self,
+        kind: &str,
+        id: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET")
+            .arg(self.record(kind, id))
+            .arg(value)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        let (set,): (Option<String>,) = self.run(&pipe).await?;
+        Ok(set.is_some())
+    }
+
+    /// The values of `kind` about each of `ids`, in order.
+    pub async fn get_many(
+        &self,
+        kind: &str,
+        ids: &[String],
+    ) -> Result<Vec<Option<String>>, Unavailable> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = ids.iter().map(|id| self.record(kind, id)).collect();
+        let mut pipe = redis::pipe();
+        pipe.cmd("MGET").arg(keys);
+        let (v,): (Vec<Option<String>>,) = self.run(&pipe).await?;
+        Ok(v)
+    }
+
+    /// Removes the record of `kind` about `id`.
+    pub async fn remove(&self, kind: &str, id: &str) -> Result<(), Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.del(self.record(kind, id)).ignore();
+        self.run::<()>(&pipe).await
+    }
+
+    /// Adds `member` to the set `name` (its members are not secret).
+    pub async fn index_add(&self, name: &str, member: &str) -> Result<(), Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.sadd(format!("{}{name}", self.prefix), member).ignore();
+        self.run::<()>(&pipe).await
+    }
+
+    /// Removes `member` from the set `name`.
+    pub async fn index_remove(&self, name: &str, member: &str) -> Result<(), Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.srem(format!("{}{name}", self.prefix), member).ignore();
+        self.run::<()>(&pipe).await
+    }
+
+    /// The members of the set `name`.
+    pub async fn index(&self, name: &str) -> Result<Vec<String>, Unavailable> {
+        let mut pipe = redis::pipe();
+        pipe.smembers(format!("{}{name}", self.prefix));
+        let (v,): (Vec<String>,) = self.run(&pipe).await?;
         Ok(v)
     }
 

@@ -313,3 +313,77 @@ async fn a_responses_follow_up_on_another_replica_answers_the_withheld_call() {
         g.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_asked_on_one_replica_is_decided_on_another_and_a_dead_replicas_leaves_the_list(
+) {
+    use crate::approval::{
+        answer_with, approval_config, approve, list, pending, post_to, request, ARGS, ASK, TOKEN,
+        TOKEN_ENV,
+    };
+    let port = crate::bin::free_port();
+    let Some(_redis) = redis(port).await else {
+        return;
+    };
+    let upstream = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let extra = format!(
+        "{}[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"ask:\"\n",
+        approval_config(30.0)
+    );
+    // A: the toolgate binary (killed below); B: another replica.
+    let a = crate::bin::Bin::start_env(
+        &upstream.base_url(),
+        &[
+            (
+                "00-default.toml",
+                include_str!("../../policies/default.toml"),
+            ),
+            ("10-ask.toml", ASK),
+        ],
+        &extra,
+        &[(TOKEN_ENV, TOKEN)],
+    )
+    .await;
+    let mut files = shipped(&["default.toml"]);
+    files.push(("10-ask.toml".into(), ASK.into()));
+    let b = start_gate_files(&upstream.base_url(), &files, &extra).await;
+
+    let url = a.url.clone();
+    let asked = tokio::spawn(async move { post_to(&url, &request(false)).await });
+    let q = pending(&b, 1).await;
+    assert_eq!(q[0]["tool"], "pay", "B lists the question A holds: {q:?}");
+    assert!(
+        q[0]["request"].is_null(),
+        "the user's message is not shared"
+    );
+    assert_eq!(approve(&b, &q[0]).await, 200);
+    let answered = asked.await.unwrap();
+    let calls: Vec<String> = Acc::from_json(&answered.body)
+        .all_calls()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(calls, ["pay"], "approved on B, released through A");
+    assert_eq!(approve(&b, &q[0]).await, 404, "answered once");
+
+    // A dies with a call waiting: the question leaves B's list.
+    let url = a.url.clone();
+    let waiting = tokio::spawn(async move { post_to(&url, &request(false)).await });
+    pending(&b, 1).await;
+    drop(a);
+    let _ = waiting.await;
+    let mut gone = false;
+    for _ in 0..100 {
+        if list(&b).await.is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone,
+        "a dead replica's question stayed pending: {:?}",
+        list(&b).await
+    );
+    b.stop().await;
+}

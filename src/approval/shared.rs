@@ -1,0 +1,240 @@
+//! Approvals across replicas (`[state] backend = "redis"`): each waiting
+//! question is published (its arguments redacted as on the page, without
+//! the user's message), so any replica lists it; an answer given on
+//! another replica is left in Redis for the replica that holds the call,
+//! which looks every [`POLL`] for answers and session approvals to its
+//! questions. Each replica keeps a heartbeat: a question whose replica
+//! stopped beating died with its connection and leaves the list.
+//! Unreachable Redis leaves every replica deciding its own questions.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{Answer, Approvals, Channel, Refused};
+use crate::digest::hex;
+use crate::state::Shared;
+
+/// How often a replica looks for answers given elsewhere.
+const POLL: Duration = Duration::from_millis(200);
+/// How often a replica beats, and how long a beat lasts.
+const BEAT: Duration = Duration::from_secs(1);
+const BEAT_TTL: Duration = Duration::from_secs(4);
+
+const QUESTION: &str = "approval";
+const DECISION: &str = "decision";
+const GRANT: &str = "grant";
+const REPLICA: &str = "replica";
+const INDEX: &str = "approvals";
+
+/// The store and this replica's name in it.
+pub(super) struct Sharing {
+    store: Arc<Shared>,
+    replica: String,
+}
+
+impl Approvals {
+    /// Shares this replica's questions through `store` and starts its
+    /// heartbeat and its look for answers (both end with the approvals).
+    pub fn share(self: &Arc<Self>, store: Arc<Shared>) {
+        let replica = hex(&crate::digest::random_key())[..16].to_string();
+        if self.shared.set(Sharing { store, replica }).is_err() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        tokio::spawn(beat(weak.clone()));
+        tokio::spawn(look(weak));
+    }
+
+    /// Publishes a waiting question.
+    pub(super) fn publish(&self, q: &super::Question) {
+        let Some(s) = self.shared.get() else { return };
+        let mut shown = json!(q);
+        shown["request"] = Value::Null;
+        let record = json!({"replica": s.replica, "question": shown}).to_string();
+        let (store, id, ttl) = (s.store.clone(), q.id.clone(), self.timeout() + BEAT_TTL);
+        tokio::spawn(async move {
+            let _ = store.put(QUESTION, &id, &record, ttl).await;
+            let _ = store.index_add(INDEX, &id).await;
+        });
+    }
+
+    /// Takes a settled question off the shared list.
+    pub(super) fn unpublish(&self, id: &str) {
+        let Some(s) = self.shared.get() else { return };
+        let (store, id) = (s.store.clone(), id.to_string());
+        tokio::spawn(async move {
+            let _ = store.remove(QUESTION, &id).await;
+            let _ = store.index_remove(INDEX, &id).await;
+        });
+    }
+
+    /// Shares a session approval with every replica.
+    pub(super) fn share_grant(&self, grant: &[u8; 32], by: &str) {
+        let Some(s) = self.shared.get() else { return };
+        let (store, key, by, ttl) = (
+            s.store.clone(),
+            hex(grant),
+            by.to_string(),
+            self.cfg.session_ttl,
+        );
+        tokio::spawn(async move {
+            let _ = store.put(GRANT, &key, &by, ttl).await;
+        });
+    }
+
+    /// The questions waiting on every replica: this one's first, then the
+    /// others' (a question whose replica no longer beats is dropped).
+    pub async fn list_all(&self) -> Vec<Value> {
+        let local = self.list();
+        let mut out: Vec<Value> = local.iter().map(|q| json!(q)).collect();
+        let Some(s) = self.shared.get() else {
+            return out;
+        };
+        let Ok(ids) = s.store.index(INDEX).await else {
+            return out;
+        };
+        let ids: Vec<String> = ids.into_iter().filter(|id| !self.is_open(id)).collect();
+        let Ok(records) = s.store.get_many(QUESTION, &ids).await else {
+            return out;
+        };
+        let mut remote = Vec::new();
+        for (id, record) in ids.iter().zip(records) {
+            let parsed = record.and_then(|r| serde_json::from_str::<Value>(&r).ok());
+            match parsed {
+                Some(r) if r["replica"].is_string() => remote.push((id.clone(), r)),
+                // Expired or unreadable: off the list.
+                _ => {
+                    let _ = s.store.index_remove(INDEX, id).await;
+                }
+            }
+        }
+        let replicas: Vec<String> = remote
+            .iter()
+            .map(|(_, r)| r["replica"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let Ok(alive) = s.store.get_many(REPLICA, &replicas).await else {
+            return out;
+        };
+        for ((id, r), beat) in remote.into_iter().zip(alive) {
+            if beat.is_some() {
+                out.push(r["question"].clone());
+                continue;
+            }
+            // Its replica died, and the call with its connection.
+            tracing::info!(id = %id, "a question whose replica is gone expired");
+            self.metrics.approval_decided("expired", "none");
+            let _ = s.store.remove(QUESTION, &id).await;
+            let _ = s.store.index_remove(INDEX, &id).await;
+        }
+        out
+    }
+
+    /// Answers question `id` here, or, when another replica holds it,
+    /// leaves the answer for that replica.
+    pub async fn answer_anywhere(
+        &self,
+        id: &str,
+        a: Answer,
+        digest: Option<&str>,
+    ) -> Result<(), Refused> {
+        let local = self.answer(id, a.clone(), digest);
+        let (Err(Refused::Unknown), Some(s)) = (local, self.shared.get()) else {
+            return local;
+        };
+        let record = match s.store.get(QUESTION, id).await {
+            Ok(Some(r)) => serde_json::from_str::<Value>(&r).map_err(|_| Refused::Unknown)?,
+            _ => return Err(Refused::Unknown),
+        };
+        let q = &record["question"];
+        if digest.is_some_and(|d| {
+            !q["digest"]
+                .as_str()
+                .is_some_and(|h| h.eq_ignore_ascii_case(d))
+        }) {
+            return Err(Refused::Mismatch);
+        }
+        if a.approve && a.session && q["principal"] == crate::context::ANONYMOUS {
+            return Err(Refused::Anonymous);
+        }
+        let answer = json!({"approve": a.approve, "by": a.by, "channel": a.channel.as_str(), "session": a.session});
+        match s
+            .store
+            .put_new(DECISION, id, &answer.to_string(), Duration::from_secs(60))
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Refused::Settled),
+            Err(_) => Err(Refused::Unknown),
+        }
+    }
+
+    /// Answers this replica's questions from what other replicas left:
+    /// answers given there and session approvals of the same call.
+    async fn take_answers(&self, s: &Sharing) {
+        let open: Vec<(String, [u8; 32])> = {
+            let p = self.lock();
+            p.open.iter().map(|(id, e)| (id.clone(), e.grant)).collect()
+        };
+        if open.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = open.iter().map(|(id, _)| id.clone()).collect();
+        let grants: Vec<String> = open.iter().map(|(_, g)| hex(g)).collect();
+        let (Ok(answers), Ok(granted)) = (
+            s.store.get_many(DECISION, &ids).await,
+            s.store.get_many(GRANT, &grants).await,
+        ) else {
+            return;
+        };
+        for ((id, answer), grant) in ids.iter().zip(answers).zip(granted) {
+            let a = match (
+                answer.and_then(|a| serde_json::from_str::<Value>(&a).ok()),
+                grant,
+            ) {
+                (Some(a), _) => Answer {
+                    approve: a["approve"] == true,
+                    by: a["by"].as_str().unwrap_or_default().to_string(),
+                    channel: a["channel"]
+                        .as_str()
+                        .and_then(Channel::named)
+                        .unwrap_or(Channel::Api),
+                    session: a["session"] == true,
+                },
+                (None, Some(by)) => Answer {
+                    approve: true,
+                    by,
+                    channel: Channel::Session,
+                    session: false,
+                },
+                (None, None) => continue,
+            };
+            let _ = self.answer(id, a, None);
+            let _ = s.store.remove(DECISION, id).await;
+        }
+    }
+}
+
+/// This replica's heartbeat, while its approvals live.
+async fn beat(weak: Weak<Approvals>) {
+    loop {
+        let Some(a) = weak.upgrade() else { return };
+        if let Some(s) = a.shared.get() {
+            let _ = s.store.put(REPLICA, &s.replica, "1", BEAT_TTL).await;
+        }
+        drop(a);
+        tokio::time::sleep(BEAT).await;
+    }
+}
+
+/// Looks for answers given on other replicas, while the approvals live.
+async fn look(weak: Weak<Approvals>) {
+    loop {
+        tokio::time::sleep(POLL).await;
+        let Some(a) = weak.upgrade() else { return };
+        if let Some(s) = a.shared.get() {
+            a.take_answers(s).await;
+        }
+    }
+}
