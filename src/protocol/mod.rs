@@ -100,13 +100,20 @@ impl Protocol {
         }
     }
 
-    /// The stored response a request continues (Responses'
-    /// `previous_response_id`), whose records [`Protocol::continue_stored`]
-    /// reads; other formats store nothing.
-    pub fn stored_from(self, body: &Value) -> Option<&str> {
+    /// The stored response or thread answer a request continues (Responses'
+    /// `previous_response_id`, a Messages thread's `previous_message_id`),
+    /// whose records [`Protocol::continue_stored`] reads; Chat stores nothing.
+    pub fn stored_from(self, body: &Value) -> Option<String> {
         match self {
-            Protocol::Responses => body.get("previous_response_id").and_then(Value::as_str),
-            _ => None,
+            Protocol::Responses => body
+                .get("previous_response_id")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            Protocol::Messages => match self.held(body) {
+                Held::From(prev) => Some(prev),
+                Held::Not | Held::New => None,
+            },
+            Protocol::Chat => None,
         }
     }
 

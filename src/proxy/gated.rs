@@ -66,11 +66,14 @@ pub async fn handle(
     // A thread's continue declares nothing: the thread's facts stand in.
     let held = protocol.held(&req.body);
     let continued = match &held {
-        Held::From(prev) => Some(
-            state
-                .thread(prev, &ctx.principal)
+        Held::From(prev) => Some(match state.thread(prev, &ctx.principal) {
+            Some(facts) => facts,
+            // Another replica may hold it.
+            None => state
+                .recall_thread(prev, &ctx.principal)
+                .await?
                 .ok_or(Error::ThreadNotFound)?,
-        ),
+        }),
         Held::Not | Held::New => None,
     };
     ctx.structured_output = structured_output(&req.body);

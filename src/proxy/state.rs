@@ -272,6 +272,7 @@ impl State {
     /// Records a thread's facts under the id of an answer in it.
     pub fn remember_thread(&self, answer: String, facts: crate::proxy::threads::Shared) {
         if !answer.is_empty() {
+            self.share_thread(&answer, &facts);
             self.threads.insert(answer, facts);
         }
     }

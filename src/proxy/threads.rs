@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::HeaderMap;
+use serde_json::{json, Map, Value};
 
 use crate::context::{Context, Declared};
 
@@ -52,6 +53,49 @@ impl Facts {
             + 128
     }
 
+    /// The facts as JSON, for replicas that share them (sealed: the system
+    /// text is a prompt).
+    pub fn to_json(&self) -> Value {
+        let declared: Map<String, Value> = self
+            .declared
+            .iter()
+            .map(|(name, d)| {
+                (
+                    name.clone(),
+                    d.parameters.as_deref().map_or(Value::Null, Value::from),
+                )
+            })
+            .collect();
+        json!({
+            "principal": self.principal,
+            "declared": declared,
+            "system_text": self.system_text,
+            "session": self.session,
+            "mission": self.mission,
+        })
+    }
+
+    /// Facts another replica wrote with [`Facts::to_json`].
+    pub fn from_json(v: &Value) -> Option<Facts> {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let declared = v
+            .get("declared")?
+            .as_object()?
+            .iter()
+            .map(|(name, p)| {
+                let parameters = p.as_str().map(Box::from);
+                (name.clone(), Declared { parameters })
+            })
+            .collect();
+        Some(Facts {
+            principal: text("principal")?,
+            declared,
+            system_text: text("system_text")?,
+            session: text("session")?,
+            mission: text("mission"),
+        })
+    }
+
     /// Whether `principal` may continue the thread.
     pub fn belongs_to(&self, principal: &str) -> bool {
         self.principal == principal
@@ -76,3 +120,34 @@ impl Facts {
 
 /// The facts a thread's answers are remembered with, shared.
 pub type Shared = Arc<Facts>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_read_back_from_their_json_as_they_were() {
+        let mut declared = HashMap::new();
+        declared.insert(
+            "pay".to_string(),
+            Declared {
+                parameters: Some("{\"type\":\"object\"}".into()),
+            },
+        );
+        declared.insert("look".to_string(), Declared { parameters: None });
+        let f = Facts {
+            principal: "ana".into(),
+            declared,
+            system_text: "You pay bills.".into(),
+            session: "s1".into(),
+            mission: None,
+        };
+        let back = Facts::from_json(&f.to_json()).unwrap_or_else(|| panic!("unreadable"));
+        assert_eq!(back.declared, f.declared);
+        assert_eq!(
+            (back.principal, back.system_text, back.session, back.mission),
+            (f.principal, f.system_text, f.session, f.mission)
+        );
+        assert!(Facts::from_json(&json!({"principal": "x"})).is_none());
+    }
+}

@@ -13,6 +13,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config;
 
+pub mod seal;
+
 /// GCRA: KEYS[1] the bucket's theoretical arrival time (µs on Redis's
 /// clock); ARGV[1] the emission interval (µs), ARGV[2] the burst. 1 when
 /// the call is within the limit (the bucket advances), 0 when it is over.

@@ -387,3 +387,96 @@ async fn an_approval_asked_on_one_replica_is_decided_on_another_and_a_dead_repli
     );
     b.stop().await;
 }
+
+/// A Messages answer calling `get_weather`, under `id`.
+fn weather_message(id: &str) -> String {
+    json!({"id": id, "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "tool_use", "id": format!("toolu_{id}"), "name": "get_weather", "input": {"city": "Paris"}}],
+        "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}})
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_messages_thread_created_on_one_replica_continues_on_another() {
+    let port = crate::bin::free_port();
+    let Some(_redis) = redis(port).await else {
+        return;
+    };
+    let mock = start_mock(vec![
+        Reply::json(200, weather_message("msg_01")),
+        Reply::json(200, weather_message("msg_02")),
+    ])
+    .await;
+    // One fence secret for both replicas: the facts are sealed under it.
+    std::env::set_var(
+        "TG_IT_SHARED_FENCE_KEY",
+        "fence-key-both-replicas-share-0123456789",
+    );
+    let extra = format!(
+        "{}[fence]\nkey_env = \"TG_IT_SHARED_FENCE_KEY\"\n\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"thr:\"\n",
+        messages_upstream(&mock.base_url())
+    );
+    let a = start_gate_files(&mock.base_url(), &shipped(&["default.toml"]), &extra).await;
+    let b = start_gate_files(&mock.base_url(), &shipped(&["default.toml"]), &extra).await;
+    let headers = [("anthropic-version", "2023-06-01"), ("x-api-key", "k")];
+    let create = json!({"model": "m", "max_tokens": 10, "thread": {"type": "create"},
+        "system": "You check the weather for the user.",
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": "weather in Paris?"}]});
+    let first = send(
+        "POST",
+        &format!("{}/v1/messages", a.url),
+        &headers,
+        create.to_string(),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert!(first.text().contains("toolu_msg_01"), "{}", first.text());
+    for _ in 0..50 {
+        if keys(port, "thr:thread:*").await >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let sealed = keys(port, "thr:thread:*").await;
+    assert_eq!(sealed, 1, "the thread's facts are in Redis");
+    let go_on = json!({"model": "m", "max_tokens": 10,
+        "thread": {"type": "continue", "previous_message_id": "msg_01"},
+        "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_msg_01", "content": "sunny"}]}]});
+    let next = send(
+        "POST",
+        &format!("{}/v1/messages", b.url),
+        &headers,
+        go_on.to_string(),
+    )
+    .await;
+    assert_eq!(next.status, 200, "B knows A's thread: {}", next.text());
+    assert!(
+        next.text().contains("toolu_msg_02"),
+        "the call is released: B gates with the tools A's request declared: {}",
+        next.text()
+    );
+    // A replica with another fence secret cannot open the facts: a lost
+    // thread (404), which the SDK recovers from by replaying.
+    std::env::set_var(
+        "TG_IT_OTHER_FENCE_KEY",
+        "another-fence-key-0123456789-abcdef",
+    );
+    let other = start_gate_files(
+        &mock.base_url(),
+        &shipped(&["default.toml"]),
+        &extra.replace("TG_IT_SHARED_FENCE_KEY", "TG_IT_OTHER_FENCE_KEY"),
+    )
+    .await;
+    let lost = send(
+        "POST",
+        &format!("{}/v1/messages", other.url),
+        &headers,
+        go_on.to_string(),
+    )
+    .await;
+    assert_eq!(lost.status, 404, "{}", lost.text());
+    for g in [a, b, other] {
+        g.stop().await;
+    }
+}

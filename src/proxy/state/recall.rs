@@ -1,8 +1,10 @@
-//! Records of stored responses shared by replicas (`[state] backend =
-//! "redis"`): what one replica remembers of a response (the calls withheld
-//! from it, the response a follow-up continued it as) is written to Redis
-//! too, and a follow-up that lands on another replica reads it from there
-//! before it is rewritten. Nothing but response and call ids is written.
+//! Records of stored responses and threads shared by replicas (`[state]
+//! backend = "redis"`): what one replica remembers of a response (the calls
+//! withheld from it, the response a follow-up continued it as) or of a
+//! Messages thread (what the gates know of it) is written to Redis too, and
+//! a follow-up that lands on another replica reads it from there before it
+//! is rewritten. Responses' records are ids only; a thread's facts hold its
+//! system text and are sealed under a key derived from the fence secret.
 
 use std::sync::Arc;
 
@@ -15,8 +17,83 @@ use crate::protocol::{Protocol, Withheld};
 
 const WITHHELD: &str = "withheld";
 const RENAMED: &str = "renamed";
+const THREAD: &str = "thread";
 
 impl State {
+    /// The key threads' facts are sealed under: every replica with the same
+    /// fence secret derives the same.
+    fn thread_key(&self) -> [u8; 32] {
+        crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"shared thread facts"])
+    }
+
+    /// Writes a thread's facts under the id of an answer in it.
+    pub(super) fn share_thread(&self, answer: &str, facts: &crate::proxy::threads::Facts) {
+        let Some(s) = self.parts.shared.clone() else {
+            return;
+        };
+        let Some(sealed) =
+            crate::state::seal::seal(&self.thread_key(), facts.to_json().to_string().as_bytes())
+        else {
+            return;
+        };
+        let (answer, ttl, metrics) = (
+            answer.to_string(),
+            self.config.responses.remember_ttl,
+            self.metrics.clone(),
+        );
+        tokio::spawn(async move {
+            if s.put(THREAD, &answer, &sealed, ttl).await.is_err() {
+                metrics.state_failed("remember", "local");
+            }
+        });
+    }
+
+    /// The facts of a thread another replica holds, continued from answer
+    /// `id` by `principal`: `None` when no replica knows it (or it is
+    /// another client's), which the agent's SDK recovers from by replaying.
+    pub async fn recall_thread(
+        &self,
+        id: &str,
+        principal: &str,
+    ) -> Result<Option<crate::proxy::threads::Shared>, Error> {
+        let Some(s) = &self.parts.shared else {
+            return Ok(None);
+        };
+        let sealed = match s.get(THREAD, id).await {
+            Ok(v) => v,
+            Err(e) => return self.unreadable(s, &e).map(|()| None),
+        };
+        let facts = sealed
+            .and_then(|v| crate::state::seal::open(&self.thread_key(), &v))
+            .and_then(|plain| serde_json::from_slice::<Value>(&plain).ok())
+            .and_then(|v| crate::proxy::threads::Facts::from_json(&v))
+            .map(Arc::new);
+        let Some(facts) = facts else {
+            return Ok(None);
+        };
+        self.threads.insert(id.to_string(), facts.clone());
+        Ok(facts.belongs_to(principal).then_some(facts))
+    }
+
+    /// Shared state that could not be read: an error (`fail_closed`) or
+    /// nothing (`local`), counted and logged.
+    fn unreadable(
+        &self,
+        s: &crate::state::Shared,
+        e: &crate::state::Unavailable,
+    ) -> Result<(), Error> {
+        let then = match s.on_error {
+            OnError::FailClosed => "fail_closed",
+            OnError::Local => "local",
+        };
+        self.metrics.state_failed("recall", then);
+        tracing::warn!(error = %e, then, "records shared by replicas could not be read");
+        match s.on_error {
+            OnError::FailClosed => Err(Error::StateUnavailable),
+            OnError::Local => Ok(()),
+        }
+    }
+
     /// Writes calls withheld from a stored response to the shared records
     /// (in the background: a follow-up comes a model turn later).
     pub(super) fn share_withheld(&self, w: &Withheld) {
@@ -54,7 +131,7 @@ impl State {
         });
     }
 
-    /// Before a Responses request that continues a stored response is
+    /// Before a request that continues a stored response (or a thread) is
     /// rewritten: what another replica remembered of that response, read
     /// into this one's records when this one has none. Unreachable shared
     /// state fails the request (`fail_closed`: a withheld call could not be
@@ -66,6 +143,7 @@ impl State {
         let Some(prev) = protocol.stored_from(body) else {
             return Ok(());
         };
+        let prev = prev.as_str();
         // This replica served it: its own records are whole.
         if self.renamed.contains_key(prev) || self.withheld.contains_key(prev) {
             return Ok(());
@@ -94,18 +172,7 @@ impl State {
         };
         match read.await {
             Ok(()) => Ok(()),
-            Err(e) => {
-                let then = match s.on_error {
-                    OnError::FailClosed => "fail_closed",
-                    OnError::Local => "local",
-                };
-                self.metrics.state_failed("recall", then);
-                tracing::warn!(error = %e, then, "a stored response's records could not be read");
-                match s.on_error {
-                    OnError::FailClosed => Err(Error::StateUnavailable),
-                    OnError::Local => Ok(()),
-                }
-            }
+            Err(e) => self.unreadable(s, &e),
         }
     }
 }
