@@ -381,7 +381,7 @@ impl Config {
             clients,
             telemetry: telemetry::build(&raw.telemetry, resolve),
             approval: approval::build(&raw.approval, resolve),
-            state: state::build(&raw.state),
+            state: state::build(&raw.state, resolve),
             admin: Admin {
                 token_env: raw.admin.token_env.clone(),
                 hosts: raw

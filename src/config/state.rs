@@ -37,6 +37,7 @@ pub(crate) struct RawState {
     pub(crate) key_prefix: String,
     pub(crate) on_error: OnError,
     pub(crate) timeout_ms: u64,
+    pub(crate) ca_file: Option<String>,
 }
 
 impl Default for RawState {
@@ -48,6 +49,7 @@ impl Default for RawState {
             key_prefix: "toolgate:".into(),
             on_error: OnError::FailClosed,
             timeout_ms: 250,
+            ca_file: None,
         }
     }
 }
@@ -56,14 +58,17 @@ impl Default for RawState {
 #[derive(Clone)]
 pub struct State {
     pub backend: Backend,
-    /// `redis://[user:password@]host[:port][/db]` (it may hold a password:
-    /// never logged, never in an error).
+    /// `redis://[user:password@]host[:port][/db]`, or `rediss://` for TLS
+    /// (it may hold a password: never logged, never in an error).
     pub url: String,
     /// Every key toolgate writes starts with it.
     pub key_prefix: String,
     pub on_error: OnError,
     /// How long one exchange with Redis (or a connection attempt) may take.
     pub timeout: Duration,
+    /// PEM CA certificates a `rediss://` server is verified against
+    /// (without: the system's roots).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for State {
@@ -73,6 +78,7 @@ impl std::fmt::Debug for State {
             .field("key_prefix", &self.key_prefix)
             .field("on_error", &self.on_error)
             .field("timeout", &self.timeout)
+            .field("ca_file", &self.ca_file)
             .finish_non_exhaustive()
     }
 }
@@ -85,6 +91,7 @@ impl Default for State {
             key_prefix: "toolgate:".into(),
             on_error: OnError::FailClosed,
             timeout: Duration::from_millis(250),
+            ca_file: None,
         }
     }
 }
@@ -123,18 +130,18 @@ pub(super) fn check(r: &RawState, bad: &mut impl FnMut(std::ops::Range<usize>, S
     };
     // Only the scheme is named: the rest may hold a password.
     match url.split_once("://").map(|(s, _)| s) {
-        Some("redis") => {}
-        Some("rediss") => bad(
-            span,
-            "state.url: TLS to Redis (rediss://) is not supported yet; reach it over a private network or a TLS sidecar".into(),
-        ),
-        _ => bad(span, "state.url must be a redis:// URL".into()),
+        Some("redis") if r.ca_file.is_some() => {
+            bad(span, "state.ca_file is for a rediss:// (TLS) URL".into())
+        }
+        Some("redis" | "rediss") => {}
+        _ => bad(span, "state.url must be a redis:// or rediss:// URL".into()),
     }
 }
 
-/// The checked table.
-pub(super) fn build(r: &RawState) -> State {
+/// The checked table, with a relative `ca_file` resolved by `resolve`.
+pub(super) fn build(r: &RawState, resolve: impl Fn(&str) -> std::path::PathBuf) -> State {
     State {
+        ca_file: r.ca_file.as_deref().map(resolve),
         backend: r.backend,
         url: url_of(r).unwrap_or_default(),
         key_prefix: r.key_prefix.clone(),

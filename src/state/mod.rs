@@ -83,9 +83,20 @@ impl Shared {
         if cfg.backend != config::Backend::Redis {
             return Ok(None);
         }
-        let client = redis::Client::open(cfg.url.as_str()).map_err(|e| {
-            crate::error::Error::config("[state]", 1, format!("state.url: {}", what(&e)))
-        })?;
+        let bad = |m: String| crate::error::Error::config("[state]", 1, m);
+        let client = match &cfg.ca_file {
+            None => redis::Client::open(cfg.url.as_str()),
+            Some(path) => {
+                let pem = std::fs::read(path)
+                    .map_err(|e| bad(format!("state.ca_file {}: {e}", path.display())))?;
+                let certs = redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem),
+                };
+                redis::Client::build_with_tls(cfg.url.as_str(), certs)
+            }
+        }
+        .map_err(|e| bad(format!("state.url: {}", what(&e))))?;
         Ok(Some(Shared {
             client,
             prefix: cfg.key_prefix.clone(),

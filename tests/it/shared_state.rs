@@ -104,16 +104,25 @@ async fn released(gate: &Gate, what: &str) -> Vec<String> {
         .collect()
 }
 
-/// A replica with a limit of `rate` on `read_notes`, its state in Redis.
+/// A replica with a limit of 4/minute on `read_notes`, its state in Redis.
 async fn replica(upstream: &Mock, port: u16, prefix: &str, on_error: &str) -> Gate {
+    let url = format!("redis://127.0.0.1:{port}");
+    replica_at(
+        upstream,
+        &url,
+        &format!("key_prefix = \"{prefix}\"\non_error = \"{on_error}\"\n"),
+    )
+    .await
+}
+
+/// A replica with that limit, its `[state]` in Redis at `url` with `more` keys.
+async fn replica_at(upstream: &Mock, url: &str, more: &str) -> Gate {
     let mut files = shipped(&["default.toml"]);
     files.push((
         "50-limit.toml".into(),
         "[[limit]]\nmatch = \"read_notes\"\nkey = \"global\"\nrate = \"4/minute\"\n".into(),
     ));
-    let state = format!(
-        "[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"{prefix}\"\non_error = \"{on_error}\"\ntimeout_ms = 200\n"
-    );
+    let state = format!("[state]\nbackend = \"redis\"\nurl = \"{url}\"\ntimeout_ms = 200\n{more}");
     start_gate_files(&upstream.base_url(), &files, &state).await
 }
 
@@ -478,5 +487,80 @@ async fn a_messages_thread_created_on_one_replica_continues_on_another() {
     assert_eq!(lost.status, 404, "{}", lost.text());
     for g in [a, b, other] {
         g.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_reach_redis_over_tls_verified_against_a_ca_file() {
+    if tool("redis-server").is_none() {
+        let _ = redis(0).await; // the skip (or CI's failure) with its message
+        return;
+    }
+    let dir = TempDir::new();
+    let made = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["certs", "dev", "--out"])
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let port = crate::bin::free_port();
+    let pem = |f: &str| dir.0.join(f).display().to_string();
+    let child = Command::new(tool("redis-server").unwrap())
+        .args([
+            "--port",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
+        .args([
+            "--tls-cert-file",
+            &pem("server.pem"),
+            "--tls-key-file",
+            &pem("server-key.pem"),
+        ])
+        .args(["--tls-ca-cert-file", &pem("ca.pem")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _redis = Redis(child);
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let upstream = start_mock(vec![provider()]).await;
+    let url = format!("rediss://localhost:{port}");
+    let more = format!("key_prefix = \"tls:\"\nca_file = \"{}\"\n", pem("ca.pem"));
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        replicas.push(replica_at(&upstream, &url, &more).await);
+    }
+    let mut allowed = 0;
+    for i in 0..6 {
+        allowed += released(&replicas[i % 2], "read my notes").await.len();
+    }
+    assert_eq!(allowed, 4, "one limit across the replicas, over TLS");
+    // Without the CA the server's certificate is not trusted: fail closed.
+    let untrusting = replica_at(&upstream, &url, "key_prefix = \"tls:\"\n").await;
+    assert!(released(&untrusting, "read my notes").await.is_empty());
+    let audit = untrusting.audit_flushed().await;
+    assert_eq!(audit[0]["reason"], "state_unavailable", "{}", audit[0]);
+    replicas.push(untrusting);
+    for r in replicas {
+        r.stop().await;
     }
 }
