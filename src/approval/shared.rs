@@ -6,6 +6,10 @@
 //! questions. Each replica keeps a heartbeat: a question whose replica
 //! stopped beating died with its connection and leaves the list.
 //! Unreachable Redis leaves every replica deciding its own questions.
+//!
+//! Answers and session approvals left in Redis are signed with the
+//! approvals API's token (every replica has it): what else can write to
+//! Redis cannot approve a call.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -13,7 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{Answer, Approvals, Channel, Refused};
-use crate::digest::hex;
+use crate::digest::{hex, hmac_sha256};
 use crate::state::Shared;
 
 /// How often a replica looks for answers given elsewhere.
@@ -35,6 +39,33 @@ pub(super) struct Sharing {
 }
 
 impl Approvals {
+    /// A signature of `what` about `id` under the API's token (none
+    /// without one: then no answer is taken through the API at all).
+    fn sign(&self, kind: &str, id: &str, what: &str) -> Option<String> {
+        let key = self.token.as_ref()?;
+        let parts: [&[u8]; 5] = [
+            kind.as_bytes(),
+            &[0xff],
+            id.as_bytes(),
+            &[0xff],
+            what.as_bytes(),
+        ];
+        Some(hex(&hmac_sha256(key, &parts)))
+    }
+
+    /// `signed` (`signature.what`) when its signature holds: `what`.
+    fn verified(&self, kind: &str, id: &str, signed: &str) -> Option<String> {
+        let (sig, what) = signed.split_once('.')?;
+        let want = self.sign(kind, id, what)?;
+        let same = sig.len() == want.len()
+            && sig
+                .bytes()
+                .zip(want.bytes())
+                .fold(0u8, |d, (a, b)| d | (a ^ b))
+                == 0;
+        same.then(|| what.to_string())
+    }
+
     /// Shares this replica's questions through `store` and starts its
     /// heartbeat and its look for answers (both end with the approvals).
     pub fn share(self: &Arc<Self>, store: Arc<Shared>) {
@@ -73,14 +104,13 @@ impl Approvals {
     /// Shares a session approval with every replica.
     pub(super) fn share_grant(&self, grant: &[u8; 32], by: &str) {
         let Some(s) = self.shared.get() else { return };
-        let (store, key, by, ttl) = (
-            s.store.clone(),
-            hex(grant),
-            by.to_string(),
-            self.cfg.session_ttl,
-        );
+        let key = hex(grant);
+        let Some(sig) = self.sign(GRANT, &key, by) else {
+            return;
+        };
+        let (store, signed, ttl) = (s.store.clone(), format!("{sig}.{by}"), self.cfg.session_ttl);
         tokio::spawn(async move {
-            let _ = store.put(GRANT, &key, &by, ttl).await;
+            let _ = store.put(GRANT, &key, &signed, ttl).await;
         });
     }
 
@@ -158,10 +188,14 @@ impl Approvals {
         if a.approve && a.session && q["principal"] == crate::context::ANONYMOUS {
             return Err(Refused::Anonymous);
         }
-        let answer = json!({"approve": a.approve, "by": a.by, "channel": a.channel.as_str(), "session": a.session});
+        let answer = json!({"approve": a.approve, "by": a.by, "channel": a.channel.as_str(), "session": a.session}).to_string();
+        let Some(sig) = self.sign(DECISION, id, &answer) else {
+            return Err(Refused::Unknown);
+        };
+        let signed = format!("{sig}.{answer}");
         match s
             .store
-            .put_new(DECISION, id, &answer.to_string(), Duration::from_secs(60))
+            .put_new(DECISION, id, &signed, Duration::from_secs(60))
             .await
         {
             Ok(true) => Ok(()),
@@ -188,7 +222,20 @@ impl Approvals {
         ) else {
             return;
         };
-        for ((id, answer), grant) in ids.iter().zip(answers).zip(granted) {
+        let tries = ids
+            .iter()
+            .zip(&grants)
+            .zip(answers.into_iter().zip(granted));
+        for ((id, key), (answer, grant)) in tries {
+            // Unsigned or forged: not an answer, and removed so that it
+            // does not stand in the way of a real one.
+            let written = answer.is_some();
+            let answer = answer.and_then(|a| self.verified(DECISION, id, &a));
+            if written && answer.is_none() {
+                tracing::warn!(id = %id, "an unsigned answer in the shared state was ignored");
+                let _ = s.store.remove(DECISION, id).await;
+            }
+            let grant = grant.and_then(|g| self.verified(GRANT, key, &g));
             let a = match (
                 answer.and_then(|a| serde_json::from_str::<Value>(&a).ok()),
                 grant,

@@ -140,7 +140,7 @@ fn approval_is_checked_with_lines_and_has_defaults() {
 }
 
 #[test]
-fn state_defaults_to_memory_and_redis_needs_a_plain_redis_url() {
+fn state_defaults_to_memory_and_redis_needs_a_redis_url() {
     let c = Config::embedded().unwrap();
     assert_eq!(c.state.backend, Backend::Memory);
     assert_eq!(c.state.on_error, OnError::FailClosed);
@@ -161,12 +161,12 @@ fn state_defaults_to_memory_and_redis_needs_a_plain_redis_url() {
     for (src, says) in [
         ("[state]\nbackend = \"redis\"\n", "needs url or url_env"),
         (
-            "[state]\nbackend = \"redis\"\nurl = \"rediss://h\"\n",
-            "TLS to Redis",
+            "[state]\nbackend = \"redis\"\nurl = \"redis://h\"\nca_file = \"ca.pem\"\n",
+            "rediss:// (TLS)",
         ),
         (
             "[state]\nbackend = \"redis\"\nurl = \"http://h\"\n",
-            "redis:// URL",
+            "redis:// or rediss:// URL",
         ),
         (
             "[state]\nbackend = \"redis\"\nurl_env = \"TOOLGATE_UNIT_NO_SUCH_URL\"\n",
