@@ -1,6 +1,6 @@
 //! Replicas sharing state in a real Redis (Debian's `redis-server`, started
-//! here on a free port): a `[[limit]]` holds across three replicas taken in
-//! turn (the test is their round-robin front); with Redis gone, a limited
+//! here on a free port): a `[[limit]]` holds across three replicas behind a
+//! round-robin front; with Redis gone, a limited
 //! call fails closed with its reason audited while unlimited calls flow, or
 //! is counted on the replica (`on_error = "local"`); service comes back
 //! with Redis, without a restart.
@@ -95,13 +95,49 @@ fn ask(what: &str) -> Value {
 }
 
 async fn released(gate: &Gate, what: &str) -> Vec<String> {
-    let a = post_chat_at(gate, "/v1/chat/completions", &ask(what), &[]).await;
+    released_at(&gate.url, what).await
+}
+
+/// The calls released to an agent at `url` (a replica or the front).
+async fn released_at(url: &str, what: &str) -> Vec<String> {
+    let a = send(
+        "POST",
+        &format!("{url}/v1/chat/completions"),
+        &[("content-type", "application/json")],
+        ask(what).to_string(),
+    )
+    .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     Acc::from_json(&a.body)
         .all_calls()
         .into_iter()
         .map(|c| c.name)
         .collect()
+}
+
+/// A round-robin front for `replicas`: each connection it accepts goes to
+/// the next replica (the agent's client opens one per request).
+async fn front(replicas: &[Gate]) -> String {
+    let to: Vec<String> = replicas
+        .iter()
+        .map(|g| g.url.trim_start_matches("http://").to_string())
+        .collect();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        for n in 0.. {
+            let Ok((mut inbound, _)) = l.accept().await else {
+                return;
+            };
+            let next = to[n % to.len()].clone();
+            tokio::spawn(async move {
+                if let Ok(mut out) = tokio::net::TcpStream::connect(next).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
 }
 
 /// A replica with a limit of 4/minute on `read_notes`, its state in Redis.
@@ -137,9 +173,10 @@ async fn a_limit_holds_across_three_replicas() {
     for _ in 0..3 {
         replicas.push(replica(&upstream, port, "across:", "fail_closed").await);
     }
+    let url = front(&replicas).await;
     let mut allowed = 0;
-    for i in 0..9 {
-        allowed += released(&replicas[i % 3], "read my notes").await.len();
+    for _ in 0..9 {
+        allowed += released_at(&url, "read my notes").await.len();
     }
     assert_eq!(allowed, 4, "4/minute across the replicas, not on each");
     let mut limited = 0;
@@ -152,6 +189,11 @@ async fn a_limit_holds_across_three_replicas() {
             .count();
     }
     assert_eq!(limited, 5);
+    let mut served = Vec::new();
+    for r in &replicas {
+        served.push(r.audit_flushed().await.len());
+    }
+    assert_eq!(served, [3, 3, 3], "the front took the replicas in turn");
     for r in replicas {
         r.stop().await;
     }
