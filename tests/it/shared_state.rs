@@ -1,9 +1,12 @@
 //! Replicas sharing state in a real Redis (Debian's `redis-server`, started
-//! here on a free port): a `[[limit]]` holds across three replicas behind a
-//! round-robin front; with Redis gone, a limited
-//! call fails closed with its reason audited while unlimited calls flow, or
-//! is counted on the replica (`on_error = "local"`); service comes back
-//! with Redis, without a restart.
+//! here on a free port): a `[[limit]]` holds across three toolgate
+//! binaries behind a round-robin front; with Redis gone, a limited call
+//! fails closed with its reason audited while unlimited calls flow, or is
+//! counted on the replica (`on_error = "local"`), and service comes back
+//! with Redis, without a restart; over TLS; a Responses follow-up and a
+//! Messages thread continue on another replica; an approval asked on one
+//! replica (a binary) is decided on another, a forged one is not taken, and
+//! a killed replica's question leaves the list.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -117,10 +120,10 @@ async fn released_at(url: &str, what: &str) -> Vec<String> {
 
 /// A round-robin front for `replicas`: each connection it accepts goes to
 /// the next replica (the agent's client opens one per request).
-async fn front(replicas: &[Gate]) -> String {
+async fn front(replicas: &[String]) -> String {
     let to: Vec<String> = replicas
         .iter()
-        .map(|g| g.url.trim_start_matches("http://").to_string())
+        .map(|u| u.trim_start_matches("http://").to_string())
         .collect();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -169,34 +172,43 @@ async fn a_limit_holds_across_three_replicas() {
         return;
     };
     let upstream = start_mock(vec![provider()]).await;
+    // Three toolgate binaries, one Redis, one front.
+    let state = format!(
+        "[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"across:\"\n"
+    );
+    let files = [
+        (
+            "00-default.toml",
+            include_str!("../../policies/default.toml"),
+        ),
+        (
+            "50-limit.toml",
+            "[[limit]]\nmatch = \"read_notes\"\nkey = \"global\"\nrate = \"4/minute\"\n",
+        ),
+    ];
     let mut replicas = Vec::new();
     for _ in 0..3 {
-        replicas.push(replica(&upstream, port, "across:", "fail_closed").await);
+        replicas.push(crate::bin::Bin::start(&upstream.base_url(), &files, &state).await);
     }
-    let url = front(&replicas).await;
+    let urls: Vec<String> = replicas.iter().map(|r| r.url.clone()).collect();
+    let url = front(&urls).await;
     let mut allowed = 0;
     for _ in 0..9 {
         allowed += released_at(&url, "read my notes").await.len();
     }
     assert_eq!(allowed, 4, "4/minute across the replicas, not on each");
-    let mut limited = 0;
-    for r in &replicas {
-        limited += r
-            .audit_flushed()
-            .await
+    let (mut limited, mut served) = (0, Vec::new());
+    for r in &mut replicas {
+        assert!(r.terminate().await);
+        let audit = r.audit();
+        limited += audit
             .iter()
             .filter(|e| e["reason"] == "rate_limited")
             .count();
+        served.push(audit.len());
     }
     assert_eq!(limited, 5);
-    let mut served = Vec::new();
-    for r in &replicas {
-        served.push(r.audit_flushed().await.len());
-    }
     assert_eq!(served, [3, 3, 3], "the front took the replicas in turn");
-    for r in replicas {
-        r.stop().await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
