@@ -32,10 +32,48 @@ const GRANT: &str = "grant";
 const REPLICA: &str = "replica";
 const INDEX: &str = "approvals";
 
-/// The store and this replica's name in it.
+/// The store, this replica's name in it, and the queue of its writes.
 pub(super) struct Sharing {
     store: Arc<Shared>,
     replica: String,
+    writes: tokio::sync::mpsc::UnboundedSender<Write>,
+}
+
+/// A write to the shared questions. One task makes them in order, so a
+/// question settled at once is never published after it was taken off.
+enum Write {
+    Publish {
+        id: String,
+        record: String,
+        ttl: Duration,
+    },
+    Unpublish {
+        id: String,
+    },
+    Grant {
+        key: String,
+        signed: String,
+        ttl: Duration,
+    },
+}
+
+/// Makes the writes in the order they were queued.
+async fn write(store: Arc<Shared>, mut writes: tokio::sync::mpsc::UnboundedReceiver<Write>) {
+    while let Some(w) = writes.recv().await {
+        match w {
+            Write::Publish { id, record, ttl } => {
+                let _ = store.put(QUESTION, &id, &record, ttl).await;
+                let _ = store.index_add(INDEX, &id).await;
+            }
+            Write::Unpublish { id } => {
+                let _ = store.remove(QUESTION, &id).await;
+                let _ = store.index_remove(INDEX, &id).await;
+            }
+            Write::Grant { key, signed, ttl } => {
+                let _ = store.put(GRANT, &key, &signed, ttl).await;
+            }
+        }
+    }
 }
 
 impl Approvals {
@@ -70,9 +108,17 @@ impl Approvals {
     /// heartbeat and its look for answers (both end with the approvals).
     pub fn share(self: &Arc<Self>, store: Arc<Shared>) {
         let replica = hex(&crate::digest::random_key())[..16].to_string();
-        if self.shared.set(Sharing { store, replica }).is_err() {
+        let (writes, queued) = tokio::sync::mpsc::unbounded_channel();
+        let sharing = Sharing {
+            store: store.clone(),
+            replica,
+            writes,
+        };
+        if self.shared.set(sharing).is_err() {
             return;
         }
+        // Ends when the approvals (and with them the sender) are dropped.
+        tokio::spawn(write(store, queued));
         let weak = Arc::downgrade(self);
         tokio::spawn(beat(weak.clone()));
         tokio::spawn(look(weak));
@@ -84,21 +130,18 @@ impl Approvals {
         let mut shown = json!(q);
         shown["request"] = Value::Null;
         let record = json!({"replica": s.replica, "question": shown}).to_string();
-        let (store, id, ttl) = (s.store.clone(), q.id.clone(), self.timeout() + BEAT_TTL);
-        tokio::spawn(async move {
-            let _ = store.put(QUESTION, &id, &record, ttl).await;
-            let _ = store.index_add(INDEX, &id).await;
+        let ttl = self.timeout() + BEAT_TTL;
+        let _ = s.writes.send(Write::Publish {
+            id: q.id.clone(),
+            record,
+            ttl,
         });
     }
 
     /// Takes a settled question off the shared list.
     pub(super) fn unpublish(&self, id: &str) {
         let Some(s) = self.shared.get() else { return };
-        let (store, id) = (s.store.clone(), id.to_string());
-        tokio::spawn(async move {
-            let _ = store.remove(QUESTION, &id).await;
-            let _ = store.index_remove(INDEX, &id).await;
-        });
+        let _ = s.writes.send(Write::Unpublish { id: id.to_string() });
     }
 
     /// Shares a session approval with every replica.
@@ -108,9 +151,10 @@ impl Approvals {
         let Some(sig) = self.sign(GRANT, &key, by) else {
             return;
         };
-        let (store, signed, ttl) = (s.store.clone(), format!("{sig}.{by}"), self.cfg.session_ttl);
-        tokio::spawn(async move {
-            let _ = store.put(GRANT, &key, &signed, ttl).await;
+        let _ = s.writes.send(Write::Grant {
+            key,
+            signed: format!("{sig}.{by}"),
+            ttl: self.cfg.session_ttl,
         });
     }
 
@@ -177,6 +221,11 @@ impl Approvals {
             Ok(Some(r)) => serde_json::from_str::<Value>(&r).map_err(|_| Refused::Unknown)?,
             _ => return Err(Refused::Unknown),
         };
+        // A question whose replica died went with its call.
+        let holder = record["replica"].as_str().unwrap_or_default();
+        if !matches!(s.store.get(REPLICA, holder).await, Ok(Some(_))) {
+            return Err(Refused::Unknown);
+        }
         let q = &record["question"];
         if digest.is_some_and(|d| {
             !q["digest"]
