@@ -31,6 +31,10 @@ const DECISION: &str = "decision";
 const GRANT: &str = "grant";
 const REPLICA: &str = "replica";
 const INDEX: &str = "approvals";
+/// A question settled on its replica (answered, timed out, abandoned):
+/// another answer to it is a conflict there, so here too, for an hour.
+const SETTLED: &str = "settled";
+const SETTLED_TTL: Duration = Duration::from_secs(3600);
 
 /// The store, this replica's name in it, and the queue of its writes.
 pub(super) struct Sharing {
@@ -66,6 +70,7 @@ async fn write(store: Arc<Shared>, mut writes: tokio::sync::mpsc::UnboundedRecei
                 let _ = store.index_add(INDEX, &id).await;
             }
             Write::Unpublish { id } => {
+                let _ = store.put(SETTLED, &id, "1", SETTLED_TTL).await;
                 let _ = store.remove(QUESTION, &id).await;
                 let _ = store.index_remove(INDEX, &id).await;
             }
@@ -219,6 +224,9 @@ impl Approvals {
         };
         let record = match s.store.get(QUESTION, id).await {
             Ok(Some(r)) => serde_json::from_str::<Value>(&r).map_err(|_| Refused::Unknown)?,
+            Ok(None) if matches!(s.store.get(SETTLED, id).await, Ok(Some(_))) => {
+                return Err(Refused::Settled)
+            }
             _ => return Err(Refused::Unknown),
         };
         // A question whose replica died went with its call.
