@@ -28,6 +28,16 @@ pub enum OnError {
     Local,
 }
 
+impl OnError {
+    /// Its name in the configuration and the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::FailClosed => "fail_closed",
+            OnError::Local => "local",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct RawState {

@@ -26,6 +26,12 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 }
 
 /// HMAC-SHA-256 (RFC 2104) of the concatenated `msg` parts.
+/// Whether `a` and `b` are equal, compared in full whatever their
+/// contents (the time taken says nothing about where they differ).
+pub fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
 pub fn hmac_sha256(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
     use hmac::{Hmac, Mac};
     // HMAC takes a key of any length (a long one is hashed first), so the

@@ -89,11 +89,7 @@ fn by_token(clients: &[Client], token: &str) -> Option<String> {
         let Some(known) = &c.token_sha256 else {
             continue;
         };
-        let diff = known
-            .iter()
-            .zip(hash.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        if diff == 0 && found.is_none() {
+        if crate::digest::same(known, &hash) && found.is_none() {
             found = Some(c.name.clone());
         }
     }

@@ -9,7 +9,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use sha2::{Digest, Sha256};
 
 use crate::config;
 
@@ -156,9 +155,8 @@ impl Shared {
 
     /// The key of a record of `kind` about `id` (a digest: no id in a key).
     fn record(&self, kind: &str, id: &str) -> String {
-        let d = Sha256::digest(id.as_bytes());
-        let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}{kind}:{hex}", self.prefix)
+        let d = crate::digest::sha256(id.as_bytes());
+        format!("{}{kind}:{}", self.prefix, crate::digest::hex(&d[..16]))
     }
 
     /// Runs `pipe` within the timeout.
@@ -289,13 +287,12 @@ impl Shared {
     /// The key of one bucket: the limit's identity and the caller's key,
     /// digested (sessions and principals are not written to Redis).
     fn bucket(&self, limit: &str, key: &str) -> String {
-        let mut h = Sha256::new();
-        h.update(limit.as_bytes());
-        h.update([0xff]);
-        h.update(key.as_bytes());
-        let d = h.finalize();
-        let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}limit:{hex}", self.prefix)
+        let mut both = Vec::with_capacity(limit.len() + 1 + key.len());
+        both.extend_from_slice(limit.as_bytes());
+        both.push(0xff);
+        both.extend_from_slice(key.as_bytes());
+        let d = crate::digest::sha256(&both);
+        format!("{}limit:{}", self.prefix, crate::digest::hex(&d[..16]))
     }
 
     /// Takes one call from a shared bucket: `Ok(false)` when over the limit.

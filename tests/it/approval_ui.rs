@@ -29,7 +29,8 @@ impl Drop for Driver {
     }
 }
 
-fn tool(name: &str) -> Option<String> {
+/// The path of `name` on `PATH`, if it is installed.
+pub fn tool(name: &str) -> Option<String> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))

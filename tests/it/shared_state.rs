@@ -27,13 +27,7 @@ impl Drop for Redis {
     }
 }
 
-fn tool(name: &str) -> Option<String> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .map(|p| p.display().to_string())
-}
+use crate::approval_ui::tool;
 
 /// Starts Redis on `port` and waits until it answers (`None`: a skip,
 /// never in CI, when `redis-server` is not installed).

@@ -38,11 +38,7 @@ impl PolicyGate {
                 Some(s) => match s.take(l.spec(), key, l.interval, l.burst).await {
                     Ok(within) => within,
                     Err(e) => {
-                        let then = match s.on_error {
-                            OnError::FailClosed => "fail_closed",
-                            OnError::Local => "local",
-                        };
-                        self.metrics.state_failed("limit", then);
+                        self.metrics.state_failed("limit", s.on_error.as_str());
                         rated.error.get_or_insert_with(|| e.to_string());
                         match s.on_error {
                             OnError::Local => l.take(key),

@@ -26,26 +26,40 @@ impl State {
         crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"shared thread facts"])
     }
 
-    /// Writes a thread's facts under the id of an answer in it.
-    pub(super) fn share_thread(&self, answer: &str, facts: &crate::proxy::threads::Facts) {
+    /// Makes `write` with the shared store in the background (a follow-up
+    /// comes a model turn later), counting a failure: the record stays this
+    /// replica's alone.
+    fn write_behind<F, W>(&self, write: W)
+    where
+        W: FnOnce(Arc<crate::state::Shared>, std::time::Duration) -> F,
+        F: std::future::Future<Output = Result<(), crate::state::Unavailable>> + Send + 'static,
+    {
         let Some(s) = self.parts.shared.clone() else {
             return;
         };
+        let (written, metrics) = (
+            write(s, self.config.responses.remember_ttl),
+            self.metrics.clone(),
+        );
+        tokio::spawn(async move {
+            if written.await.is_err() {
+                metrics.state_failed("remember", "local");
+            }
+        });
+    }
+
+    /// Writes a thread's facts under the id of an answer in it.
+    pub(super) fn share_thread(&self, answer: &str, facts: &crate::proxy::threads::Facts) {
+        if self.parts.shared.is_none() {
+            return;
+        }
         let Some(sealed) =
             crate::state::seal::seal(&self.thread_key(), facts.to_json().to_string().as_bytes())
         else {
             return;
         };
-        let (answer, ttl, metrics) = (
-            answer.to_string(),
-            self.config.responses.remember_ttl,
-            self.metrics.clone(),
-        );
-        tokio::spawn(async move {
-            if s.put(THREAD, &answer, &sealed, ttl).await.is_err() {
-                metrics.state_failed("remember", "local");
-            }
-        });
+        let answer = answer.to_string();
+        self.write_behind(|s, ttl| async move { s.put(THREAD, &answer, &sealed, ttl).await });
     }
 
     /// The facts of a thread another replica holds, continued from answer
@@ -82,10 +96,7 @@ impl State {
         s: &crate::state::Shared,
         e: &crate::state::Unavailable,
     ) -> Result<(), Error> {
-        let then = match s.on_error {
-            OnError::FailClosed => "fail_closed",
-            OnError::Local => "local",
-        };
+        let then = s.on_error.as_str();
         self.metrics.state_failed("recall", then);
         tracing::warn!(error = %e, then, "records shared by replicas could not be read");
         match s.on_error {
@@ -97,38 +108,22 @@ impl State {
     /// Writes calls withheld from a stored response to the shared records
     /// (in the background: a follow-up comes a model turn later).
     pub(super) fn share_withheld(&self, w: &Withheld) {
-        let Some(s) = self.parts.shared.clone() else {
+        if self.parts.shared.is_none() {
             return;
-        };
+        }
         let items: Vec<String> = w
             .calls
             .iter()
             .map(|(id, kind)| Value::from(vec![id.as_str(), kind.as_str()]).to_string())
             .collect();
-        let (id, ttl, metrics) = (
-            w.response_id.clone(),
-            self.config.responses.remember_ttl,
-            self.metrics.clone(),
-        );
-        tokio::spawn(async move {
-            if s.append(WITHHELD, &id, &items, ttl).await.is_err() {
-                metrics.state_failed("remember", "local");
-            }
-        });
+        let id = w.response_id.clone();
+        self.write_behind(|s, ttl| async move { s.append(WITHHELD, &id, &items, ttl).await });
     }
 
     /// Writes that stored response `first` was continued as `then`.
     pub(super) fn share_renamed(&self, first: &str, then: &str) {
-        let Some(s) = self.parts.shared.clone() else {
-            return;
-        };
         let (first, then) = (first.to_string(), then.to_string());
-        let (ttl, metrics) = (self.config.responses.remember_ttl, self.metrics.clone());
-        tokio::spawn(async move {
-            if s.put(RENAMED, &first, &then, ttl).await.is_err() {
-                metrics.state_failed("remember", "local");
-            }
-        });
+        self.write_behind(|s, ttl| async move { s.put(RENAMED, &first, &then, ttl).await });
     }
 
     /// Before a request that continues a stored response (or a thread) is
@@ -150,9 +145,7 @@ impl State {
         }
         let read = async {
             let mut id: Arc<str> = Arc::from(prev);
-            if let Some(then) = self.renamed.get(prev) {
-                id = then;
-            } else if let Some(then) = s.get(RENAMED, prev).await? {
+            if let Some(then) = s.get(RENAMED, prev).await? {
                 let then: Arc<str> = Arc::from(then);
                 self.renamed.insert(prev.to_string(), then.clone());
                 id = then;
