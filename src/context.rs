@@ -63,12 +63,17 @@ pub struct Context {
     pub tool_text: String,
     /// Where each tool result lies in `tool_text`, with its call id.
     pub tool_results: Vec<(std::ops::Range<usize>, String)>,
+    /// The calls the tool results answer: what the agent asked of which
+    /// source (read when a rule reads the texts).
+    pub sources: Vec<Source>,
     /// The injection scan of the tool results, made once per request when
     /// a rule reads it (see `gate::injection`).
     pub injection: std::sync::OnceLock<Vec<Found>>,
     /// The texts in caseless form, for entity provenance (made once per
     /// request when a rule reads it).
     pub folded: std::sync::OnceLock<Folded>,
+    /// Other readings of each tool result (see `gate::injection::readings`).
+    pub readings: std::sync::OnceLock<Vec<Vec<String>>>,
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
     /// 0 for the agent's own request.
     pub resume: u32,
@@ -81,6 +86,15 @@ pub struct Context {
     pub trace: Option<crate::telemetry::RequestTrace>,
     /// Set when the agent has gone away: calls waiting for a person end.
     pub left: std::sync::Arc<Left>,
+}
+
+/// A call earlier in the conversation, whose result a tool result is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Source {
+    pub call_id: String,
+    pub name: String,
+    /// Its arguments as the agent sent them (JSON text).
+    pub arguments: String,
 }
 
 /// One suspected injection span of one text (found by `gate::injection`).
@@ -186,6 +200,8 @@ pub struct Texts {
     pub tool: String,
     /// Where each tool result lies in `tool`, with its call id.
     pub tool_results: Vec<(std::ops::Range<usize>, String)>,
+    /// The calls of the assistant turns (when all texts are read).
+    pub sources: Vec<Source>,
 }
 
 impl Texts {
@@ -196,6 +212,15 @@ impl Texts {
         self.user.reserve(text.len() + 1);
         self.user.push_str(text);
         self.user.push('\n');
+    }
+
+    /// Adds one call of an assistant turn.
+    pub fn push_call(&mut self, call_id: &str, name: &str, arguments: &str) {
+        self.sources.push(Source {
+            call_id: call_id.to_string(),
+            name: name.to_string(),
+            arguments: arguments.to_string(),
+        });
     }
 
     /// Adds one tool result's text.
@@ -239,8 +264,10 @@ pub fn fill(
     ctx.system_text = t.system;
     ctx.tool_text = t.tool;
     ctx.tool_results = t.tool_results;
+    ctx.sources = t.sources;
     ctx.injection = std::sync::OnceLock::new();
     ctx.folded = std::sync::OnceLock::new();
+    ctx.readings = std::sync::OnceLock::new();
 }
 
 #[cfg(test)]
@@ -278,6 +305,53 @@ mod tests {
         assert_eq!(t.tool.capacity(), big.len() + 1);
         assert_eq!(t.user.capacity(), big.len() + 1);
         assert_eq!(t.tool_results, vec![(0..big.len(), "c1".to_string())]);
+    }
+
+    #[test]
+    fn the_calls_results_answer_are_read_in_every_wire_format() {
+        let want = |t: Texts| {
+            assert_eq!(
+                t.sources,
+                vec![Source {
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"bill.txt"}"#.into(),
+                }]
+            );
+            assert_eq!(t.tool_results.len(), 1);
+        };
+        want(Protocol::Chat.texts(
+            &json!({"messages": [
+                {"role": "user", "content": "pay the bill"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\":\"bill.txt\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "IBAN"}
+            ]}),
+            true,
+        ));
+        want(Protocol::Responses.texts(
+            &json!({"input": [
+                {"role": "user", "content": "pay the bill"},
+                {"type": "function_call", "call_id": "c1", "name": "read_file", "arguments": "{\"path\":\"bill.txt\"}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "IBAN"}
+            ]}),
+            true,
+        ));
+        want(Protocol::Messages.texts(
+            &json!({"messages": [
+                {"role": "user", "content": "pay the bill"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "read_file", "input": {"path": "bill.txt"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "IBAN"}]}
+            ]}),
+            true,
+        ));
+        // Not read unless a rule reads the texts.
+        let lean = Protocol::Chat.texts(
+            &json!({"messages": [{"role": "assistant", "tool_calls": [{"id": "c1",
+                "function": {"name": "n", "arguments": "{}"}}]}]}),
+            false,
+        );
+        assert!(lean.sources.is_empty());
     }
 
     #[test]

@@ -92,6 +92,21 @@ pub fn texts(body: &Value, all: bool) -> Texts {
                 let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
                 t.push_tool(id, &text);
             }
+            "assistant" if all => {
+                for c in m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let text = |p: &str| c.pointer(p).and_then(Value::as_str).unwrap_or("");
+                    t.push_call(
+                        text("/id"),
+                        text("/function/name"),
+                        text("/function/arguments"),
+                    );
+                }
+            }
             _ => {}
         }
     }

@@ -173,6 +173,9 @@ pub fn texts(body: &Value, all: bool) -> Texts {
     }
     for m in messages(body) {
         if !crate::fold::reads_as(m.get("role"), "user") {
+            if all {
+                push_calls(&mut t, m);
+            }
             continue;
         }
         let content = m.get("content").unwrap_or(&Value::Null);
@@ -201,6 +204,22 @@ pub fn texts(body: &Value, all: bool) -> Texts {
         t.last_user = Some(text);
     }
     t
+}
+
+/// The `tool_use` blocks of an assistant turn, as sources of later results.
+fn push_calls(t: &mut Texts, msg: &Value) {
+    let Some(Value::Array(blocks)) = msg.get("content") else {
+        return;
+    };
+    for b in blocks {
+        let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
+        if !ty.ends_with("tool_use") {
+            continue;
+        }
+        let text = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("");
+        let input = b.get("input").map(Value::to_string).unwrap_or_default();
+        t.push_call(text("id"), text("name"), &input);
+    }
 }
 
 /// `tool_use id → (tool name, first URL in its input)` from assistant turns.

@@ -160,6 +160,11 @@ pub fn texts(body: &Value, all: bool) -> Texts {
             continue;
         }
         if ty != "message" {
+            if all && super::class_of(item) == super::ItemClass::Call {
+                if let Ok(call) = super::call_of(item, usize::MAX) {
+                    t.push_call(&call.id, &call.name, &call.arguments);
+                }
+            }
             continue;
         }
         let text = item.get("content").map(content_text).unwrap_or_default();
