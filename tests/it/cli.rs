@@ -504,7 +504,9 @@ fn explain_reads_a_conversation_for_provenance_and_taint_under_the_taint_example
     };
     let v = explain(&injected, "send_email", r#"{"to":"drop@evil.example"}"#);
     assert_eq!(v["verdict"], "reject", "{v}");
-    assert_eq!(v["rule"]["name"], "taint-injected-arguments");
+    // The embedded default rejects it too (an outward call carrying what
+    // the span asked for), and its rule comes first.
+    assert_eq!(v["rule"]["name"], "injected-arguments", "{v}");
     assert_eq!(
         v["signals"]["context.injection_spans"]["value"],
         serde_json::json!([{"result": 0, "call_id": "call_1", "detector": "addressed_to_model"}])

@@ -7,6 +7,8 @@
 //!
 //! Detectors: `ignore_instructions` (in several languages),
 //! `addressed_to_model` (imperatives aimed at the assistant / AI / model),
+//! `addressed_to_reader` (a note for whoever or whatever reads or processes
+//! the data),
 //! `role_marker` (forged chat-template, role or tool-output markers),
 //! `fence_marker` (a forged toolgate fence), `tag_characters` (invisible
 //! Unicode tag characters, whose hidden text is scanned too),
@@ -19,6 +21,8 @@
 //! found only in the second reading is found all the same.
 
 mod normalise;
+
+pub use normalise::one_slip;
 
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
@@ -68,6 +72,8 @@ fn addressed_patterns() -> Vec<String> {
         r"\b(if|when|since)\s+you\s+are\s+(an?\s+)?(ai|assistant|language model|llm|ai agent|automated|bot|model)\b".to_string(),
         format!(r"\b(dear|hey|hello|hi)\s+(ai\s+)?{model}\b"),
         r"(?m)^\s*(ai|assistant|agent|llm|model)\s*[:,]\s*(you|please|now|immediately|ignore|do not|don't|send|forward|delete|execute|run|call|transfer)\b".to_string(),
+        // A model called by name at the start of a sentence: "Assistant, wire …".
+        r"(?:^|[.!?:;]\s+|\n|')\s*(dear\s+|hey\s+|hi\s+|ok\s+)?(ai|assistant|agent|llm|chatbot|copilot|claude|chatgpt|gpt[\w.-]*)\s*,\s*(please\s+)?[a-z]{2,}".to_string(),
         format!(r"\b{model}\s+(reading|processing|summari[sz]ing|parsing|viewing|seeing)\s+this\b"),
         format!(r"\bto\s+you,?\s+{model}\b"),
         format!(r"\b(attention|warning|notice|hey|listen),?\s+(all\s+|any\s+)?(ai\s+)?{model}\s*[:,!]"),
@@ -92,6 +98,23 @@ static ADDRESSED_ANY: LazyLock<RegexSet> = LazyLock::new(|| {
 static ADDRESSED: LazyLock<Vec<Regex>> =
     LazyLock::new(|| addressed_patterns().iter().map(|p| re(p)).collect());
 
+/// Text addressed to whoever (or whatever) reads or processes the data: a
+/// note left for the reader, not for the person the data is about.
+static READER: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"\b(note|message|reminder|instructions?|request|notice|memo|p\.?s\.?)\b[^.\n]{0,20}?\b(for|to)\s+",
+        r"(whoever|whomever|anyone|anybody|any\s+(system|tool|agent|program|process|automation|bot|reader)|",
+        r"the\s+(one|system|process|tool|program|script|automation|bot|reader|processor|handler|crawler|scraper|integration|pipeline|agent|model))\s+",
+        r"(who\s+|that\s+|which\s+)?(is\s+)?(reads?|reading|process\w*|handl\w*|pars\w*|summari[sz]\w*|view\w*|ingest\w*|index\w*|open\w*|gets?)\b",
+        r"|\bto\s+(whoever|whomever|the\s+(system|process|tool|agent|program|automation|bot|script))\s+(is\s+)?",
+        r"(reading|processing|handling|parsing|summari[sz]ing|ingesting|indexing)\s+(this|these|the|it)\b",
+        r"|\b(processing|handling|automation|automated|machine|agent|crawler)\s+(note|instruction|directive|task)s?\s*:",
+        r"|\bonce\s+(this|it)\s+(is|has\s+been)\s+(read|processed|parsed|summari[sz]ed|ingested)\s*,",
+        r"|\b(note|message|reminder|instructions?|request|notice|memo)\b[^.\n]{0,20}?\b(for|to)\s+(the\s+|any\s+)?(reader|processor|handler)s?\s+of\s+",
+        r"(this|these|the)\s+(record|data|file|export|log|entry|document|ticket|row|item|result)s?\b",
+    ))
+});
+
 /// Forged markers of roles, chat templates and tool output.
 static ROLE: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
@@ -101,6 +124,10 @@ static ROLE: LazyLock<Regex> = LazyLock::new(|| {
         r"|(?m)^\s*#{1,6}\s*(system|instructions?|new instructions?|system prompt)\s*:?\s*$",
         r"|(?m)^\s*(system|developer)\s*(message|prompt|instruction|note)?\s*:\s*(you|ignore|the assistant|assistant|from now|new|important|always|never|do not)\b",
         r"|\bend of (the )?(tool|function) (output|result|response)s?\b",
+        r"|#{1,6}\s*\(\s*system[_ ]?(message|prompt|instructions?)\s*\)",
+        r"|(?m)^\s*={2,}\s*(admin|administrator|system|developer|operator)\s+(directive|instruction|override|command|message)s?\b",
+        r"|\[\s*(system|admin|administrator|operator)\s+(notice|directive|instruction|override|command)s?\b[^\]\n]{0,60}\]\s*\n\s*(required action|action required|instruction|directive|task)\s*:",
+        r"|(?m)-{3,}\s*\n\s*(system|developer)\s*:\s*\S",
     ))
 });
 
@@ -195,6 +222,9 @@ fn scan_phrases(t: &str, out: &mut Vec<Span>) {
     for m in IGNORE.find_iter(t) {
         push("ignore_instructions", m.range());
     }
+    for m in READER.find_iter(t) {
+        push("addressed_to_reader", m.range());
+    }
     for i in ADDRESSED_ANY.matches(t).iter() {
         if let Some(r) = ADDRESSED.get(i) {
             for m in r.find_iter(t) {
@@ -263,6 +293,36 @@ fn paragraph(t: &str, at: Range<usize>) -> String {
         .find(|&i| t.is_char_boundary(i))
         .unwrap_or(t.len());
     t[start..end].to_string()
+}
+
+/// The other readings of each tool result, caseless, for matching values
+/// and words (made once per request): escapes read as spaces, and the
+/// detectors' second reading ([`normalise`]), each only where it differs
+/// from the folded text.
+pub fn readings(ctx: &crate::context::Context) -> &[Vec<String>] {
+    ctx.readings.get_or_init(|| {
+        ctx.folded()
+            .tools
+            .iter()
+            .zip(&ctx.tool_results)
+            .map(|((_, folded), (range, _))| {
+                let mut out = Vec::new();
+                if folded.contains('\\') {
+                    let unescaped = folded
+                        .replace("\\n", " ")
+                        .replace("\\r", " ")
+                        .replace("\\t", " ");
+                    out.push(unescaped);
+                }
+                let text = ctx.tool_text.get(range.clone()).unwrap_or("");
+                let plain = crate::fold::fold(&normalise::normalise(text)).into_owned();
+                if plain != *folded && !out.contains(&plain) {
+                    out.push(plain);
+                }
+                out
+            })
+            .collect()
+    })
 }
 
 /// The injection scan of the request's tool results (made once per request).

@@ -24,12 +24,16 @@ const VOCABULARY: &[&str] = &[
     "assistant",
     "administrator",
     "constraints",
+    "important",
+    "attention",
+    "message",
+    "agent",
 ];
 
 /// Whether `a` and `b` are one edit apart: a letter added, dropped,
 /// changed, or two neighbours swapped. No allocation: it runs for every
 /// long word of every tool result.
-fn one_slip(a: &[u8], b: &[u8]) -> bool {
+pub fn one_slip(a: &[u8], b: &[u8]) -> bool {
     match a.len().abs_diff(b.len()) {
         0 => {
             let mut first: Option<usize> = None;

@@ -16,9 +16,11 @@ use crate::call::Call;
 use crate::context::Context;
 use crate::policy::{PolicySet, ToolClass};
 
+mod actions;
 mod audit;
 mod described;
 mod entities;
+mod pointed;
 mod provenance;
 pub use audit::AuditView;
 
@@ -356,9 +358,9 @@ impl Needs {
                     n.entities = true;
                     n.described = true;
                 }
-                "provenance.described_by_tool_results" | "provenance.described_spans" => {
-                    n.described = true
-                }
+                "provenance.described_by_tool_results"
+                | "provenance.described_spans"
+                | "provenance.args_from_pointed_source" => n.described = true,
                 "provenance.args_from_suspected_injection" => n.taint = true,
                 "provenance.entities" | "provenance.entities_only_from_tool_results" => {
                     n.entities = true
@@ -433,6 +435,7 @@ pub fn deterministic(
         }
         if needs.described {
             described::signals(&mut s, ctx, &call.name, &args);
+            pointed::signals(&mut s, ctx, &call.name, &args);
         }
     }
     s.set("args", args);

@@ -1,0 +1,286 @@
+//! What a tool does, in words: the action words of a tool's name and the
+//! words of the same kind (`wire`, `pay`, `überweise` for `send_money`), and
+//! how a text or a request names them. Read by the described-call and
+//! delegated-value signals.
+
+/// Words of tool names that name what is acted on, not the action, and
+/// stand beside ids and addresses in ordinary data (a listing of files, a
+/// contact's e-mail): not read as the action.
+const OBJECTS: &[&str] = &[
+    "file",
+    "files",
+    "item",
+    "items",
+    "record",
+    "records",
+    "data",
+    "message",
+    "messages",
+    "user",
+    "users",
+    "object",
+    "objects",
+    "document",
+    "documents",
+    "entry",
+    "entries",
+    "info",
+    "details",
+    "email",
+    "emails",
+    "mail",
+    "contact",
+    "contacts",
+    "account",
+    "accounts",
+    "tool",
+    "tools",
+];
+
+/// Words that say one kind of action, so an instruction in other words
+/// than the tool's name still names it (`wire` or `pay` for `send_money`,
+/// `remove` for `delete_file`): in English (read in any form, or one typing
+/// slip away), and in the other languages the injection detectors read
+/// (German, French, Spanish, Italian, Portuguese, Dutch; read as written:
+/// an instruction needs no English to name its action). A tool's action
+/// word brings in each family it belongs to.
+const FAMILIES: &[(&str, &str)] = &[
+    (
+        "send transfer wire pay payment remit money refund settle",
+        "überweise überweisen zahle zahlen bezahle bezahlen sende senden schicke schicken payer \
+         payez paye virer virement envoyer envoie envoyez pagar paga pague transferir transfiere \
+         enviar envía envia pagare paghi inviare invia bonifico transferência betaal betalen \
+         stuur overmaken",
+    ),
+    (
+        "send email mail message dm forward reply post notify share",
+        "sende senden schicke schicken envoyer envoie envoyez enviar envía envia inviare invia \
+         stuur mailen",
+    ),
+    (
+        "delete remove erase wipe destroy purge trash drop",
+        "lösche löschen entferne entfernen supprime supprimer supprimez efface effacer elimina \
+         eliminar borra borrar cancella apaga verwijder",
+    ),
+    (
+        "invite add onboard grant join",
+        "lade einladen hinzufügen inviter invitez ajoute ajouter invitar invita añade agrega \
+         aggiungi convida nodig",
+    ),
+    (
+        "share grant give access permission",
+        "teile teilen freigeben partage partager partagez comparte compartir condividi \
+         compartilhe deel delen",
+    ),
+    (
+        "update change modify set edit adjust reset replace switch redirect",
+        "ändere ändern modifie modifier modifiez changer modifica modificar cambia cambiar altera \
+         alterar wijzig",
+    ),
+    (
+        "create schedule book reserve reservation arrange",
+        "buche buchen réserve réserver reservar reserva prenota boek",
+    ),
+    (
+        "run execute exec launch install curl bash wget",
+        "führe ausführen exécute exécuter ejecuta ejecutar esegui voer",
+    ),
+    (
+        "post publish upload submit concatenate",
+        "veröffentliche publie publica",
+    ),
+];
+
+/// The words that say one tool's action.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Actions {
+    /// Its name's action words and their families' English words.
+    words: Vec<String>,
+    /// Their families' words in other languages.
+    other: Vec<&'static str>,
+}
+
+/// The words of a tool's name that say its action (`delete` for
+/// `delete_file`, `deleteFile`, `files.delete`), caseless, at least three
+/// letters, the [`OBJECTS`] left out.
+pub(super) fn action_words(tool: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut last_lower = false;
+    for c in tool.chars() {
+        let split = !c.is_alphanumeric() || (c.is_uppercase() && last_lower);
+        if split && !cur.is_empty() {
+            words.push(std::mem::take(&mut cur));
+        }
+        if c.is_alphanumeric() {
+            cur.extend(c.to_lowercase());
+        }
+        last_lower = c.is_lowercase();
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words.retain(|w| {
+        w.len() >= 3 && w.chars().all(char::is_alphabetic) && !OBJECTS.contains(&w.as_str())
+    });
+    words.dedup();
+    words
+}
+
+impl Actions {
+    /// The action words of `tool` and the words of their families.
+    pub(super) fn of(tool: &str) -> Actions {
+        let mut a = Actions {
+            words: action_words(tool),
+            other: Vec::new(),
+        };
+        let own = a.words.clone();
+        for (english, other) in FAMILIES {
+            if !english
+                .split(' ')
+                .any(|m| own.iter().any(|w| same_word(w.as_bytes(), m, true)))
+            {
+                continue;
+            }
+            for m in english.split(' ') {
+                if !a.words.iter().any(|o| o == m) {
+                    a.words.push(m.to_string());
+                }
+            }
+            for m in other.split_whitespace() {
+                if !a.other.contains(&m) {
+                    a.other.push(m);
+                }
+            }
+        }
+        a
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// Whether `text` holds one of the words (see [`same_word`]).
+    pub(super) fn in_text(&self, text: &str) -> bool {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|t| t.len() >= 2)
+            .any(|t| {
+                self.words.iter().any(|w| same_word(t.as_bytes(), w, true))
+                    || self.other.iter().any(|w| same_word(t.as_bytes(), w, false))
+            })
+    }
+
+    /// Whether a request names one of the words as what it asks for: the
+    /// word as it is, or with `-s` or `-ing` (`pay`, `invites`, `booking`);
+    /// not `changed` ("tell me what changed" asks for nothing to change),
+    /// and not the [`NOUNS`].
+    pub(super) fn asked_in(&self, request: &str) -> bool {
+        let words = self
+            .words
+            .iter()
+            .map(String::as_str)
+            .chain(self.other.iter().copied());
+        let words: Vec<&str> = words.filter(|w| !NOUNS.contains(w)).collect();
+        request
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|t| t.len() >= 2)
+            .any(|t| words.iter().any(|w| asks(t, w)))
+    }
+}
+
+/// Endings a word takes and stays the same action (`sends`, `sending`,
+/// `deleted`, `payment`); `sender` is a person, not the action.
+const ENDINGS: &[&str] = &[
+    "", "s", "es", "d", "ed", "ing", "ment", "ments", "ion", "ions",
+];
+
+/// Whether `token` (a lower-case word) is `word` in one of its forms: the
+/// word with an [`ENDINGS`] suffix (a final `e` may drop: `deleting`), or,
+/// when `slips` and for words of six letters or more, one typing slip away
+/// (`trasnfer`, `delte`).
+fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
+    let w = word.as_bytes();
+    let forms = |stem: &[u8]| {
+        token.starts_with(stem) && ENDINGS.iter().any(|e| &token[stem.len()..] == e.as_bytes())
+    };
+    if forms(w) || (w.len() > 3 && w.ends_with(b"e") && forms(&w[..w.len() - 1])) {
+        return true;
+    }
+    slips && w.len() >= 6 && crate::gate::injection::one_slip(token, w)
+}
+
+/// Words of [`FAMILIES`] a request uses as nouns more than as verbs
+/// ("summarise the messages", "my rent payment").
+const NOUNS: &[&str] = &[
+    "message",
+    "email",
+    "money",
+    "payment",
+    "permission",
+    "access",
+    "reservation",
+    "post",
+    "virement",
+    "bonifico",
+];
+
+/// Whether `t`, a word of a request, asks for `w`: as it is, with `-s`,
+/// or with `-ing` (a final `e` dropped, a last letter doubled).
+fn asks(t: &str, w: &str) -> bool {
+    let bare = w.strip_suffix('e').filter(|b| b.len() >= 3);
+    let ing = t.strip_suffix("ing");
+    // `transferring`: the last letter doubled before -ing.
+    let undoubled = ing.filter(|i| {
+        let b = i.as_bytes();
+        b.len() >= 2 && b[b.len() - 1] == b[b.len() - 2]
+    });
+    t == w
+        || t.strip_suffix('s') == Some(w)
+        || ing == Some(w)
+        || (bare.is_some() && ing == bare)
+        || undoubled.is_some_and(|i| &i[..i.len() - 1] == w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_words_come_from_every_spelling_of_a_name() {
+        assert_eq!(action_words("delete_file"), ["delete"]);
+        assert_eq!(action_words("deleteFile"), ["delete"]);
+        assert_eq!(action_words("files.delete"), ["delete"]);
+        assert_eq!(action_words("send_money"), ["send", "money"]);
+        assert_eq!(action_words("send_email"), ["send"]);
+    }
+
+    #[test]
+    fn a_text_names_an_action_in_its_forms_its_kind_slips_and_other_languages() {
+        let pay = Actions::of("send_money");
+        for text in [
+            "wire it",
+            "payment due",
+            "trasnfer now",
+            "überweise 2500",
+            "envoie à bob",
+        ] {
+            assert!(pay.in_text(text), "{text}");
+        }
+        // A sender is not a sending, nor one slip from a German word.
+        assert!(!Actions::of("send_email").in_text("sender: ann@corp.example"));
+        assert!(Actions::of("delete_file").in_text("please remove file 13"));
+        assert!(!Actions::of("delete_file").in_text("files: 13 notes.txt"));
+    }
+
+    #[test]
+    fn a_request_names_an_action_as_a_verb_not_as_a_noun_or_a_past() {
+        let pay = Actions::of("send_money");
+        assert!(pay.asked_in("can you pay the bill"));
+        assert!(pay.asked_in("transferring it now"));
+        assert!(!pay.asked_in("summarize my messages"));
+        assert!(!pay.asked_in("what is my payment history"));
+        let update = Actions::of("update_password");
+        assert!(!update.asked_in("tell me what changed"));
+        assert!(update.asked_in("please change it"));
+    }
+}
