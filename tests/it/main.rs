@@ -63,6 +63,8 @@ mod slow_gate;
 mod policy;
 // Injection taint: detectors over a corpus, signals and policies.
 mod injection;
+// The held-out injection corpus through the gates, by attack family.
+mod injection_eval;
 // The content fence and redaction of tool results.
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.
