@@ -64,7 +64,7 @@ static IGNORE: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-/// Text aimed at the model itself.
+/// Text aimed at the model itself, and last, at whoever reads the data.
 fn addressed_patterns() -> Vec<String> {
     let model = r"(ai|a\.i\.|assistant|llm|language model|model|agent|chatbot|bot|copilot|claude|gpt[\w.-]*|chatgpt|gemini|llama)s?";
     vec![
@@ -88,8 +88,25 @@ fn addressed_patterns() -> Vec<String> {
         r"\b(developer|god|admin|debug|unrestricted) mode\b|\bjailbreak|\bdan mode\b".to_string(),
         r"</?information>".to_string(),
         r"\b(system|admin|administrator|developer) (override|instruction|command|notice)s?\s*:".to_string(),
+        // Last: `addressed_to_reader` (see [`READER`]).
+        READER.to_string(),
     ]
 }
+
+/// Text addressed to whoever (or whatever) reads or processes the data: a
+/// note left for the reader, not for the person the data is about.
+const READER: &str = concat!(
+    r"\b(note|message|reminder|instructions?|request|notice|memo|p\.?s\.?)\b[^.\n]{0,20}?\b(for|to)\s+",
+    r"(whoever|whomever|anyone|anybody|any\s+(system|tool|agent|program|process|automation|bot|reader)|",
+    r"the\s+(one|system|process|tool|program|script|automation|bot|reader|processor|handler|crawler|scraper|integration|pipeline|agent|model))\s+",
+    r"(who\s+|that\s+|which\s+)?(is\s+)?(reads?|reading|process\w*|handl\w*|pars\w*|summari[sz]\w*|view\w*|ingest\w*|index\w*|open\w*|gets?)\b",
+    r"|\bto\s+(whoever|whomever|the\s+(system|process|tool|agent|program|automation|bot|script))\s+(is\s+)?",
+    r"(reading|processing|handling|parsing|summari[sz]ing|ingesting|indexing)\s+(this|these|the|it)\b",
+    r"|\b(processing|handling|automation|automated|machine|agent|crawler)\s+(note|instruction|directive|task)s?\s*:",
+    r"|\bonce\s+(this|it)\s+(is|has\s+been)\s+(read|processed|parsed|summari[sz]ed|ingested)\s*,",
+    r"|\b(note|message|reminder|instructions?|request|notice|memo)\b[^.\n]{0,20}?\b(for|to)\s+(the\s+|any\s+)?(reader|processor|handler)s?\s+of\s+",
+    r"(this|these|the)\s+(record|data|file|export|log|entry|document|ticket|row|item|result)s?\b",
+);
 
 static ADDRESSED_ANY: LazyLock<RegexSet> = LazyLock::new(|| {
     #[allow(clippy::expect_used)] // constant patterns, exercised by the tests
@@ -97,23 +114,6 @@ static ADDRESSED_ANY: LazyLock<RegexSet> = LazyLock::new(|| {
 });
 static ADDRESSED: LazyLock<Vec<Regex>> =
     LazyLock::new(|| addressed_patterns().iter().map(|p| re(p)).collect());
-
-/// Text addressed to whoever (or whatever) reads or processes the data: a
-/// note left for the reader, not for the person the data is about.
-static READER: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"\b(note|message|reminder|instructions?|request|notice|memo|p\.?s\.?)\b[^.\n]{0,20}?\b(for|to)\s+",
-        r"(whoever|whomever|anyone|anybody|any\s+(system|tool|agent|program|process|automation|bot|reader)|",
-        r"the\s+(one|system|process|tool|program|script|automation|bot|reader|processor|handler|crawler|scraper|integration|pipeline|agent|model))\s+",
-        r"(who\s+|that\s+|which\s+)?(is\s+)?(reads?|reading|process\w*|handl\w*|pars\w*|summari[sz]\w*|view\w*|ingest\w*|index\w*|open\w*|gets?)\b",
-        r"|\bto\s+(whoever|whomever|the\s+(system|process|tool|agent|program|automation|bot|script))\s+(is\s+)?",
-        r"(reading|processing|handling|parsing|summari[sz]ing|ingesting|indexing)\s+(this|these|the|it)\b",
-        r"|\b(processing|handling|automation|automated|machine|agent|crawler)\s+(note|instruction|directive|task)s?\s*:",
-        r"|\bonce\s+(this|it)\s+(is|has\s+been)\s+(read|processed|parsed|summari[sz]ed|ingested)\s*,",
-        r"|\b(note|message|reminder|instructions?|request|notice|memo)\b[^.\n]{0,20}?\b(for|to)\s+(the\s+|any\s+)?(reader|processor|handler)s?\s+of\s+",
-        r"(this|these|the)\s+(record|data|file|export|log|entry|document|ticket|row|item|result)s?\b",
-    ))
-});
 
 /// Forged markers of roles, chat templates and tool output.
 static ROLE: LazyLock<Regex> = LazyLock::new(|| {
@@ -222,13 +222,16 @@ fn scan_phrases(t: &str, out: &mut Vec<Span>) {
     for m in IGNORE.find_iter(t) {
         push("ignore_instructions", m.range());
     }
-    for m in READER.find_iter(t) {
-        push("addressed_to_reader", m.range());
-    }
+    // One pass of the set says which patterns match; only those run again
+    // for where.
     for i in ADDRESSED_ANY.matches(t).iter() {
+        let detector = match i + 1 == ADDRESSED.len() {
+            true => "addressed_to_reader",
+            false => "addressed_to_model",
+        };
         if let Some(r) = ADDRESSED.get(i) {
             for m in r.find_iter(t) {
-                push("addressed_to_model", m.range());
+                push(detector, m.range());
             }
         }
     }

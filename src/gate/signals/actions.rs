@@ -200,6 +200,15 @@ const ENDINGS: &[&str] = &[
 /// (`trasnfer`, `delte`).
 fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
     let w = word.as_bytes();
+    // Most pairs differ in length or first letters: settled before any
+    // ending is tried (this runs for every word near every value).
+    let slip = slips && w.len() >= 6;
+    if token.len() + 1 < w.len() || (!slip && token.len() > w.len() + 5) {
+        return false;
+    }
+    if !slip && token.first() != w.first() {
+        return false;
+    }
     let forms = |stem: &[u8]| {
         token.starts_with(stem) && ENDINGS.iter().any(|e| &token[stem.len()..] == e.as_bytes())
     };

@@ -163,12 +163,24 @@ const NEAR: usize = 60;
 /// "add" or "invite", is no second choice).
 fn unambiguous(text: &str, kind: &str, carried: &[String], actions: &Actions) -> bool {
     let compact = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    let named = super::entities::of(text)
+    // Account numbers may be printed in groups (read by the entity
+    // patterns); the rest are single tokens.
+    let grouped = match kind {
+        "account" => super::entities::of(text),
+        _ => Vec::new(),
+    };
+    let named = grouped
         .into_iter()
         .map(|(_, t)| t)
         .chain(super::provenance::entities(text).map(str::to_string));
+    // A cheap look at a token's shape before its kind is read.
+    let may_be = |t: &str| match kind {
+        "email" => t.contains('@'),
+        "link" => t.contains('.') || t.contains("://"),
+        _ => t.bytes().filter(u8::is_ascii_digit).count() >= 7,
+    };
     named
-        .filter(|t| kind_of(&compact(t)) == Some(kind))
+        .filter(|t| may_be(t) && kind_of(&compact(t)) == Some(kind))
         .filter(|t| !carried.iter().any(|c| compact(c) == compact(t)))
         .all(|t| {
             !super::provenance::occurrences(text, &t).any(|r| {
