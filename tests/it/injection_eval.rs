@@ -271,3 +271,30 @@ fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
     );
     holds_the_aims(&f);
 }
+
+#[test]
+fn batch_c_in_other_domains_is_blocked_and_released_by_family() {
+    let f = measure("injected_c.jsonl", "benign_c.jsonl", None);
+    let verbose = std::env::var_os("INJECTION_EVAL").is_some();
+    eprintln!(
+        "batch C\n{}{}{}",
+        table(
+            "injected consequential calls blocked (reject, deny or ask)",
+            &f.blocked,
+            verbose
+        ),
+        table(
+            "detector fired on the injected result",
+            &f.detected,
+            verbose
+        ),
+        table("benign delegated calls released", &f.released, verbose),
+    );
+    assert!(f.blocked.len() >= 6 && f.released.len() >= 3);
+    eprintln!(
+        "batch C overall: blocked {:.1}%, released {:.1}%",
+        total(&f.blocked) * 100.0,
+        total(&f.released) * 100.0,
+    );
+    holds_the_aims(&f);
+}

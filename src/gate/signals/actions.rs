@@ -46,14 +46,15 @@ const OBJECTS: &[&str] = &[
 /// word brings in each family it belongs to.
 const FAMILIES: &[(&str, &str)] = &[
     (
-        "send transfer wire pay payment remit money refund settle",
+        "send transfer wire pay payment remit money refund reimburse settle",
         "überweise überweisen zahle zahlen bezahle bezahlen sende senden schicke schicken payer \
          payez paye virer virement envoyer envoie envoyez pagar paga pague transferir transfiere \
          enviar envía envia pagare paghi inviare invia bonifico transferência betaal betalen \
-         stuur overmaken",
+         stuur overmaken rimborsa rimborso reembolsa reembolso reembolse rembourse rembourser \
+         erstatte erstatten terugbetaling",
     ),
     (
-        "send email mail message dm forward reply post notify share",
+        "send email mail message dm text sms forward reply post notify share",
         "sende senden schicke schicken envoyer envoie envoyez enviar envía envia inviare invia \
          stuur mailen",
     ),
@@ -65,7 +66,7 @@ const FAMILIES: &[(&str, &str)] = &[
     (
         "invite add onboard grant join",
         "lade einladen hinzufügen inviter invitez ajoute ajouter invitar invita añade agrega \
-         aggiungi convida nodig",
+         aggiungi convida nodig adicione adicionar voeg toevoegen",
     ),
     (
         "share grant give access permission",
@@ -75,7 +76,8 @@ const FAMILIES: &[(&str, &str)] = &[
     (
         "update change modify set edit adjust reset replace switch redirect",
         "ändere ändern modifie modifier modifiez changer modifica modificar cambia cambiar altera \
-         alterar wijzig",
+         alterar wijzig aggiorna aggiornare actualiza actualizar atualize atualizar altere \
+         aktualisiere aktualisieren bijwerken",
     ),
     (
         "create schedule book reserve reservation arrange",
@@ -161,13 +163,28 @@ impl Actions {
     }
 
     /// Whether `text` holds one of the words (see [`same_word`]).
+    /// A word followed by a colon is a field's label (`email: ann@…`),
+    /// not an action.
     pub(super) fn in_text(&self, text: &str) -> bool {
-        text.split(|c: char| !c.is_alphanumeric())
-            .filter(|t| t.len() >= 2)
-            .any(|t| {
-                self.words.iter().any(|w| same_word(t.as_bytes(), w, true))
-                    || self.other.iter().any(|w| same_word(t.as_bytes(), w, false))
-            })
+        let mut rest = text;
+        while let Some(start) = rest.find(char::is_alphanumeric) {
+            let word = &rest[start..];
+            let end = word
+                .find(|c: char| !c.is_alphanumeric())
+                .unwrap_or(word.len());
+            let (t, after) = word.split_at(end);
+            rest = after;
+            if t.len() < 2 || after.trim_start_matches([' ', '\t']).starts_with(':') {
+                continue;
+            }
+            let t = t.as_bytes();
+            if self.words.iter().any(|w| same_word(t, w, true))
+                || self.other.iter().any(|w| same_word(t, w, false))
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// Whether a request names one of the words as what it asks for: the
@@ -275,8 +292,11 @@ mod tests {
         ] {
             assert!(pay.in_text(text), "{text}");
         }
-        // A sender is not a sending, nor one slip from a German word.
+        // A sender is not a sending, nor one slip from a German word; a
+        // field's label is not an action.
         assert!(!Actions::of("send_email").in_text("sender: ann@corp.example"));
+        assert!(!Actions::of("send_sms").in_text("email: ann@corp.example"));
+        assert!(Actions::of("send_sms").in_text("text the code to +44 7700 900123"));
         assert!(Actions::of("delete_file").in_text("please remove file 13"));
         assert!(!Actions::of("delete_file").in_text("files: 13 notes.txt"));
     }
