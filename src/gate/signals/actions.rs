@@ -100,12 +100,24 @@ pub(super) struct Actions {
     words: Vec<String>,
     /// Their families' words in other languages.
     other: Vec<&'static str>,
+    /// What a request must say to ask for this action: the name's action
+    /// words and the words of the families that share the most words with
+    /// the whole name (`send_money` is paying, not messaging, though `send`
+    /// is both; `send_email` is messaging).
+    asked: Vec<String>,
 }
 
 /// The words of a tool's name that say its action (`delete` for
 /// `delete_file`, `deleteFile`, `files.delete`), caseless, at least three
 /// letters, the [`OBJECTS`] left out.
 pub(super) fn action_words(tool: &str) -> Vec<String> {
+    let mut words = name_words(tool);
+    words.retain(|w| !OBJECTS.contains(&w.as_str()));
+    words
+}
+
+/// Every word of a tool's name, caseless, three letters or more.
+fn name_words(tool: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut last_lower = false;
@@ -122,9 +134,7 @@ pub(super) fn action_words(tool: &str) -> Vec<String> {
     if !cur.is_empty() {
         words.push(cur);
     }
-    words.retain(|w| {
-        w.len() >= 3 && w.chars().all(char::is_alphabetic) && !OBJECTS.contains(&w.as_str())
-    });
+    words.retain(|w| w.len() >= 3 && w.chars().all(char::is_alphabetic));
     words.dedup();
     words
 }
@@ -132,26 +142,44 @@ pub(super) fn action_words(tool: &str) -> Vec<String> {
 impl Actions {
     /// The action words of `tool` and the words of their families.
     pub(super) fn of(tool: &str) -> Actions {
+        let own = action_words(tool);
+        let all = name_words(tool);
         let mut a = Actions {
-            words: action_words(tool),
+            words: own.clone(),
             other: Vec::new(),
+            asked: own.clone(),
         };
-        let own = a.words.clone();
-        for (english, other) in FAMILIES {
-            if !english
+        let shared = |english: &str, words: &[String]| {
+            english
                 .split(' ')
-                .any(|m| own.iter().any(|w| same_word(w.as_bytes(), m, true)))
-            {
+                .filter(|m| words.iter().any(|w| same_word(w.as_bytes(), m, true)))
+                .count()
+        };
+        let best = FAMILIES
+            .iter()
+            .filter(|(english, _)| shared(english, &own) > 0)
+            .map(|(english, _)| shared(english, &all))
+            .max()
+            .unwrap_or(0);
+        for (english, other) in FAMILIES {
+            if shared(english, &own) == 0 {
                 continue;
             }
+            let asked = shared(english, &all) == best;
             for m in english.split(' ') {
                 if !a.words.iter().any(|o| o == m) {
                     a.words.push(m.to_string());
+                }
+                if asked && !a.asked.iter().any(|o| o == m) {
+                    a.asked.push(m.to_string());
                 }
             }
             for m in other.split_whitespace() {
                 if !a.other.contains(&m) {
                     a.other.push(m);
+                }
+                if asked && !a.asked.iter().any(|o| o == m) {
+                    a.asked.push(m.to_string());
                 }
             }
         }
@@ -192,12 +220,12 @@ impl Actions {
     /// not `changed` ("tell me what changed" asks for nothing to change),
     /// and not the [`NOUNS`].
     pub(super) fn asked_in(&self, request: &str) -> bool {
-        let words = self
-            .words
+        let words: Vec<&str> = self
+            .asked
             .iter()
             .map(String::as_str)
-            .chain(self.other.iter().copied());
-        let words: Vec<&str> = words.filter(|w| !NOUNS.contains(w)).collect();
+            .filter(|w| !NOUNS.contains(w))
+            .collect();
         request
             .split(|c: char| !c.is_alphanumeric())
             .filter(|t| t.len() >= 2)
@@ -311,5 +339,9 @@ mod tests {
         let update = Actions::of("update_password");
         assert!(!update.asked_in("tell me what changed"));
         assert!(update.asked_in("please change it"));
+        // Asking to reply is not asking to pay, though both can "send".
+        assert!(!pay.asked_in("summarise the channel and reply to bob"));
+        assert!(Actions::of("send_email").asked_in("reply to sarah"));
+        assert!(!Actions::of("send_email").asked_in("pay the bill"));
     }
 }
