@@ -292,7 +292,7 @@ fn asks(t: &str, w: &str) -> bool {
         || t.strip_suffix('s') == Some(w)
         || ing == Some(w)
         || (bare.is_some() && ing == bare)
-        || undoubled.is_some_and(|i| &i[..i.len() - 1] == w)
+        || undoubled.is_some_and(|i| &i.as_bytes()[..i.len() - 1] == w.as_bytes())
 }
 
 #[cfg(test)]
@@ -343,5 +343,8 @@ mod tests {
         assert!(!pay.asked_in("summarise the channel and reply to bob"));
         assert!(Actions::of("send_email").asked_in("reply to sarah"));
         assert!(!Actions::of("send_email").asked_in("pay the bill"));
+        // A doubled last byte inside a character is no doubled letter (and
+        // no panic).
+        assert!(!pay.asked_in("\u{1082}ing \u{1082}\u{1082}ing"));
     }
 }
