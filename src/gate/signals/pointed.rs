@@ -411,4 +411,27 @@ mod tests {
         let one = json!({"recipients": ["ann@corp.example"]});
         assert!(pointed(&c, "send_email", one).is_empty());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+            std::env::var("TOOLGATE_FUZZ_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
+        ))]
+
+        /// Any request, source, result and arguments, in any script: the
+        /// delegated and described signals give an answer, never a panic.
+        #[test]
+        fn any_text_is_read_without_a_panic(
+            user in "(pay|send|invite|delete|reply|ႂing|ßing|\\PC){0,12}",
+            source in "(bill|inbox|\\PC){0,6}",
+            result in "(pay |IBAN |DE75512108001245126199|ann@x.io|www.a-1.com|13|ႂ|é|\\PC){0,40}",
+            value in "(DE75512108001245126199|ann@x.io|www.a-1.com|13|\\PC){0,4}",
+        ) {
+            let c = ctx(&user, ("read_file", json!({"path": source})), &result);
+            let args = json!({"to": value, "n": 13});
+            let _ = pointed(&c, "send_money", args.clone());
+            let mut s = Signals::default();
+            super::super::described::signals(&mut s, &c, "send_money", &args);
+            proptest::prop_assert!(s.get("provenance.described_by_tool_results").is_some());
+        }
+    }
 }
