@@ -46,7 +46,7 @@ const OBJECTS: &[&str] = &[
 /// word brings in each family it belongs to.
 const FAMILIES: &[(&str, &str)] = &[
     (
-        "send transfer wire pay payment remit money refund reimburse settle",
+        "send transfer wire pay payment remit money refund reimburse settle disburse payout",
         "überweise überweisen zahle zahlen bezahle bezahlen sende senden schicke schicken payer \
          payez paye virer virement envoyer envoie envoyez pagar paga pague transferir transfiere \
          enviar envía envia pagare paghi inviare invia bonifico transferência betaal betalen \
@@ -54,27 +54,29 @@ const FAMILIES: &[(&str, &str)] = &[
          erstatte erstatten terugbetaling",
     ),
     (
-        "send email mail message dm text sms forward reply post notify share",
+        "send email mail message dm text sms forward reply post notify share cc bcc dispatch \
+         transmit deliver",
         "sende senden schicke schicken envoyer envoie envoyez enviar envía envia inviare invia \
          stuur mailen",
     ),
     (
-        "delete remove erase wipe destroy purge trash drop",
+        "delete remove erase wipe destroy purge trash drop discard shred scrub nuke unlink",
         "lösche löschen entferne entfernen supprime supprimer supprimez efface effacer elimina \
          eliminar borra borrar cancella apaga verwijder",
     ),
     (
-        "invite add onboard grant join",
+        "invite add onboard grant join enroll enrol provision",
         "lade einladen hinzufügen inviter invitez ajoute ajouter invitar invita añade agrega \
          aggiungi convida nodig adicione adicionar voeg toevoegen",
     ),
     (
-        "share grant give access permission",
+        "share grant give access permission authorize authorise",
         "teile teilen freigeben partage partager partagez comparte compartir condividi \
          compartilhe deel delen",
     ),
     (
-        "update change modify set edit adjust reset replace switch redirect",
+        "update change modify set edit adjust reset replace switch redirect amend alter \
+         overwrite rename reassign",
         "ändere ändern modifie modifier modifiez changer modifica modificar cambia cambiar altera \
          alterar wijzig aggiorna aggiornare actualiza actualizar atualize atualizar altere \
          aktualisiere aktualisieren bijwerken",
@@ -84,7 +86,7 @@ const FAMILIES: &[(&str, &str)] = &[
         "buche buchen réserve réserver reservar reserva prenota boek",
     ),
     (
-        "run execute exec launch install curl bash wget",
+        "run execute exec launch install curl bash wget invoke",
         "führe ausführen exécute exécuter ejecuta ejecutar esegui voer",
     ),
     (
@@ -268,8 +270,10 @@ fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
 const NOUNS: &[&str] = &[
     "message",
     "email",
+    "mail",
     "money",
     "payment",
+    "payout",
     "permission",
     "access",
     "reservation",
@@ -335,6 +339,7 @@ mod tests {
         assert!(pay.asked_in("can you pay the bill"));
         assert!(pay.asked_in("transferring it now"));
         assert!(!pay.asked_in("summarize my messages"));
+        assert!(!Actions::of("send_email").asked_in("anything in my mail?"));
         assert!(!pay.asked_in("what is my payment history"));
         let update = Actions::of("update_password");
         assert!(!update.asked_in("tell me what changed"));
