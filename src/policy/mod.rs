@@ -179,6 +179,20 @@ impl PolicySet {
             .any(|c| c.variables.iter().any(|v| v == var))
     }
 
+    /// Whether a rule or catalog condition reads the signal `name`, or all
+    /// of its top-level variable (`provenance` for `provenance.x`).
+    pub fn reads_signal(&self, name: &str) -> bool {
+        let top = name.split('.').next().unwrap_or(name);
+        let rules = self.rules.iter().filter_map(|r| r.when.as_ref());
+        let catalog = self
+            .tools
+            .iter()
+            .filter_map(|t| t.external.as_ref()?.when.as_ref());
+        rules
+            .chain(catalog)
+            .any(|c| c.names.iter().any(|v| v == name || v == top))
+    }
+
     /// Whether a rule requires this sensor.
     pub fn requires(&self, sensor: &str) -> bool {
         self.rules

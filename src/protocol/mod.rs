@@ -209,12 +209,20 @@ impl Protocol {
         }
     }
 
-    /// The request's texts by role; all user and tool text only when `all`.
+    /// The request's texts by role; all user and tool text, and the calls
+    /// the tool results answer, only when `all`.
     pub fn texts(self, body: &Value, all: bool) -> Texts {
+        self.texts_and_calls(body, all, all)
+    }
+
+    /// [`Protocol::texts`], the calls of the assistant turns read only when
+    /// `calls` (and `all`): a rule reads the delegated-value signal.
+    pub fn texts_and_calls(self, body: &Value, all: bool, calls: bool) -> Texts {
+        let calls = all && calls;
         match self {
-            Protocol::Chat => chat::request::texts(body, all),
-            Protocol::Responses => responses::request::texts(body, all),
-            Protocol::Messages => messages::request::texts(body, all),
+            Protocol::Chat => chat::request::texts(body, all, calls),
+            Protocol::Responses => responses::request::texts(body, all, calls),
+            Protocol::Messages => messages::request::texts(body, all, calls),
         }
     }
 

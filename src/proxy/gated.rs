@@ -79,9 +79,10 @@ pub async fn handle(
     ctx.structured_output = structured_output(&req.body);
     let gates = state.gates();
     let policy = gates.policy();
-    let texts = protocol.texts(
+    let texts = protocol.texts_and_calls(
         &req.body,
         policy.reads("provenance") || policy.reads("context") || policy.requires("injection"),
+        policy.reads_signal("provenance.args_from_pointed_source"),
     );
     let default_phase = state.config.policy.default_phase.as_deref();
     context::fill(

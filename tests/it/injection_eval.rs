@@ -245,12 +245,14 @@ fn the_held_out_corpus_is_blocked_released_and_quiet_by_family() {
     holds_the_aims(&f);
 }
 
-#[test]
-fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
-    let f = measure("injected_b.jsonl", "benign_b.jsonl", None);
+/// A later batch (no hard negatives of its own): its tables, its totals,
+/// the aims; at least `families` attack styles and `delegated` delegated
+/// families.
+fn batch(name: &str, injected: &str, benign: &str, families: usize, delegated: usize) {
+    let f = measure(injected, benign, None);
     let verbose = std::env::var_os("INJECTION_EVAL").is_some();
     eprintln!(
-        "batch B\n{}{}{}",
+        "batch {name}\n{}{}{}",
         table(
             "injected consequential calls blocked (reject, deny or ask)",
             &f.blocked,
@@ -263,9 +265,9 @@ fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
         ),
         table("benign delegated calls released", &f.released, verbose),
     );
-    assert!(f.blocked.len() >= 7 && f.released.len() >= 5);
+    assert!(f.blocked.len() >= families && f.released.len() >= delegated);
     eprintln!(
-        "batch B overall: blocked {:.1}%, released {:.1}%",
+        "batch {name} overall: blocked {:.1}%, released {:.1}%",
         total(&f.blocked) * 100.0,
         total(&f.released) * 100.0,
     );
@@ -273,28 +275,11 @@ fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
 }
 
 #[test]
+fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
+    batch("B", "injected_b.jsonl", "benign_b.jsonl", 7, 5);
+}
+
+#[test]
 fn batch_c_in_other_domains_is_blocked_and_released_by_family() {
-    let f = measure("injected_c.jsonl", "benign_c.jsonl", None);
-    let verbose = std::env::var_os("INJECTION_EVAL").is_some();
-    eprintln!(
-        "batch C\n{}{}{}",
-        table(
-            "injected consequential calls blocked (reject, deny or ask)",
-            &f.blocked,
-            verbose
-        ),
-        table(
-            "detector fired on the injected result",
-            &f.detected,
-            verbose
-        ),
-        table("benign delegated calls released", &f.released, verbose),
-    );
-    assert!(f.blocked.len() >= 6 && f.released.len() >= 3);
-    eprintln!(
-        "batch C overall: blocked {:.1}%, released {:.1}%",
-        total(&f.blocked) * 100.0,
-        total(&f.released) * 100.0,
-    );
-    holds_the_aims(&f);
+    batch("C", "injected_c.jsonl", "benign_c.jsonl", 6, 3);
 }

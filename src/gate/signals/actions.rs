@@ -262,7 +262,7 @@ fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
     if forms(w) || (w.len() > 3 && w.ends_with(b"e") && forms(&w[..w.len() - 1])) {
         return true;
     }
-    slips && w.len() >= 6 && crate::gate::injection::one_slip(token, w)
+    slip && crate::gate::injection::one_slip(token, w)
 }
 
 /// Words of [`FAMILIES`] a request uses as nouns more than as verbs

@@ -16,25 +16,29 @@ use super::Signals;
 use crate::context::Context;
 
 /// How far either side of a value the action word may be, in bytes.
-const WINDOW: usize = 160;
+pub(super) const WINDOW: usize = 160;
 
 /// Values shorter than this are read only when they are numbers or ids
 /// (a two-letter word is everywhere).
 const MIN_WORD: usize = 4;
 
+/// `text` from `width` bytes before `r` to `width` bytes after it, on
+/// character boundaries.
+pub(super) fn around(text: &str, r: std::ops::Range<usize>, width: usize) -> &str {
+    let mut lo = r.start.saturating_sub(width);
+    while !text.is_char_boundary(lo) {
+        lo -= 1;
+    }
+    let mut hi = (r.end + width).min(text.len());
+    while !text.is_char_boundary(hi) {
+        hi += 1;
+    }
+    &text[lo..hi]
+}
+
 /// The byte windows of `text` around each token-bounded occurrence of `value`.
 pub(super) fn windows<'a>(text: &'a str, value: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    occurrences(text, value).map(move |r| {
-        let mut lo = r.start.saturating_sub(WINDOW);
-        while !text.is_char_boundary(lo) {
-            lo -= 1;
-        }
-        let mut hi = (r.end + WINDOW).min(text.len());
-        while !text.is_char_boundary(hi) {
-            hi += 1;
-        }
-        &text[lo..hi]
-    })
+    occurrences(text, value).map(move |r| around(text, r, WINDOW))
 }
 
 /// What of a value is looked for: the value itself when short, else the
@@ -47,28 +51,29 @@ pub(super) fn needles(value: &str) -> Vec<String> {
             return Vec::new();
         }
         let mut out = vec![v.to_string()];
+        let entities = super::entities::of(v);
+        // An account number is printed in groups of four as often as not.
+        let account = entities
+            .iter()
+            .any(|(kind, t)| matches!(*kind, "iban" | "card") && t == v);
         // A short sentence the model wrote ("Login here: www.…") carries
         // its entities as a long one does.
         if v.contains(char::is_whitespace) {
-            out.extend(entity_needles(v));
+            out.extend(worth_looking_for(entities));
         }
-        // An account number is printed in groups of four as often as not.
-        if super::entities::of(v)
-            .iter()
-            .any(|(kind, t)| matches!(*kind, "iban" | "card") && t == v)
-        {
+        if account {
             let chars: Vec<char> = v.chars().filter(|c| !c.is_whitespace()).collect();
             let grouped: Vec<String> = chars.chunks(4).map(|c| c.iter().collect()).collect();
             out.push(grouped.join(" "));
         }
         return out;
     }
-    entity_needles(v)
+    worth_looking_for(super::entities::of(v))
 }
 
-/// The entities of a value worth looking for (numbers of two digits or more).
-fn entity_needles(v: &str) -> Vec<String> {
-    super::entities::of(v)
+/// The entities worth looking for (numbers of two digits or more).
+fn worth_looking_for(entities: Vec<(&'static str, String)>) -> Vec<String> {
+    entities
         .into_iter()
         .filter(|(kind, t)| *kind != "number" || t.len() >= 2)
         .map(|(_, t)| t)
@@ -82,8 +87,7 @@ fn entity_needles(v: &str) -> Vec<String> {
 /// reading of it (escapes undone, glued words split), and
 /// `provenance.described_spans`: `{path, call_id}` of where (for `explain`;
 /// no text).
-pub(super) fn signals(s: &mut Signals, ctx: &Context, tool: &str, args: &Value) {
-    let actions = Actions::of(tool);
+pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &Value) {
     let mut paths = Vec::new();
     let mut spans = Vec::new();
     if !actions.is_empty() && !ctx.tool_results.is_empty() {
@@ -128,7 +132,7 @@ mod tests {
 
     fn described(tool: &str, args: Value, results: &[&str]) -> Vec<Value> {
         let mut s = Signals::default();
-        signals(&mut s, &ctx(results), tool, &args);
+        signals(&mut s, &ctx(results), &Actions::of(tool), &args);
         s.get("provenance.described_by_tool_results")
             .and_then(|v| v.value.as_array().cloned())
             .unwrap_or_default()

@@ -434,8 +434,9 @@ pub fn deterministic(
             entities::signals(&mut s, ctx, &args);
         }
         if needs.described {
-            described::signals(&mut s, ctx, &call.name, &args);
-            pointed::signals(&mut s, ctx, &call.name, &args);
+            let actions = actions::Actions::of(&call.name);
+            described::signals(&mut s, ctx, &actions, &args);
+            pointed::signals(&mut s, ctx, &actions, &args);
         }
     }
     s.set("args", args);

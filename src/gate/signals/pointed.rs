@@ -15,7 +15,7 @@
 use serde_json::Value;
 
 use super::actions::Actions;
-use super::described::{needles, windows};
+use super::described::{around, needles, windows, WINDOW};
 use super::provenance::leaves_of;
 use super::Signals;
 use crate::context::Context;
@@ -95,16 +95,14 @@ fn kind_of(value: &str) -> Option<&'static str> {
 }
 
 /// Sets `provenance.args_from_pointed_source` (see the module's text).
-pub(super) fn signals(s: &mut Signals, ctx: &Context, tool: &str, args: &Value) {
+pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &Value) {
     let mut paths = Vec::new();
-    if let Some(user) = ctx
+    let user = ctx
         .original_request
         .as_deref()
         .filter(|_| !ctx.sources.is_empty())
-    {
-        let user = crate::fold::fold(user);
-        let actions = Actions::of(tool);
-        let asked = actions.asked_in(&user);
+        .map(crate::fold::fold);
+    if let Some(user) = user.filter(|u| actions.asked_in(u)) {
         let user_words = words(&user);
         // The user's words that say what, not what to do.
         let locators: Vec<&str> = user_words
@@ -112,20 +110,22 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, tool: &str, args: &Value) 
             .copied()
             .filter(|w| !actions.asked_in(w))
             .collect();
-        let folded = ctx.folded();
+        // The calls whose source the user named (each read once).
+        let named: Vec<&str> = ctx
+            .sources
+            .iter()
+            .filter(|src| names_source(&user, &user_words, &src.arguments))
+            .map(|src| src.call_id.as_str())
+            .collect();
         // Each tool result, and whether the user named its source.
-        let results: Vec<(&str, bool)> = folded
+        let results: Vec<(&str, bool)> = ctx
+            .folded()
             .tools
             .iter()
-            .map(|(id, text)| {
-                let named = ctx.sources.iter().any(|src| {
-                    src.call_id == *id && names_source(&user, &user_words, &src.arguments)
-                });
-                (text.as_str(), named)
-            })
+            .map(|(id, text)| (text.as_str(), named.contains(&id.as_str())))
             .collect();
         // The user's own words beside the value in the result ("the old
-        // backup", "my rent", "Spotify" beside Spotify's account).
+        // backup", "my rent").
         let located = |text: &str, needle: &str| {
             windows(text, needle).any(|w| {
                 words(w)
@@ -133,47 +133,50 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, tool: &str, args: &Value) 
                     .any(|t| locators.iter().any(|u| same_name(u, t)))
             })
         };
-        if asked {
-            let mut leaves = Vec::new();
-            leaves_of(args, String::new(), &mut leaves);
-            let carried: Vec<String> = leaves
-                .iter()
-                .flat_map(|(_, v)| needles(&crate::fold::fold(v.trim())))
-                .collect();
-            for (path, value) in &leaves {
-                let value = crate::fold::fold(value.trim());
-                let from_pointed = needles(&value).iter().any(|needle| {
-                    results.iter().any(|&(text, named)| match kind_of(needle) {
-                        // An address, link, account or phone: from a source
-                        // the user named or beside the user's words, and the
-                        // only one of its kind there.
-                        Some(kind) => {
-                            (if named {
-                                windows(text, needle).next().is_some()
-                            } else {
-                                nearest(text, needle, kind, &locators)
-                            }) && unambiguous(text, kind, &carried, &actions)
-                        }
-                        // An id, a name or an amount: from a source the user
-                        // named, beside the user's words.
-                        None => named && located(text, needle),
-                    })
-                });
-                if from_pointed {
-                    paths.push(Value::String(path.clone()));
-                }
+        let mut leaves = Vec::new();
+        leaves_of(args, String::new(), &mut leaves);
+        let looked: Vec<(String, Vec<String>)> = leaves
+            .into_iter()
+            .map(|(path, v)| (path, needles(&crate::fold::fold(v.trim()))))
+            .collect();
+        let carried: Vec<&String> = looked.iter().flat_map(|(_, n)| n).collect();
+        for (path, needles) in &looked {
+            let from_pointed = needles.iter().any(|needle| {
+                let kind = kind_of(needle);
+                results.iter().any(|&(text, named)| match kind {
+                    // An address, link, account or phone: from a source
+                    // the user named or beside the user's words, and the
+                    // only one of its kind there.
+                    Some(kind) => {
+                        (if named {
+                            windows(text, needle).next().is_some()
+                        } else {
+                            nearest(text, needle, kind, &locators)
+                        }) && unambiguous(text, kind, &carried, actions)
+                    }
+                    // An id, a name or an amount: from a source the user
+                    // named, beside the user's words.
+                    None => named && located(text, needle),
+                })
+            });
+            if from_pointed {
+                paths.push(Value::String(path.clone()));
             }
         }
     }
     s.set("provenance.args_from_pointed_source", Value::Array(paths));
 }
 
+/// A value without its spaces (an account number printed in groups).
+fn compact(t: &str) -> String {
+    t.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
 /// Whether `needle` is, of the values of its kind in `text`, the nearest to
-/// a word of the user's (within 160 bytes) wherever that word stands:
+/// a word of the user's (within [`WINDOW`] bytes) wherever that word stands:
 /// "Spotify" picks Spotify's account in a transaction list, not the one of
 /// the line after.
 fn nearest(text: &str, needle: &str, kind: &str, locators: &[&str]) -> bool {
-    let compact = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
     let want = compact(needle);
     // Where each value of the kind stands.
     let mut values: Vec<(std::ops::Range<usize>, String)> = Vec::new();
@@ -213,7 +216,7 @@ fn nearest(text: &str, needle: &str, kind: &str, locators: &[&str]) -> bool {
         let Some((r, v)) = values.iter().min_by_key(|(r, _)| distance(r)) else {
             continue;
         };
-        if distance(r) > 160 {
+        if distance(r) > WINDOW {
             continue;
         }
         let this = *v == want;
@@ -232,8 +235,7 @@ const NEAR: usize = 60;
 /// Whether `text` names, beside a word of the action, no value of this kind
 /// that the call does not carry too (an e-mail's own sender, far from any
 /// "add" or "invite", is no second choice).
-fn unambiguous(text: &str, kind: &str, carried: &[String], actions: &Actions) -> bool {
-    let compact = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+fn unambiguous(text: &str, kind: &str, carried: &[&String], actions: &Actions) -> bool {
     // Account numbers may be printed in groups (read by the entity
     // patterns); the rest are single tokens.
     let grouped = match kind {
@@ -254,26 +256,9 @@ fn unambiguous(text: &str, kind: &str, carried: &[String], actions: &Actions) ->
         .filter(|t| may_be(t) && kind_of(&compact(t)) == Some(kind))
         .filter(|t| !carried.iter().any(|c| compact(c) == compact(t)))
         .all(|t| {
-            !super::provenance::occurrences(text, &t).any(|r| {
-                let lo = floor(text, r.start.saturating_sub(NEAR));
-                let hi = ceil(text, (r.end + NEAR).min(text.len()));
-                actions.in_text(&text[lo..hi])
-            })
+            !super::provenance::occurrences(text, &t)
+                .any(|r| actions.in_text(around(text, r, NEAR)))
         })
-}
-
-fn floor(text: &str, mut i: usize) -> usize {
-    while !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil(text: &str, mut i: usize) -> usize {
-    while !text.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]
@@ -296,7 +281,7 @@ mod tests {
 
     fn pointed(c: &Context, tool: &str, args: Value) -> Vec<Value> {
         let mut s = Signals::default();
-        signals(&mut s, c, tool, &args);
+        signals(&mut s, c, &Actions::of(tool), &args);
         s.get("provenance.args_from_pointed_source")
             .and_then(|v| v.value.as_array().cloned())
             .unwrap_or_default()
@@ -430,7 +415,7 @@ mod tests {
             let args = json!({"to": value, "n": 13});
             let _ = pointed(&c, "send_money", args.clone());
             let mut s = Signals::default();
-            super::super::described::signals(&mut s, &c, "send_money", &args);
+            super::super::described::signals(&mut s, &c, &Actions::of("send_money"), &args);
             proptest::prop_assert!(s.get("provenance.described_by_tool_results").is_some());
         }
     }

@@ -62,8 +62,9 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
 }
 
 /// The texts of `body`'s messages; all user and tool text only when `all`
-/// (argument provenance reads them; nothing else does).
-pub fn texts(body: &Value, all: bool) -> Texts {
+/// (argument provenance reads them; nothing else does), and the calls of
+/// the assistant turns only when `calls`.
+pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
     let mut t = Texts::default();
     for m in body
         .get("messages")
@@ -92,7 +93,7 @@ pub fn texts(body: &Value, all: bool) -> Texts {
                 let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
                 t.push_tool(id, &text);
             }
-            "assistant" if all => {
+            "assistant" if calls => {
                 for c in m
                     .get("tool_calls")
                     .and_then(Value::as_array)

@@ -158,7 +158,7 @@ fn result_text(content: &Value) -> String {
 
 /// The request's texts: `system`, user messages' text blocks, and tool
 /// results when `all`.
-pub fn texts(body: &Value, all: bool) -> Texts {
+pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
     let mut t = Texts::default();
     match body.get("system") {
         Some(Value::String(s)) => t.system.push_str(s),
@@ -173,8 +173,11 @@ pub fn texts(body: &Value, all: bool) -> Texts {
     }
     for m in messages(body) {
         if !crate::fold::reads_as(m.get("role"), "user") {
-            if all {
-                push_calls(&mut t, m);
+            if calls {
+                for (id, name, input) in tool_uses(m) {
+                    let input = input.map(Value::to_string).unwrap_or_default();
+                    t.push_call(id.unwrap_or(""), name.unwrap_or(""), &input);
+                }
             }
             continue;
         }
@@ -206,43 +209,35 @@ pub fn texts(body: &Value, all: bool) -> Texts {
     t
 }
 
-/// The `tool_use` blocks of an assistant turn, as sources of later results.
-fn push_calls(t: &mut Texts, msg: &Value) {
-    let Some(Value::Array(blocks)) = msg.get("content") else {
-        return;
+/// The `tool_use` blocks of a turn: id, name and input.
+fn tool_uses(msg: &Value) -> impl Iterator<Item = (Option<&str>, Option<&str>, Option<&Value>)> {
+    let blocks = match msg.get("content") {
+        Some(Value::Array(blocks)) => blocks.as_slice(),
+        _ => &[],
     };
-    for b in blocks {
-        let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
-        if !ty.ends_with("tool_use") {
-            continue;
-        }
-        let text = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("");
-        let input = b.get("input").map(Value::to_string).unwrap_or_default();
-        t.push_call(text("id"), text("name"), &input);
-    }
+    blocks
+        .iter()
+        .filter(|b| {
+            b.get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .ends_with("tool_use")
+        })
+        .map(|b| {
+            let text = |k: &str| b.get(k).and_then(Value::as_str);
+            (text("id"), text("name"), b.get("input"))
+        })
 }
 
 /// `tool_use id → (tool name, first URL in its input)` from assistant turns.
 fn sources(msgs: &[Value]) -> HashMap<String, (String, Option<String>)> {
     let mut m = HashMap::new();
-    for msg in msgs {
-        let Some(Value::Array(blocks)) = msg.get("content") else {
+    for (id, name, input) in msgs.iter().flat_map(tool_uses) {
+        let (Some(id), Some(name)) = (id, name) else {
             continue;
         };
-        for b in blocks {
-            let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
-            if !ty.ends_with("tool_use") {
-                continue;
-            }
-            let (Some(id), Some(name)) = (
-                b.get("id").and_then(Value::as_str),
-                b.get("name").and_then(Value::as_str),
-            ) else {
-                continue;
-            };
-            let url = b.get("input").and_then(|i| first_url(&i.to_string()));
-            m.insert(id.to_string(), (name.to_string(), url));
-        }
+        let url = input.and_then(|i| first_url(&i.to_string()));
+        m.insert(id.to_string(), (name.to_string(), url));
     }
     m
 }
@@ -416,7 +411,7 @@ mod tests {
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
             {"role": "user", "content": [{"type": "text", "text": "thanks"}]}
         ]});
-        let t = texts(&body, true);
+        let t = texts(&body, true, true);
         assert_eq!(t.system, "Be brief.\nUse tools.");
         assert_eq!(t.first_user.as_deref(), Some("weather?"));
         assert_eq!(t.last_user.as_deref(), Some("thanks"));

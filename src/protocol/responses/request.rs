@@ -129,7 +129,7 @@ fn push_line(to: &mut String, text: &str) {
 
 /// The request's texts: `instructions` and system/developer messages, user
 /// messages (a string `input` is one), and tool results when `all`.
-pub fn texts(body: &Value, all: bool) -> Texts {
+pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
     let mut t = Texts::default();
     if let Some(i) = body.get("instructions").and_then(Value::as_str) {
         t.system.push_str(i);
@@ -160,7 +160,7 @@ pub fn texts(body: &Value, all: bool) -> Texts {
             continue;
         }
         if ty != "message" {
-            if all && super::class_of(item) == super::ItemClass::Call {
+            if calls && super::class_of(item) == super::ItemClass::Call {
                 if let Ok(call) = super::call_of(item, usize::MAX) {
                     t.push_call(&call.id, &call.name, &call.arguments);
                 }
@@ -376,13 +376,15 @@ mod tests {
             {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
             {"role": "user", "content": "thanks"}
         ]});
-        let t = texts(&body, true);
+        let t = texts(&body, true, true);
         assert_eq!(t.system, "Be brief.\nUse tools.");
         assert_eq!(t.first_user.as_deref(), Some("weather?"));
         assert_eq!(t.last_user.as_deref(), Some("thanks"));
         assert!(t.tool.contains("sunny"));
         assert_eq!(
-            texts(&json!({"input": "hi"}), false).last_user.as_deref(),
+            texts(&json!({"input": "hi"}), false, false)
+                .last_user
+                .as_deref(),
             Some("hi")
         );
     }
