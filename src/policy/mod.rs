@@ -166,16 +166,20 @@ impl PolicySet {
         ids
     }
 
-    /// True when any rule condition or catalog `external_comm.when` reads the
-    /// top-level variable `var` (`provenance`, `args`, …).
-    pub fn reads(&self, var: &str) -> bool {
+    /// Every rule condition and catalog `external_comm.when`.
+    fn conditions(&self) -> impl Iterator<Item = &Condition> {
         let rules = self.rules.iter().filter_map(|r| r.when.as_ref());
         let catalog = self
             .tools
             .iter()
             .filter_map(|t| t.external.as_ref()?.when.as_ref());
-        rules
-            .chain(catalog)
+        rules.chain(catalog)
+    }
+
+    /// True when any rule condition or catalog `external_comm.when` reads the
+    /// top-level variable `var` (`provenance`, `args`, …).
+    pub fn reads(&self, var: &str) -> bool {
+        self.conditions()
             .any(|c| c.variables.iter().any(|v| v == var))
     }
 
@@ -183,13 +187,7 @@ impl PolicySet {
     /// of its top-level variable (`provenance` for `provenance.x`).
     pub fn reads_signal(&self, name: &str) -> bool {
         let top = name.split('.').next().unwrap_or(name);
-        let rules = self.rules.iter().filter_map(|r| r.when.as_ref());
-        let catalog = self
-            .tools
-            .iter()
-            .filter_map(|t| t.external.as_ref()?.when.as_ref());
-        rules
-            .chain(catalog)
+        self.conditions()
             .any(|c| c.names.iter().any(|v| v == name || v == top))
     }
 
