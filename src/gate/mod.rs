@@ -136,6 +136,18 @@ impl Gates {
         }
     }
 
+    /// Whether every call is decided without waiting on anyone: no gate
+    /// besides the policy's, no rule that asks a person, and none that
+    /// requires a sensor that is configured (one that is not is skipped).
+    pub fn prompt(&self) -> bool {
+        let p = self.policy();
+        self.extra.is_empty()
+            && p.default_verdict != Verdict::Ask
+            && p.rules.iter().all(|r| {
+                r.verdict != Verdict::Ask && !r.require.iter().any(|s| self.policy_gate.senses(s))
+            })
+    }
+
     pub fn policy(&self) -> &Arc<PolicySet> {
         &self.policy_gate.policy
     }

@@ -135,6 +135,11 @@ fn evaluate<'a>(
 }
 
 impl PolicyGate {
+    /// Whether the sensor `name` is configured.
+    pub fn senses(&self, name: &str) -> bool {
+        self.sensors.iter().any(|s| s.name() == name)
+    }
+
     pub fn new(
         policy: Arc<PolicySet>,
         namespaces: Namespaces,

@@ -37,6 +37,11 @@ pub struct Options {
     pub refusal: bool,
     /// Tool calls written as text are held and gated (`[gate] text_tool_calls`).
     pub text_calls: bool,
+    /// Every call is decided at once ([`crate::gate::Gates::prompt`]): a
+    /// chat call may be gated as soon as its arguments are complete, not
+    /// at its choice's finish (calls waiting for a judge or a person are
+    /// gated together, so they are asked side by side).
+    pub early: bool,
 }
 
 /// What a [`Rewriter`] reports to its driver besides the bytes it writes

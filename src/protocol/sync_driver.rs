@@ -82,6 +82,7 @@ pub mod testing {
             neutral_result: "R".into(),
             refusal: false,
             text_calls: false,
+            early: true,
         }
     }
 

@@ -250,6 +250,7 @@ impl State {
             neutral_result: self.config.rewrite.neutral_result.clone(),
             refusal: false,
             text_calls: self.config.text_tool_calls,
+            early: false,
         }
     }
 

@@ -148,13 +148,33 @@ async fn an_upstream_reset_mid_stream_ends_with_an_error_event_and_releases_noth
 
 #[tokio::test]
 async fn a_stream_that_ends_without_its_finish_never_releases_held_calls() {
-    let body = [chunk(0, call_delta(0, "call_a", "t", "{}"), None)].concat();
+    let body = [chunk(0, call_delta(0, "call_a", "t", "{\"q\":"), None)].concat();
     let mock = start_mock(vec![Reply::sse(body)]).await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
     let a = post_chat(&gate, &chat_request(true, &["t"])).await;
     let acc = Acc::from_sse(&a.body);
     assert!(acc.error && acc.all_calls().is_empty(), "{}", a.text());
     assert!(!a.text().contains("call_a"));
+    gate.stop().await;
+}
+
+/// A call complete before the stream is cut went out when it completed
+/// (gated); the cut still ends the stream with an error and no finish.
+#[tokio::test]
+async fn a_stream_cut_after_a_complete_call_ends_with_an_error() {
+    let body = [chunk(0, call_delta(0, "call_a", "t", "{}"), None)].concat();
+    let mock = start_mock(vec![Reply::sse(body)]).await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    let a = post_chat(&gate, &chat_request(true, &["t"])).await;
+    let acc = Acc::from_sse(&a.body);
+    assert!(acc.error, "{}", a.text());
+    assert_eq!(acc.all_calls().len(), 1, "{}", a.text());
+    assert!(
+        !a.text().contains("\"finish_reason\":\"tool_calls\""),
+        "{}",
+        a.text()
+    );
+    assert_eq!(gate.audit_flushed().await.len(), 1);
     gate.stop().await;
 }
 

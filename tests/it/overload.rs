@@ -274,11 +274,16 @@ async fn read_for(body: &mut hyper::body::Incoming, wait: Duration) -> (Vec<u8>,
 async fn slow_streams_holding_big_arguments_stay_within_the_shared_budget() {
     const MIB: usize = 1 << 20;
     let go = Arc::new(tokio::sync::Notify::new());
-    // A 1 MiB argument, held until its choice finishes, which waits for `go`.
-    let args = format!("{{\"blob\":\"{}\"}}", "x".repeat(MIB));
+    // A 1 MiB argument, held until its last fragment, which waits for `go`.
+    let args = format!("{{\"blob\":\"{}\"", "x".repeat(MIB));
     let paused = Reply::Paused {
         before: chunk(0, call_delta(0, "call_a", "t", &args), None).into(),
         after: [
+            chunk(
+                0,
+                serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}),
+                None,
+            ),
             chunk(0, serde_json::json!({}), Some("tool_calls")),
             "data: [DONE]\n\n".into(),
         ]

@@ -21,6 +21,7 @@ fn opts() -> Options {
         neutral_result: "R".into(),
         refusal: false,
         text_calls: false,
+        early: true,
     }
 }
 

@@ -192,8 +192,8 @@ async fn read_until(body: &mut hyper::body::Incoming, seen: &mut Vec<u8>, want: 
 
 /// Text that arrives while a call is held, or right behind a gated one, goes
 /// out at once: the agent sees it before the upstream sends anything more.
-/// A chat call is held to its choice's finish, so it comes after the text; a
-/// Messages call is gated when the next block begins, so it comes before.
+/// A chat call is gated at the fragment that completes it, and a Messages
+/// call when the next block begins: both come before the text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_after_a_held_call_is_not_held_with_it() {
     let ev = |t: &str, v: Value| format!("event: {t}\ndata: {v}\n\n");
@@ -210,7 +210,7 @@ async fn text_after_a_held_call_is_not_held_with_it() {
             .concat(),
             [chunk(0, json!({}), Some("tool_calls")), "data: [DONE]\n\n".into()].concat(),
             "get_weather",
-            false,
+            true,
         ),
         (
             "/v1/messages",

@@ -164,3 +164,12 @@ async fn ask_sits_between_allow_and_reject_and_sensors_may_raise_it_only() {
         .await;
     assert_eq!(d.verdict, Verdict::Deny);
 }
+
+#[test]
+fn gates_are_prompt_unless_a_configured_sensor_or_a_person_may_be_waited_for() {
+    // The default policy requires the sentinel; without one it is skipped.
+    assert!(gates("").prompt());
+    assert!(!gates_with("", vec![says("sentinel.decision", json!("approve"), 0.9)]).prompt());
+    let asks = "[[rule]]\nname = \"asks\"\ntools = [\"pay\"]\nverdict = \"ask\"\n";
+    assert!(!gates(asks).prompt());
+}

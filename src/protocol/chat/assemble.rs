@@ -46,6 +46,8 @@ struct ChoiceCalls {
     calls: Vec<(u64, ChatCall)>,
     /// Bytes of each call's other keys (`extra`), counted against its cap.
     extra_bytes: Vec<usize>,
+    /// Whether each call's entries named their `index`.
+    indexed: Vec<bool>,
 }
 
 #[derive(Debug)]
@@ -148,6 +150,40 @@ impl Assembler {
         self.merge(choice, key, false, d)
     }
 
+    /// A choice's first held call when it is complete before the choice
+    /// finishes: it named its `index`, id and name, and its arguments are a
+    /// whole JSON object (nothing a later fragment could add would leave
+    /// them JSON). `(choice, key)`, among the choices `may` lets go; a call
+    /// behind one that is not complete waits, so calls keep their order.
+    pub fn complete(&self, may: impl Fn(u32) -> bool) -> Option<(u32, u64)> {
+        self.choices
+            .iter()
+            .filter(|(choice, _)| may(**choice))
+            .find_map(
+                |(choice, held)| match (held.calls.first(), held.indexed.first()) {
+                    (Some((key, c)), Some(true)) if whole(c) => Some((*choice, *key)),
+                    _ => None,
+                },
+            )
+    }
+
+    /// Removes and returns the call `key` of `choice`.
+    pub fn take_one(&mut self, choice: u32, key: u64) -> Option<ChatCall> {
+        let held = self.choices.get_mut(&choice)?;
+        let i = held.calls.iter().position(|(k, _)| *k == key)?;
+        let (_, call) = held.calls.remove(i);
+        let extra = held.extra_bytes.remove(i);
+        held.indexed.remove(i);
+        if held.calls.is_empty() {
+            self.choices.remove(&choice);
+            if self.choices.is_empty() {
+                self.choices = BTreeMap::new();
+            }
+        }
+        self.held_bytes = self.held_bytes.saturating_sub(call.arguments.len() + extra);
+        Some(call)
+    }
+
     /// One legacy `delta.function_call` object of choice `choice`.
     pub fn push_legacy(&mut self, choice: u32, function: Value) -> Result<(), Error> {
         if !function.is_object() {
@@ -183,6 +219,7 @@ impl Assembler {
     }
 
     fn merge(&mut self, choice: u32, key: u64, legacy: bool, d: Delta<'_>) -> Result<(), Error> {
+        let indexed = d.index.is_some();
         if !self.choices.contains_key(&choice) && self.choices.len() >= MAX_CHOICES {
             return Err(malformed("too many choices with tool calls"));
         }
@@ -217,6 +254,7 @@ impl Assembler {
                     },
                 ));
                 slot.extra_bytes.push(0);
+                slot.indexed.push(indexed);
                 slot.calls.len() - 1
             }
         };
@@ -275,6 +313,20 @@ impl Assembler {
     }
 }
 
+/// Whether `c` is a call whose arguments are done: named, with an id, not
+/// legacy nor cut, and its arguments a whole JSON object.
+fn whole(c: &ChatCall) -> bool {
+    let args = c.arguments.trim_ascii();
+    !c.site.legacy
+        && !c.oversized
+        && !c.name_too_long
+        && !c.name.is_empty()
+        && !c.id.is_empty()
+        && args.starts_with('{')
+        && args.ends_with('}')
+        && serde_json::from_str::<serde::de::IgnoredAny>(args).is_ok()
+}
+
 /// A `function` object's `name` and `arguments` (an object or array as its text).
 fn function_parts(function: Option<Value>) -> Result<(Option<String>, String), Error> {
     let mut function = match function {
@@ -302,172 +354,4 @@ fn take_str(m: &mut Map<String, Value>, key: &str) -> Result<Option<String>, Err
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn asm() -> Assembler {
-        Assembler::new(1024, 4096)
-    }
-
-    #[test]
-    fn header_then_fragments() {
-        let mut a = asm();
-        a.push_tool(0, 0, json!({"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":""}})).unwrap();
-        a.push_tool(0, 0, json!({"index":0,"function":{"arguments":"{\"a\""}}))
-            .unwrap();
-        a.push_tool(
-            0,
-            0,
-            json!({"index":0,"id":"","type":"function","function":{"name":"","arguments":":1}"}}),
-        )
-        .unwrap();
-        let c = a.take(0);
-        assert_eq!(c.len(), 1);
-        assert_eq!(
-            (
-                c[0].id.as_str(),
-                c[0].name.as_str(),
-                c[0].arguments.as_str()
-            ),
-            ("call_1", "get", "{\"a\":1}")
-        );
-        assert!(!a.any());
-    }
-
-    #[test]
-    fn missing_index_uses_position_and_new_ids_start_new_calls() {
-        let mut a = asm();
-        a.push_tool(
-            0,
-            0,
-            json!({"id":"x","function":{"name":"a","arguments":"{}"}}),
-        )
-        .unwrap();
-        a.push_tool(
-            0,
-            0,
-            json!({"id":"y","function":{"name":"b","arguments":"{}"}}),
-        )
-        .unwrap();
-        a.push_tool(0, 0, json!({"function":{"arguments":""}}))
-            .unwrap();
-        let c = a.take(0);
-        let names: Vec<_> = c.iter().map(|c| (c.id.as_str(), c.name.as_str())).collect();
-        assert_eq!(names, [("x", "a"), ("y", "b")]);
-    }
-
-    #[test]
-    fn choices_are_separate_and_legacy_is_one_call() {
-        let mut a = asm();
-        a.push_tool(
-            1,
-            0,
-            json!({"index":0,"id":"b","function":{"name":"n1","arguments":"{}"}}),
-        )
-        .unwrap();
-        a.push_legacy(0, json!({"name":"repl","arguments":""}))
-            .unwrap();
-        a.push_legacy(0, json!({"arguments":"{\"c\":1}"})).unwrap();
-        assert_eq!(a.held_choices(), [0, 1]);
-        let c0 = a.take(0);
-        assert!(c0[0].site.legacy);
-        assert_eq!(c0[0].arguments, "{\"c\":1}");
-        assert_eq!(a.take(1)[0].name, "n1");
-    }
-
-    #[test]
-    fn oversized_arguments_are_dropped_and_marked() {
-        let mut a = Assembler::new(8, 100);
-        a.push_tool(
-            0,
-            0,
-            json!({"index":0,"id":"i","function":{"name":"n","arguments":"{\"abcdef\""}}),
-        )
-        .unwrap();
-        a.push_tool(0, 0, json!({"index":0,"function":{"arguments":":1}"}}))
-            .unwrap();
-        let c = a.take(0);
-        assert!(c[0].oversized);
-        assert!(c[0].arguments.is_empty());
-        let mut a = Assembler::new(100, 10);
-        a.push_tool(
-            0,
-            0,
-            json!({"index":0,"function":{"name":"n","arguments":"123456"}}),
-        )
-        .unwrap();
-        a.push_tool(
-            0,
-            1,
-            json!({"index":1,"function":{"name":"m","arguments":"123456"}}),
-        )
-        .unwrap();
-        let c = a.take(0);
-        assert!(
-            !c[0].oversized && c[1].oversized,
-            "the response-wide bound rejects the second call"
-        );
-    }
-
-    #[test]
-    fn a_name_past_the_cap_is_dropped_at_once_and_other_keys_count() {
-        let mut a = asm();
-        a.push_tool(0, 0, json!({"index":0,"id":"i","function":{"name":"n"}}))
-            .unwrap();
-        let long = "x".repeat(MAX_NAME_BYTES);
-        a.push_tool(0, 0, json!({"index":0,"function":{"name":long}}))
-            .unwrap();
-        a.push_tool(0, 0, json!({"index":0,"function":{"name":"more"}}))
-            .unwrap();
-        let c = a.take(0);
-        assert!(c[0].name_too_long && c[0].name.is_empty());
-        let mut a = Assembler::new(64, 1024);
-        for i in 0..8 {
-            let mut e = json!({"index":0,"function":{"arguments":""}});
-            e[format!("k{i}")] = json!("0123456789");
-            a.push_tool(0, 0, e).unwrap();
-        }
-        let c = a.take(0);
-        assert!(c[0].oversized, "unknown keys filled the call's cap");
-        assert!(c[0].site.extra.is_empty());
-    }
-
-    #[test]
-    fn keys_that_fold_to_known_ones_are_errors() {
-        for bad in [
-            json!({"index":0,"Function":{"name":"x"}}),
-            json!({"index":0,"function":{"NAME":"x"}}),
-            json!({"index":0,"function":{"argumentſ":"{}"}}),
-            json!({"INDEX":0,"function":{"name":"x"}}),
-        ] {
-            assert!(asm().push_tool(0, 0, bad.clone()).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn malformed_entries_are_errors() {
-        for bad in [
-            json!("str"),
-            json!({"index":"0"}),
-            json!({"index":-1}),
-            json!({"index":0,"function":"x"}),
-            json!({"index":0,"function":{"arguments":5}}),
-            json!({"index":0,"id":7}),
-        ] {
-            assert!(asm().push_tool(0, 0, bad.clone()).is_err(), "{bad}");
-        }
-        let mut a = asm();
-        a.push_tool(0, 0, json!({"index":0,"id":"a"})).unwrap();
-        assert!(a.push_tool(0, 0, json!({"index":0,"id":"b"})).is_err());
-    }
-
-    #[test]
-    fn object_arguments_are_serialised_and_extras_kept() {
-        let mut a = asm();
-        a.push_tool(0, 0, json!({"index":0,"id":"i","extra_content":{"g":1},"function":{"name":"n","arguments":{"a":1}}})).unwrap();
-        let c = a.take(0);
-        assert_eq!(c[0].arguments, "{\"a\":1}");
-        assert_eq!(c[0].site.extra["extra_content"], json!({"g":1}));
-    }
-}
+mod tests;

@@ -1,10 +1,11 @@
 //! The streaming rewriter: text passes at once, tool calls are held until gated.
 //!
-//! Sans-IO ([`Rewriter`]). A gate is due when a choice finishes while holding
-//! calls; [`Rewriter::resolve`] emits each allowed call as one complete delta
-//! (indices renumbered from 0), a neutral message when none is left, and the
-//! finish chunk. A failure ends the stream with an error data event and
-//! `[DONE]`, never releasing held calls.
+//! Sans-IO ([`Rewriter`]). A gate is due when a call's arguments are complete
+//! ([`early`], when every call is decided at once) or when a choice finishes
+//! while holding calls; [`Rewriter::resolve`] emits each allowed call as one
+//! complete delta (indices renumbered from 0), and at the finish a neutral
+//! message when none was sent, and the finish chunk. A failure ends the
+//! stream with an error data event and `[DONE]`, never releasing held calls.
 //!
 //! Events that cannot carry a tool call ([`super::prefilter`]) nor a finish
 //! are forwarded byte for byte without parsing while nothing is held. Finishes
@@ -37,6 +38,7 @@ use resume::ResumeState;
 
 mod blocks;
 mod choice;
+mod early;
 mod pending;
 mod resume;
 mod text;
@@ -92,6 +94,11 @@ pub struct StreamRewriter {
     /// compare with the whole-tree way (each block an event of its own) in
     /// tests.
     typed: bool,
+    /// Calls complete before their choice finished are gated and sent
+    /// then ([`early`]); off when a withheld call may be resumed.
+    early_on: bool,
+    /// What was decided early, by choice, until the choice finishes.
+    early: Vec<early::Early>,
 }
 
 impl StreamRewriter {
@@ -119,6 +126,8 @@ impl StreamRewriter {
             scans: o.text_calls.then(HashMap::new),
             typed: true,
             roles_sent: Vec::new(),
+            early_on: o.early && !o.resume,
+            early: Vec::new(),
         }
     }
 
@@ -126,6 +135,12 @@ impl StreamRewriter {
     pub(super) fn role_sent(&self, choice: u32) -> Option<&str> {
         let (_, role) = self.roles_sent.iter().find(|(c, _)| *c == choice)?;
         Some(role)
+    }
+
+    /// A choice finished whose calls were all decided early: its finish is
+    /// settled here, with no gate to wait for.
+    fn nothing_to_decide(&self) -> bool {
+        self.pending.as_ref().is_some_and(|p| p.calls.is_empty())
     }
 
     /// Remembers the roles a chunk that goes out sends.
@@ -245,7 +260,9 @@ impl StreamRewriter {
             return Ok(());
         }
         for (p, e) in entries.into_iter().enumerate() {
-            self.asm.push_delta(idx, p, e)?;
+            if !self.after_early(idx, early::Entry::of(&e))? {
+                self.asm.push_delta(idx, p, e)?;
+            }
         }
         self.call_delta = true;
         Ok(())
@@ -263,7 +280,9 @@ impl Events for StreamRewriter {
         self.ended
     }
     fn on_event(&mut self, ev: SseEvent, out: &mut BytesMut) -> Result<(), Error> {
-        self.handle(ev, out)
+        self.handle(ev, out)?;
+        self.gate_complete();
+        Ok(())
     }
     fn read_next(&mut self, dec: &mut SseDecoder, out: &mut BytesMut) -> Result<bool, Error> {
         self.next(dec, out)
@@ -311,14 +330,25 @@ impl Rewriter for StreamRewriter {
     }
 
     fn process(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        events::process(self, out)
+        loop {
+            let step = events::process(self, out)?;
+            if step == Step::Gate && self.nothing_to_decide() {
+                self.release(&[], out);
+                continue;
+            }
+            return Ok(step);
+        }
     }
 
     fn end(&mut self, out: &mut BytesMut) -> Result<Step, Error> {
-        if let Some(step) = events::finish(self, out)? {
+        while let Some(step) = events::finish(self, out)? {
+            if step == Step::Gate && self.nothing_to_decide() {
+                self.release(&[], out);
+                continue;
+            }
             return Ok(step);
         }
-        if self.asm.any() || self.text_held() {
+        if self.asm.any() || self.text_held() || !self.early.is_empty() {
             return Err(malformed("stream ended before its tool calls finished"));
         }
         Ok(Step::NeedMore)
@@ -353,6 +383,8 @@ impl Rewriter for StreamRewriter {
     }
 }
 
+#[cfg(test)]
+mod early_tests;
 #[cfg(test)]
 mod held_tests;
 #[cfg(test)]

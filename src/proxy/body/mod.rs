@@ -131,6 +131,7 @@ pub fn gated_stream(
     let mut options = state.stream_options();
     options.resume = follow.as_ref().is_some_and(|f| f.left());
     options.refusal = upstream.ctx.structured_output;
+    options.early = gates.prompt();
     let rw = protocol.rewriter(&options);
     let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {

@@ -42,6 +42,7 @@ impl StreamRewriter {
             }
             _ => self.handle(block.take(), out)?,
         }
+        self.gate_complete();
         Ok(true)
     }
 
@@ -109,9 +110,10 @@ impl StreamRewriter {
     /// choices still held.
     fn done(&mut self, raw: Bytes, out: &mut BytesMut) {
         self.flush_tails(out);
-        if self.asm.any() || self.text_held() {
+        if self.asm.any() || self.text_held() || !self.early.is_empty() {
             let mut held = self.asm.held_choices();
             held.extend(self.text_held_choices());
+            held.extend(self.early_choices());
             held.sort_unstable();
             held.dedup();
             let choices = held

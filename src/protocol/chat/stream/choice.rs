@@ -49,7 +49,7 @@ impl StreamRewriter {
     ) -> Result<bool, Error> {
         // The only choice: its position is 0.
         let idx = f.index.unwrap_or(0);
-        let holds = self.asm.holds(idx) || self.text_holds(idx);
+        let holds = self.asm.holds(idx) || self.text_holds(idx) || self.early_of(idx).is_some();
         if !holds {
             let reasoning = self.held_reasoning.iter().any(|(c, _, _)| *c == idx);
             let differs = self
@@ -121,7 +121,9 @@ impl StreamRewriter {
                             self.late_deltas += 1;
                         } else {
                             for (p, e) in entries.into_iter().enumerate() {
-                                self.asm.push_tool(idx, p, e)?;
+                                if !self.after_early(idx, super::early::Entry::of_tree(&e))? {
+                                    self.asm.push_tool(idx, p, e)?;
+                                }
                             }
                             self.call_delta = true;
                         }
@@ -162,7 +164,7 @@ impl StreamRewriter {
             return Ok(());
         };
         self.finish_text(idx, c, changed);
-        let holds = self.asm.holds(idx) || self.text_holds(idx);
+        let holds = self.asm.holds(idx) || self.text_holds(idx) || self.early_of(idx).is_some();
         if !holds {
             // No calls to decide: what was held goes out with this finish.
             self.release_reasoning(idx, c, changed);

@@ -75,6 +75,8 @@ pub(super) struct Pending {
     /// Calls written as text, by choice: their pieces and where their
     /// calls start in `calls` (after every structured call).
     texts: Vec<TextCalls>,
+    /// One call complete before its choice finished ([`super::early`]).
+    early: bool,
 }
 
 /// One choice's calls written as text: its pieces, and where its calls
@@ -82,6 +84,23 @@ pub(super) struct Pending {
 pub(super) type TextCalls = (u32, Vec<Piece>, usize);
 
 impl Pending {
+    /// One call whose arguments are complete, gated before its choice finishes.
+    pub(super) fn early(choice: PendingChoice, call: Call, site: Site) -> Pending {
+        Pending {
+            choices: vec![choice],
+            calls: vec![call],
+            sites: vec![site],
+            chunk: None,
+            then_raw: None,
+            texts: Vec::new(),
+            early: true,
+        }
+    }
+
+    pub(super) fn sites(&self) -> &[Site] {
+        &self.sites
+    }
+
     /// Keeps the held finish chunk as text while a slow gate decides, and
     /// the calls in no more room than they take (collected one by one, a
     /// list has room for four; arguments grew delta by delta).
@@ -118,6 +137,7 @@ impl StreamRewriter {
             chunk,
             then_raw,
             texts,
+            early: false,
         });
     }
 
@@ -128,8 +148,14 @@ impl StreamRewriter {
         let Some(p) = self.pending.take() else {
             return;
         };
+        if p.early {
+            self.release_early(p, verdicts, out);
+            return;
+        }
         let mut held = p.chunk;
         for pc in &p.choices {
+            // Calls of the choice sent before it finished come first.
+            let early = self.take_early(pc.choice).unwrap_or_default();
             let kept: Vec<(&Call, &Site)> = p
                 .calls
                 .iter()
@@ -139,7 +165,7 @@ impl StreamRewriter {
                 .map(|(_, cs)| cs)
                 .collect();
             let (texts, text_kept) = self.write_text_calls(&p.texts, pc.choice, verdicts, out);
-            let one = kept.is_empty() && !texts && p.choices.len() == 1;
+            let one = kept.is_empty() && !texts && p.choices.len() == 1 && early.released == 0;
             if one {
                 let mut chunk = held.take().and_then(Held::into_tree);
                 if self.resumes(pc.choice, &p.calls, &p.sites, verdicts, &mut chunk, out) {
@@ -164,9 +190,14 @@ impl StreamRewriter {
                     .write_chunk(out, pc.choice, &delta, &Value::Null);
             }
             for (j, (call, site)) in kept.iter().enumerate() {
-                self.template.write_call(out, pc.choice, j, call, site);
+                self.template
+                    .write_call(out, pc.choice, early.released + j, call, site);
             }
-            let sent = if kept.is_empty() && text_kept == 0 {
+            let sent = if kept.is_empty() && early.released > 0 {
+                pc.finish
+                    .clone()
+                    .unwrap_or_else(|| "tool_calls".to_string())
+            } else if kept.is_empty() && text_kept == 0 {
                 self.write_neutral(out, pc.choice);
                 "stop".to_string()
             } else if kept.is_empty() {

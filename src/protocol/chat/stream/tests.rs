@@ -145,13 +145,24 @@ fn done_without_finish_gates_and_releases() {
 }
 
 #[test]
-fn a_stream_cut_before_its_finish_never_releases() {
+fn a_stream_cut_before_its_finish_never_releases_a_call_not_complete() {
+    let input = chunk(
+        r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}"#,
+        "null",
+    );
+    let out = run(&input, &[]);
+    assert!(calls(&out).is_empty());
+    assert!(out.contains("\"error\""), "{out}");
+    assert!(out.ends_with("data: [DONE]\n\n"));
+    // A complete call went out when it completed; the cut still ends the
+    // stream with an error.
     let input = chunk(
         r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}"#,
         "null",
     );
     let out = run(&input, &[]);
-    assert!(calls(&out).is_empty());
+    assert_eq!(calls(&out).len(), 1, "{out}");
+    assert!(finishes(&out).is_empty(), "{out}");
     assert!(out.contains("\"error\""), "{out}");
     assert!(out.ends_with("data: [DONE]\n\n"));
 }
@@ -159,7 +170,7 @@ fn a_stream_cut_before_its_finish_never_releases() {
 #[test]
 fn an_error_object_mid_stream_drops_held_calls() {
     let input = [
-        chunk(r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}"#, "null"),
+        chunk(r#"{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{\"a\":"}}]}"#, "null"),
         "data: {\"error\":{\"message\":\"upstream secret detail\"}}\n\n".into(),
     ]
     .concat();
@@ -348,7 +359,7 @@ fn fragments_that_repeat_the_chunk_before_are_assembled_the_same_way() {
 fn a_fragment_that_smuggles_a_key_into_its_repeat_fails_the_stream() {
     let input = [
         call_header(),
-        frag(r#""{}""#),
+        frag(r#""{\"a\":""#),
         // Byte for byte the chunk before, but its "string" closes early and
         // a second `arguments` follows: a repeated key, never a repeat.
         frag(r#""x","arguments":"{}""#),
@@ -410,12 +421,18 @@ fn held_reasoning_counts_against_the_held_limit_and_a_choice_without_calls_gets_
 
 #[test]
 fn a_stream_compacted_while_its_gate_is_slow_comes_out_the_same() {
-    // The finish chunk carries more than its choice: it is held, written
-    // out by `compact` and read back at the release.
-    let input = two_calls().replace(
-        "\"finish_reason\":\"tool_calls\"}]}",
-        "\"finish_reason\":\"tool_calls\"}],\"usage\":{\"total_tokens\":7},\"system_fingerprint\":\"fp\"}",
-    );
+    // The finish chunk carries more than its choice and the second call's
+    // last fragment: it is held, written out by `compact` and read back at
+    // the release. (The first call, complete before, had a gate of its own.)
+    let input = two_calls()
+        .replace(
+            r#""name":"second","arguments":"{}""#,
+            r#""name":"second","arguments":"{""#,
+        )
+        .replace(
+            "\"delta\":{},\"finish_reason\":\"tool_calls\"}]}",
+            "\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":{\"arguments\":\"}\"}}]},\"finish_reason\":\"tool_calls\"}],\"usage\":{\"total_tokens\":7},\"system_fingerprint\":\"fp\"}",
+        );
     for deny in [&[][..], &["first"], &["first", "second"]] {
         let plain = run(&input, deny);
         let mut rw = StreamRewriter::new(&opts());
@@ -441,7 +458,7 @@ fn a_stream_compacted_while_its_gate_is_slow_comes_out_the_same() {
             }
         }
         assert!(matches!(rw.end(&mut out).unwrap(), Step::NeedMore));
-        assert_eq!(gates, 1);
+        assert_eq!(gates, 2);
         assert_eq!(String::from_utf8(out.to_vec()).unwrap(), plain, "{deny:?}");
         assert!(plain.contains("\"system_fingerprint\":\"fp\""), "{plain}");
     }
