@@ -148,14 +148,16 @@ async fn replica(upstream: &Mock, port: u16, prefix: &str, on_error: &str) -> Ga
     .await
 }
 
-/// A replica with that limit, its `[state]` in Redis at `url` with `more` keys.
+/// A replica with that limit, its `[state]` in Redis at `url` with `more`
+/// keys. Its timeout leaves room for a TLS handshake on a loaded 2-core CI
+/// machine (at 200 ms every call of the TLS test once failed closed there).
 async fn replica_at(upstream: &Mock, url: &str, more: &str) -> Gate {
     let mut files = shipped(&["default.toml"]);
     files.push((
         "50-limit.toml".into(),
         "[[limit]]\nmatch = \"read_notes\"\nkey = \"global\"\nrate = \"4/minute\"\n".into(),
     ));
-    let state = format!("[state]\nbackend = \"redis\"\nurl = \"{url}\"\ntimeout_ms = 200\n{more}");
+    let state = format!("[state]\nbackend = \"redis\"\nurl = \"{url}\"\ntimeout_ms = 1000\n{more}");
     start_gate_files(&upstream.base_url(), &files, &state).await
 }
 
