@@ -69,8 +69,6 @@ pub(super) struct Early {
     pub(super) choice: u32,
     /// Calls sent: the next early or late call of the choice takes this index.
     pub(super) released: usize,
-    /// Calls decided early and not sent.
-    pub(super) withheld: usize,
     /// The assembly keys and ids of every call decided early.
     keys: Vec<u64>,
     ids: Vec<String>,
@@ -175,8 +173,6 @@ impl StreamRewriter {
             if Release::at(verdicts, i).allowed() {
                 self.template.write_call(out, call.choice, j, call, site);
                 self.early[at].released += 1;
-            } else {
-                self.early[at].withheld += 1;
             }
             self.early[at].keys.push(site.index);
             self.early[at].ids.push(call.id.clone());

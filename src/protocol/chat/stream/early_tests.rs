@@ -1,6 +1,6 @@
 //! Unit tests of calls released before their choice finishes ([`super::early`]).
 
-use super::tests::{calls, chunk, finishes, opts};
+use super::tests::{calls, chunk, finishes, opts, verdicts};
 use super::*;
 use crate::protocol::sync_driver::RunSync;
 
@@ -14,45 +14,33 @@ fn feed(parts: &[String], deny: &[&str]) -> Vec<String> {
         if whole_tree {
             rw = rw.whole_tree_only();
         }
-        let mut each = Vec::new();
-        let gate = |rw: &mut StreamRewriter, out: &mut BytesMut| {
-            let verdicts: Vec<Release> = rw
-                .pending()
-                .iter()
-                .map(|c| match deny.contains(&c.name.as_str()) {
-                    true => Release::Withhold,
-                    false => Release::Allow,
-                })
-                .collect();
-            rw.resolve(&verdicts, out);
-        };
-        for p in parts {
-            let mut out = BytesMut::new();
-            rw.push(p.as_bytes());
-            loop {
-                match rw.process(&mut out) {
-                    Ok(Step::NeedMore) => break,
-                    Ok(Step::Gate) => gate(&mut rw, &mut out),
-                    Err(e) => {
-                        rw.fail(&e, false, &mut out);
-                        break;
+        // Each part, then the end of input (`None`): what it wrote.
+        let each = parts
+            .iter()
+            .map(Some)
+            .chain([None])
+            .map(|part| {
+                let mut out = BytesMut::new();
+                if let Some(p) = part {
+                    rw.push(p.as_bytes());
+                }
+                loop {
+                    let step = match part {
+                        Some(_) => rw.process(&mut out),
+                        None => rw.end(&mut out),
+                    };
+                    match step {
+                        Ok(Step::NeedMore) => break,
+                        Ok(Step::Gate) => rw.resolve(&verdicts(&rw, deny), &mut out),
+                        Err(e) => {
+                            rw.fail(&e, false, &mut out);
+                            break;
+                        }
                     }
                 }
-            }
-            each.push(String::from_utf8(out.to_vec()).unwrap());
-        }
-        let mut out = BytesMut::new();
-        loop {
-            match rw.end(&mut out) {
-                Ok(Step::NeedMore) => break,
-                Ok(Step::Gate) => gate(&mut rw, &mut out),
-                Err(e) => {
-                    rw.fail(&e, false, &mut out);
-                    break;
-                }
-            }
-        }
-        each.push(String::from_utf8(out.to_vec()).unwrap());
+                String::from_utf8(out.to_vec()).unwrap()
+            })
+            .collect();
         outs.push(each);
     }
     assert_eq!(outs[0], outs[1], "typed and whole-tree readings agree");

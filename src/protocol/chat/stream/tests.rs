@@ -17,6 +17,17 @@ pub(super) fn run(input: &str, deny: &[&str]) -> String {
     )
 }
 
+/// A verdict for each pending call: withheld when `deny` names its tool.
+pub(super) fn verdicts(rw: &StreamRewriter, deny: &[&str]) -> Vec<Release> {
+    rw.pending()
+        .iter()
+        .map(|c| match deny.contains(&c.name.as_str()) {
+            true => Release::Withhold,
+            false => Release::Allow,
+        })
+        .collect()
+}
+
 pub(super) fn events(out: &str) -> Vec<Value> {
     out.split("\n\n")
         .filter_map(|b| b.strip_prefix("data: "))
@@ -445,14 +456,7 @@ fn a_stream_compacted_while_its_gate_is_slow_comes_out_the_same() {
                 Step::Gate => {
                     gates += 1;
                     rw.compact();
-                    let verdicts: Vec<Release> = rw
-                        .pending()
-                        .iter()
-                        .map(|c| match deny.contains(&c.name.as_str()) {
-                            true => Release::Withhold,
-                            false => Release::Allow,
-                        })
-                        .collect();
+                    let verdicts = verdicts(&rw, deny);
                     rw.resolve(&verdicts, &mut out);
                 }
             }
