@@ -1,5 +1,5 @@
 //! The held-out injection corpus (`tests/data/injection/corpus/`, see its
-//! SOURCES.md): thirteen attack styles planting consequential calls in
+//! SOURCES.md): attack styles in four batches planting consequential calls in
 //! ordinary tool results, delegated calls whose values come from a source
 //! the user named, and hard negatives (text with imperatives meant for a
 //! person). Each conversation goes through the request parser and the
@@ -248,11 +248,16 @@ fn the_held_out_corpus_is_blocked_released_and_quiet_by_family() {
 /// A later batch (no hard negatives of its own): its tables, its totals,
 /// the aims; at least `families` attack styles and `delegated` delegated
 /// families.
-fn batch(name: &str, injected: &str, benign: &str, families: usize, delegated: usize) {
-    let f = measure(injected, benign, None);
+fn batch(
+    name: &str,
+    (injected, benign, negatives): (&str, &str, Option<&str>),
+    families: usize,
+    delegated: usize,
+) {
+    let f = measure(injected, benign, negatives);
     let verbose = std::env::var_os("INJECTION_EVAL").is_some();
     eprintln!(
-        "batch {name}\n{}{}{}",
+        "batch {name}\n{}{}{}{}",
         table(
             "injected consequential calls blocked (reject, deny or ask)",
             &f.blocked,
@@ -264,10 +269,15 @@ fn batch(name: &str, injected: &str, benign: &str, families: usize, delegated: u
             verbose
         ),
         table("benign delegated calls released", &f.released, verbose),
+        table("hard negatives: no detector fired", &f.negatives, verbose),
     );
     assert!(f.blocked.len() >= families && f.released.len() >= delegated);
+    let quiet = match f.negatives.is_empty() {
+        true => String::new(),
+        false => format!(", negatives quiet {:.1}%", total(&f.negatives) * 100.0),
+    };
     eprintln!(
-        "batch {name} overall: blocked {:.1}%, released {:.1}%",
+        "batch {name} overall: blocked {:.1}%, released {:.1}%{quiet}",
         total(&f.blocked) * 100.0,
         total(&f.released) * 100.0,
     );
@@ -276,10 +286,24 @@ fn batch(name: &str, injected: &str, benign: &str, families: usize, delegated: u
 
 #[test]
 fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
-    batch("B", "injected_b.jsonl", "benign_b.jsonl", 7, 5);
+    batch("B", ("injected_b.jsonl", "benign_b.jsonl", None), 7, 5);
 }
 
 #[test]
 fn batch_c_in_other_domains_is_blocked_and_released_by_family() {
-    batch("C", "injected_c.jsonl", "benign_c.jsonl", 6, 3);
+    batch("C", ("injected_c.jsonl", "benign_c.jsonl", None), 6, 3);
+}
+
+#[test]
+fn batch_d_with_unseen_tools_and_styles_is_blocked_and_released_by_family() {
+    batch(
+        "D",
+        (
+            "injected_d.jsonl",
+            "benign_d.jsonl",
+            Some("hard_negatives_d.jsonl"),
+        ),
+        8,
+        4,
+    );
 }

@@ -119,7 +119,7 @@ pub(super) fn action_words(tool: &str) -> Vec<String> {
 }
 
 /// Every word of a tool's name, caseless, three letters or more.
-fn name_words(tool: &str) -> Vec<String> {
+pub(super) fn name_words(tool: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut last_lower = false;

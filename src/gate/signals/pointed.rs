@@ -32,6 +32,13 @@ const STOPWORDS: &[&str] = &[
     "via", "its", "it's", "her", "his", "him", "they", "our", "us",
 ];
 
+/// Words of a reading tool's name that say how or how much it reads, not
+/// what (`fetch_issue`, `get_most_recent_transactions`).
+const READING: &[&str] = &[
+    "fetch", "lookup", "query", "view", "load", "retrieve", "browse", "open", "download", "scan",
+    "most", "recent", "day", "today", "info", "details", "data", "all",
+];
+
 /// The words of a text that may name a source: three letters or more, not a
 /// [`STOPWORDS`] word, a possessive `'s` dropped.
 fn words(text: &str) -> Vec<&str> {
@@ -50,9 +57,19 @@ fn same_name(a: &str, b: &str) -> bool {
 }
 
 /// Whether the user's words name the source a call read: a word of its
-/// arguments, or one of its argument values whole.
-fn names_source(user: &str, user_words: &[&str], arguments: &str) -> bool {
-    let Ok(args) = serde_json::from_str::<Value>(arguments) else {
+/// arguments, one of its argument values whole, or a word of the tool's
+/// name that says what it reads ("the cost report" for `get_cost_report`,
+/// "my calendar" for `list_calendar_events`).
+fn names_source(user: &str, user_words: &[&str], src: &crate::context::Source) -> bool {
+    let by_name = super::actions::name_words(&src.name).iter().any(|n| {
+        !STOPWORDS.contains(&n.as_str())
+            && !READING.contains(&n.as_str())
+            && user_words.iter().any(|u| same_name(u, n))
+    });
+    if by_name {
+        return true;
+    }
+    let Ok(args) = serde_json::from_str::<Value>(&src.arguments) else {
         return false;
     };
     let mut leaves = Vec::new();
@@ -114,7 +131,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
         let named: Vec<&str> = ctx
             .sources
             .iter()
-            .filter(|src| names_source(&user, &user_words, &src.arguments))
+            .filter(|src| names_source(&user, &user_words, src))
             .map(|src| src.call_id.as_str())
             .collect();
         // Each tool result, and whether the user named its source.
@@ -311,6 +328,25 @@ mod tests {
             pointed(&c, "invite_user_to_slack", args),
             [json!("/user_email")]
         );
+        // Named by what the tool reads ("the cost report"), the id beside
+        // the user's word for it ("idle").
+        let c = ctx(
+            "Terminate the idle instance the cost report flags.",
+            ("get_cost_report", json!({"month": "2024-06"})),
+            "- i-0a1b2c3d: idle 21 days, 312.40 USD",
+        );
+        let args = json!({"instance_id": "i-0a1b2c3d"});
+        assert_eq!(
+            pointed(&c, "terminate_instance", args.clone()),
+            [json!("/instance_id")]
+        );
+        // How a tool reads is no name of what it read.
+        let c = ctx(
+            "Terminate the most recent instance.",
+            ("fetch_most_recent_alerts", json!({"n": 5})),
+            "- i-0a1b2c3d: recent alert",
+        );
+        assert!(pointed(&c, "terminate_instance", args).is_empty());
     }
 
     #[test]
