@@ -101,6 +101,8 @@ pub struct Source {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Span {
     pub detector: &'static str,
+    /// The detector's part that found it (`addressed_to_model/dear_model`).
+    pub pattern: &'static str,
     /// The span's text, caseless (never audited: it is tool output).
     pub text: String,
 }

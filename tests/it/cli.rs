@@ -537,7 +537,8 @@ fn explain_reads_a_conversation_for_provenance_and_taint_under_the_taint_example
     assert_eq!(v["rule"]["name"], "injected-arguments", "{v}");
     assert_eq!(
         v["signals"]["context.injection_spans"]["value"],
-        serde_json::json!([{"result": 0, "call_id": "call_1", "detector": "addressed_to_model"}])
+        serde_json::json!([{"result": 0, "call_id": "call_1", "detector": "addressed_to_model",
+            "pattern": "addressed_to_model/attention_model"}])
     );
     assert_eq!(
         v["signals"]["provenance.args_from_suspected_injection"]["value"],

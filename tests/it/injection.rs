@@ -121,7 +121,8 @@ mod http {
         assert_eq!(rec["rule"], "injected-arguments", "{rec}");
         assert_eq!(
             rec["signals"]["context.injection_spans"]["value"],
-            json!([{"result": 0, "call_id": "call_s", "detector": "ignore_instructions"}]),
+            json!([{"result": 0, "call_id": "call_s", "detector": "ignore_instructions",
+                "pattern": "ignore_instructions/en"}]),
             "{rec}"
         );
         assert_eq!(

@@ -15,7 +15,7 @@ use toolgate::gate::{Gates, Parts};
 use toolgate::policy::PolicySet;
 use toolgate::protocol::Protocol;
 
-fn rows(name: &str) -> Vec<Value> {
+pub(crate) fn rows(name: &str) -> Vec<Value> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/injection/corpus")
         .join(name);
@@ -26,7 +26,7 @@ fn rows(name: &str) -> Vec<Value> {
         .collect()
 }
 
-fn gates() -> Gates {
+pub(crate) fn gates() -> Gates {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let taint = std::fs::read_to_string(root.join("policies/examples/taint.toml")).unwrap();
     let set = PolicySet::from_sources(&[
@@ -43,6 +43,17 @@ fn gates() -> Gates {
 /// The conversation of one item as an agent sends it: the user's words, the
 /// call that read the source, its result; then the call to decide.
 fn decide(gates: &Gates, rt: &tokio::runtime::Runtime, item: &Value) -> (Verdict, String) {
+    decide_without(gates, rt, item, &[])
+}
+
+/// [`decide`] with the detectors' parts `without` left out (their finds
+/// and the second reading's steps), for leave-one-family-out.
+pub(crate) fn decide_without(
+    gates: &Gates,
+    rt: &tokio::runtime::Runtime,
+    item: &Value,
+    without: &[&str],
+) -> (Verdict, String) {
     let source = &item["source"];
     let body = json!({"messages": [
         {"role": "system", "content": "You are a helpful assistant with tools."},
@@ -59,6 +70,21 @@ fn decide(gates: &Gates, rt: &tokio::runtime::Runtime, item: &Value) -> (Verdict
         None,
         Protocol::Chat.texts(&body, true),
     );
+    if !without.is_empty() {
+        let w = || toolgate::gate::injection::Without { parts: without };
+        let spans = toolgate::gate::injection::scan_without(item["result"].as_str().unwrap(), w());
+        let found = spans
+            .into_iter()
+            .map(|span| toolgate::context::Found {
+                result: 0,
+                call_id: "call_src".into(),
+                span,
+            })
+            .collect();
+        ctx.injection.set(found).unwrap();
+        let readings = toolgate::gate::injection::readings_without(&ctx, w());
+        ctx.readings.set(readings).unwrap();
+    }
     for t in [&source["name"], &item["call"]["name"]] {
         ctx.declared.insert(
             t.as_str().unwrap().to_string(),

@@ -65,6 +65,8 @@ mod policy;
 mod injection;
 // The held-out injection corpus through the gates, by attack family.
 mod injection_eval;
+// Leave-one-family-out over the corpus: each family without the parts only it needs.
+mod injection_lofo;
 // The content fence and redaction of tool results.
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.

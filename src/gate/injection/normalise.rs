@@ -133,10 +133,63 @@ fn unconfused(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The steps of the other reading, by name: each can be left out to
+/// measure what it is worth (see [`super::Without`]).
+pub const STEPS: [&str; 5] = [
+    "reading/homoglyphs",
+    "reading/escapes",
+    "reading/glued",
+    "reading/wrapped",
+    "reading/slips",
+];
+
+/// Which steps of the other reading run.
+#[derive(Debug, Clone, Copy)]
+pub struct Steps {
+    homoglyphs: bool,
+    escapes: bool,
+    glued: bool,
+    wrapped: bool,
+    slips: bool,
+}
+
+impl Steps {
+    pub const ALL: Steps = Steps {
+        homoglyphs: true,
+        escapes: true,
+        glued: true,
+        wrapped: true,
+        slips: true,
+    };
+
+    /// Every step but those `without` names.
+    pub fn without(without: &super::Without<'_>) -> Steps {
+        if without.parts.is_empty() {
+            return Steps::ALL;
+        }
+        Steps {
+            homoglyphs: !without.has(STEPS[0]),
+            escapes: !without.has(STEPS[1]),
+            glued: !without.has(STEPS[2]),
+            wrapped: !without.has(STEPS[3]),
+            slips: !without.has(STEPS[4]),
+        }
+    }
+}
+
 /// `text` (a tool result, as written) read the other way, in one pass;
 /// fold it after.
+#[cfg(test)]
 pub fn normalise(text: &str) -> String {
-    let text = unconfused(text);
+    normalise_with(text, Steps::ALL)
+}
+
+/// [`normalise`] with only the steps `steps` says.
+pub fn normalise_with(text: &str, steps: Steps) -> String {
+    let text = match steps.homoglyphs {
+        true => unconfused(text),
+        false => std::borrow::Cow::Borrowed(text),
+    };
     let text = text.as_ref();
     let mut out = String::with_capacity(text.len() + 16);
     let mut word: Vec<u8> = Vec::with_capacity(32);
@@ -145,7 +198,7 @@ pub fn normalise(text: &str) -> String {
         if word.is_empty() {
             return;
         }
-        match corrected(word) {
+        match corrected(word).filter(|_| steps.slips) {
             Some(v) => out.push_str(v),
             None => out.extend(word.iter().map(|&b| char::from(b))),
         }
@@ -157,6 +210,7 @@ pub fn normalise(text: &str) -> String {
         let next = chars.peek().copied();
         // Escapes: `\n`, `\r`, `\t` as a line break or space, `\"` as `"`.
         let c = match (c, next) {
+            _ if !steps.escapes => c,
             ('\\', Some('n' | 'r')) => {
                 chars.next();
                 '\n'
@@ -175,19 +229,19 @@ pub fn normalise(text: &str) -> String {
         let letter = |c: Option<char>| c.is_some_and(char::is_alphabetic);
         let out_c = match c {
             // Glued words: `_`, `#` and `-` between letters split them.
-            '_' | '#' if letter(next) => ' ',
-            '-' if letter(prev) && letter(next) => ' ',
+            '_' | '#' if steps.glued && letter(next) => ' ',
+            '-' if steps.glued && letter(prev) && letter(next) => ' ',
             // A word hyphenated across a line break is joined.
-            '-' if next == Some('\n') && letter(prev) => {
+            '-' if steps.wrapped && next == Some('\n') && letter(prev) => {
                 chars.next();
                 prev = Some('-');
                 continue;
             }
             // A single line break inside a paragraph reads as a space.
-            '\n' if next != Some('\n') && prev != Some('\n') => ' ',
+            '\n' if steps.wrapped && next != Some('\n') && prev != Some('\n') => ' ',
             c => c,
         };
-        if c.is_uppercase() && prev.is_some_and(char::is_lowercase) {
+        if steps.glued && c.is_uppercase() && prev.is_some_and(char::is_lowercase) {
             flush(&mut word, &mut out);
             out.push(' ');
         }

@@ -44,7 +44,7 @@ pub(super) fn taint(s: &mut Signals, ctx: &Context, args: &Value) {
     let found = injection::found(ctx);
     let mut spans: Vec<Value> = Vec::new();
     for f in found {
-        let v = json!({"result": f.result, "call_id": f.call_id, "detector": f.span.detector});
+        let v = json!({"result": f.result, "call_id": f.call_id, "detector": f.span.detector, "pattern": f.span.pattern});
         if !spans.contains(&v) {
             spans.push(v);
         }
@@ -212,7 +212,8 @@ mod tests {
         );
         assert_eq!(
             s.get("context.injection_spans").unwrap().value,
-            json!([{"result": 1, "call_id": "call_1", "detector": "ignore_instructions"}])
+            json!([{"result": 1, "call_id": "call_1", "detector": "ignore_instructions",
+                "pattern": "ignore_instructions/en"}])
         );
         assert_eq!(
             s.get("provenance.args_from_suspected_injection")
