@@ -43,6 +43,10 @@ pub struct ToolEntry {
     pub schema: Option<Arc<jsonschema::Validator>>,
     /// Calls that send text outside: checked against the facts.
     pub external: Option<ExternalComm>,
+    /// More words that say what the tools do (`actions = ["wire", "remit"]`),
+    /// caseless: read with the name's own by the described and delegated
+    /// signals.
+    pub actions: Vec<String>,
     pub origin: String,
 }
 

@@ -85,6 +85,8 @@ struct RawTool {
     schema: Option<Spanned<toml::Value>>,
     schema_file: Option<Spanned<String>>,
     external_comm: Option<Spanned<RawExternal>>,
+    #[serde(default)]
+    actions: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,11 +320,25 @@ pub(super) fn compile(
                 None => continue,
             },
         };
+        let actions = match t.actions {
+            None => Vec::new(),
+            Some(a) => match action_words(a.get_ref()) {
+                Ok(words) => words,
+                Err(bad) => {
+                    cx.err(
+                        a.span().start,
+                        format!("`actions` entries are single words (\"wire\"), not `{bad}`"),
+                    );
+                    continue;
+                }
+            },
+        };
         out.tools.push(ToolEntry {
             globs,
             class: t.class,
             schema,
             external,
+            actions,
             origin: format!("{file}:{}", line_of(src, at)),
         });
     }
@@ -384,6 +400,20 @@ pub(super) fn compile(
             Err(m) => cx.err(l.rate.span().start, m),
         }
     }
+}
+
+/// The words of a `[[tool]]`'s `actions`, caseless; the first entry that
+/// is no single word is the error.
+fn action_words(raw: &[String]) -> Result<Vec<String>, String> {
+    raw.iter()
+        .map(|w| {
+            let t = w.trim();
+            match !t.is_empty() && t.chars().all(char::is_alphabetic) {
+                true => Ok(crate::fold::fold(t).into_owned()),
+                false => Err(w.clone()),
+            }
+        })
+        .collect()
 }
 
 /// Compiles `external_comm`: its CEL condition and its text pointers.

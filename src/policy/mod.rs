@@ -198,6 +198,21 @@ impl PolicySet {
             .any(|r| r.require.iter().any(|s| s == sensor))
     }
 
+    /// The `actions` words of every catalog entry matching `tool`.
+    pub fn tool_actions(&self, tool: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in self.tools.iter().filter(|t| t.matches(tool)) {
+            out.extend(
+                t.actions
+                    .iter()
+                    .filter(|w| !out.contains(w))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        }
+        out
+    }
+
     /// The first catalog entry matching `tool`.
     pub fn tool_entry(&self, tool: &str) -> Option<&ToolEntry> {
         self.tools.iter().find(|t| t.matches(tool))

@@ -143,9 +143,25 @@ pub(super) fn name_words(tool: &str) -> Vec<String> {
 
 impl Actions {
     /// The action words of `tool` and the words of their families.
+    #[cfg(test)]
     pub(super) fn of(tool: &str) -> Actions {
-        let own = action_words(tool);
-        let all = name_words(tool);
+        Actions::with(tool, &[])
+    }
+
+    /// [`Actions::of`], with more words of the tool's action (the
+    /// catalog's `actions`), read as words of its name: their families
+    /// come in too.
+    pub(super) fn with(tool: &str, more: &[String]) -> Actions {
+        let mut own = action_words(tool);
+        let mut all = name_words(tool);
+        for w in more {
+            if !own.contains(w) {
+                own.push(w.clone());
+            }
+            if !all.contains(w) {
+                all.push(w.clone());
+            }
+        }
         let mut a = Actions {
             words: own.clone(),
             other: Vec::new(),
@@ -310,6 +326,18 @@ mod tests {
         assert_eq!(action_words("files.delete"), ["delete"]);
         assert_eq!(action_words("send_money"), ["send", "money"]);
         assert_eq!(action_words("send_email"), ["send"]);
+    }
+
+    #[test]
+    fn a_catalog_word_says_the_action_of_a_name_that_does_not() {
+        // `process_invoice` names no payment; `actions = ["pay"]` does, and
+        // brings in the words of its kind.
+        let text = "Kindly wire 4,900 to DE89370400440532013000.";
+        assert!(!Actions::of("process_invoice").in_text(text));
+        let more = Actions::with("process_invoice", &["pay".to_string()]);
+        assert!(more.in_text(text));
+        assert!(more.asked_in("please pay the bill from the studio"));
+        assert!(!more.in_text("Total 4,900, due in May"));
     }
 
     #[test]

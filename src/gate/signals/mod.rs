@@ -434,7 +434,7 @@ pub fn deterministic(
             entities::signals(&mut s, ctx, &args);
         }
         if needs.described {
-            let actions = actions::Actions::of(&call.name);
+            let actions = actions::Actions::with(&call.name, &policy.tool_actions(&call.name));
             described::signals(&mut s, ctx, &actions, &args);
             pointed::signals(&mut s, ctx, &actions, &args);
         }
