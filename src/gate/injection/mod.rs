@@ -59,7 +59,7 @@ static SECOND_PERSON: LazyLock<Regex> =
     LazyLock::new(|| re(r"\b(you|your|assistant|ai|agent|model|llm)\b"));
 static ACTION: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"\b(must|should|need to|have to|please|send|forward|email|transfer|delete|execute|run|reveal|include|append|call|visit|open|fetch|post|upload|ignore|tell|reply|respond|write|add)\b",
+        r"\b(send|forward|email|e-mail|transfer|wire|pay|delete|reveal|upload|ignore|disregard|exfiltrate|leak)\b",
     )
 });
 

@@ -145,12 +145,16 @@ pub fn phrases() -> Vec<Pattern> {
         p(
             am,
             "addressed_to_model/you_are_now",
-            r"\byou are now\b|\bfrom now on,? you\b|\byou must now\b",
+            concat!(
+                r"\byou are now (an? |in )?(new |different |unrestricted |unfiltered )?(ai|assistant|model|bot|agent|dan|unrestricted|unfiltered|jailbroken|free of|free from|no longer bound|no longer restricted)\b",
+                r"|\bfrom now on,? you (are|must|shall|will (act|respond|answer|ignore|only|always|never|obey|follow|do))\b",
+                r"|\byou must now (ignore|obey|follow|act|do|send|forward|delete|transfer|call|run|execute)\b",
+            ),
         ),
         p(
             am,
             "addressed_to_model/new_instructions",
-            r"\bnew (instructions?|task|objective|goal|directive)s?\s*:",
+            r"\bnew instructions?\s*:|\b(new|updated) (task|objective|goal|directive)s?\s+for\s+(you|the (ai|assistant|model|agent))\b",
         ),
         p(
             am,
@@ -180,13 +184,28 @@ pub fn phrases() -> Vec<Pattern> {
         p(
             am,
             "addressed_to_model/mode",
-            r"\b(developer|god|admin|debug|unrestricted) mode\b|\bjailbreak|\bdan mode\b",
+            concat!(
+                r"\b(unrestricted|dan|jailbreak|jailbroken) mode\b",
+                r"|\b(you are|you're)( now)?( in| operating in| running in)? (developer|god|admin|debug|unrestricted|dan) mode\b",
+                r"|\b(enter|activate|switch to|enable) (god|unrestricted|dan|jailbreak) mode\b",
+                r"|\bjailbreak(en)? (prompt|instructions?)\b|\bjailbroken (ai|model|assistant|llm)\b",
+            ),
         ),
         p(am, "addressed_to_model/information_tag", r"</?information>"),
         p(
             am,
             "addressed_to_model/admin_override",
             r"\b(system|admin|administrator|developer) (override|instruction|command|notice)s?\s*:",
+        ),
+        // A game or persona the model is to play (HackAPrompt's
+        // "virtualization").
+        p(
+            am,
+            "addressed_to_model/role_play",
+            concat!(
+                r"\blet'?s play a game\b[^\n]{0,80}\byou are\b",
+                r"|\byou are (now )?[\w-]+,? an? [^.\n]{0,40}\b(with no|without( any)?) (limits|restrictions|rules|filters|guidelines)\b",
+            ),
         ),
         // Text addressed to whoever (or whatever) reads or processes the
         // data: a note left for the reader, not for the person the data is
@@ -284,6 +303,23 @@ pub fn markers() -> Vec<Pattern> {
             rm,
             "role_marker/dashes_system",
             r"(?m)-{3,}\s*\n\s*(system|developer)\s*:\s*\S",
+        ),
+        // A fake end of the user's input, or start of another's, on a
+        // banner line of its own (Tensor Trust's `%%% END USER INPUT %%%`).
+        p(
+            rm,
+            "role_marker/input_boundary",
+            concat!(
+                r"(?m)^\s*(%{2,}|#{3,}|={3,}|-{3,}|\*{3,}|<{2,}|\[{2,})\s*(end|begin|start)\s+(of\s+)?(the\s+)?",
+                r"((user|system|operator|admin|developer)\s+(input|prompt|instructions?|task|message|turn)|(input|prompt|instructions))s?",
+                r"\s*(%{2,}|#{3,}|={3,}|-{3,}|\*{3,}|>{2,}|\]{2,})?\s*$",
+            ),
+        ),
+        // A forged agent step: the ReAct format's action and its input.
+        p(
+            rm,
+            "role_marker/react_step",
+            r"(?m)^\s*action\s*:\s*[\w.-]+\s*\n\s*action\s+input\s*:",
         ),
     ]
 }

@@ -214,3 +214,31 @@ HUMAN_NOTES_D = [
 def hard_negatives_d():
     return [{"family": f"hard_negative/{kind}", "source": "toolgate batch D", "result": text}
             for kind, text in HUMAN_NOTES_D]
+
+
+def debian_doc_sections(root, every=5, limit=150):
+    """Hard negatives from the Debian documentation of the machine that
+    wrote the corpus (`/usr/share/doc/*/README*`, `NEWS*`, `*.md`): package
+    READMEs and release notes by many authors, full of instructions for
+    whoever installs or upgrades. Every `every`-th file in name order, its
+    first section of 200-2000 characters."""
+    import gzip
+    from pathlib import Path
+
+    files = sorted(p for pattern in ("*/README*", "*/NEWS*", "*/*.md*")
+                   for p in Path(root).glob(pattern) if p.is_file())
+    out = []
+    for path in files[::every]:
+        raw = path.read_bytes()
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8", "replace")
+        for section in text.split("\n\n\n"):
+            section = section.strip()[:2000]
+            if len(section) >= 200:
+                out.append({"family": "hard_negative/debian_doc",
+                            "source": f"Debian {path.relative_to(root)}", "result": section})
+                break
+        if len(out) >= limit:
+            break
+    return out
