@@ -1,7 +1,8 @@
 //! Criterion bench of injection taint: scanning 10 KB of tool results
 //! (benign web and mail text, and the same with one injected paragraph), the
 //! cached scan a later turn pays, and the per-call cost of the taint signals
-//! for a call with a 2 KB argument object against a tainted conversation.
+//! for a call with a 2 KB argument object against a tainted conversation,
+//! within one request and for each request anew.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -116,6 +117,30 @@ fn bench(c: &mut Criterion) {
     c.bench_function(
         "decide with taint.toml (described, delegated), 2 KB args, tainted 10 KB context",
         |b| b.iter(|| rt.block_on(recommended.decide(&outward, &described))),
+    );
+    // The same conversation as the next request sends it again: a new
+    // context each time (what a context remembers is gone; what is
+    // remembered by content is not).
+    let fresh = || {
+        let mut t = Texts::default();
+        t.push_call("call_1", "read_inbox", "{\"folder\":\"inbox\"}");
+        t.push_tool("call_1", &injected);
+        t.last_user = Some("Summarise my inbox and send the report to finance.".into());
+        t.push_user("Summarise my inbox and send the report to finance.");
+        let mut c = Context::default();
+        toolgate::context::fill(&mut c, &http::HeaderMap::new(), Some("execution"), None, t);
+        c.declared = ctx.declared.clone();
+        c
+    };
+    c.bench_function(
+        "decide with taint.toml, 2 KB args, tainted 10 KB context, each request anew",
+        |b| {
+            b.iter_batched(
+                fresh,
+                |c| rt.block_on(recommended.decide(&outward, &c)),
+                criterion::BatchSize::SmallInput,
+            )
+        },
     );
 }
 

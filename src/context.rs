@@ -73,7 +73,7 @@ pub struct Context {
     /// request when a rule reads it).
     pub folded: std::sync::OnceLock<Folded>,
     /// Other readings of each tool result (see `gate::injection::readings`).
-    pub readings: std::sync::OnceLock<Vec<Vec<String>>>,
+    pub readings: std::sync::OnceLock<Vec<std::sync::Arc<Vec<String>>>>,
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
     /// 0 for the agent's own request.
     pub resume: u32,

@@ -312,36 +312,62 @@ fn paragraph(t: &str, at: Range<usize>) -> String {
 /// and words (made once per request): escapes read as spaces, and the
 /// detectors' second reading ([`normalise`]), each only where it differs
 /// from the folded text.
-pub fn readings(ctx: &crate::context::Context) -> &[Vec<String>] {
-    ctx.readings
-        .get_or_init(|| readings_without(ctx, Without::default()))
+pub fn readings(ctx: &crate::context::Context) -> &[Arc<Vec<String>>] {
+    ctx.readings.get_or_init(|| {
+        ctx.folded()
+            .tools
+            .iter()
+            .zip(&ctx.tool_results)
+            .map(|((_, folded), (range, _))| {
+                let text = ctx.tool_text.get(range.clone()).unwrap_or("");
+                let key = crate::digest::sha256(text.as_bytes());
+                READ.get_with(key, || {
+                    Arc::new(readings_of(text, folded, normalise::Steps::ALL))
+                })
+            })
+            .collect()
+    })
 }
 
+/// Readings of tool results, remembered by content hash like [`SCANNED`]:
+/// a conversation sends the same results again on every turn.
+static READ: LazyLock<moka::sync::Cache<[u8; 32], Arc<Vec<String>>>> =
+    LazyLock::new(|| moka::sync::Cache::new(20_000));
+
 /// [`readings`] with the second reading's steps `without` names left out
-/// (for measuring them).
-pub fn readings_without(ctx: &crate::context::Context, without: Without<'_>) -> Vec<Vec<String>> {
+/// (for measuring them; not remembered).
+pub fn readings_without(
+    ctx: &crate::context::Context,
+    without: Without<'_>,
+) -> Vec<Arc<Vec<String>>> {
     let steps = normalise::Steps::without(&without);
     ctx.folded()
         .tools
         .iter()
         .zip(&ctx.tool_results)
         .map(|((_, folded), (range, _))| {
-            let mut out = Vec::new();
-            if folded.contains('\\') {
-                let unescaped = folded
-                    .replace("\\n", " ")
-                    .replace("\\r", " ")
-                    .replace("\\t", " ");
-                out.push(unescaped);
-            }
             let text = ctx.tool_text.get(range.clone()).unwrap_or("");
-            let plain = crate::fold::fold(&normalise::normalise_with(text, steps)).into_owned();
-            if plain != *folded && !out.contains(&plain) {
-                out.push(plain);
-            }
-            out
+            Arc::new(readings_of(text, folded, steps))
         })
         .collect()
+}
+
+/// The other readings of one tool result (`text`, and `folded`, its
+/// caseless form).
+fn readings_of(text: &str, folded: &str, steps: normalise::Steps) -> Vec<String> {
+    let mut out = Vec::new();
+    if folded.contains('\\') {
+        let unescaped = folded
+            .replace("\\n", " ")
+            .replace("\\r", " ")
+            .replace("\\t", " ");
+        out.push(unescaped);
+    }
+    let plain = crate::fold::fold(&normalise::normalise_with(text, steps)).into_owned();
+    if plain != folded && !out.contains(&plain) {
+        out.push(plain);
+    }
+    out
 }
 
 /// The injection scan of the request's tool results (made once per request).
@@ -371,8 +397,7 @@ static SCANNED: LazyLock<moka::sync::Cache<[u8; 32], Arc<Vec<Span>>>> =
 
 /// [`scan`], remembered by the text's SHA-256.
 pub fn scan_cached(text: &str) -> Arc<Vec<Span>> {
-    use sha2::{Digest, Sha256};
-    let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+    let key = crate::digest::sha256(text.as_bytes());
     SCANNED.get_with(key, || Arc::new(scan(text)))
 }
 

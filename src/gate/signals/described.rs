@@ -99,7 +99,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
             let value = crate::fold::fold(value.trim());
             'found: for needle in needles(&value) {
                 for (i, (call_id, text)) in folded.tools.iter().enumerate() {
-                    let others = readings.get(i).map(Vec::as_slice).unwrap_or_default();
+                    let others = readings.get(i).map(|r| r.as_slice()).unwrap_or_default();
                     let described = std::iter::once(text)
                         .chain(others)
                         .any(|t| windows(t, &needle).any(|w| actions.in_text(w)));
