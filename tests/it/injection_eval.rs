@@ -3,7 +3,8 @@
 //! ordinary tool results, delegated calls whose values come from a source
 //! the user named, and hard negatives (text with imperatives meant for a
 //! person). Each conversation goes through the request parser and the
-//! gates with the recommended policy (`default.toml` + `examples/taint.toml`),
+//! gates with the recommended policy (`default.toml` + `examples/taint.toml`,
+//! and the corpus's `catalog.toml` classing the tools those do not),
 //! and the figures are printed by family. `INJECTION_EVAL=1` prints each miss.
 
 use std::collections::BTreeMap;
@@ -29,7 +30,10 @@ pub(crate) fn rows(name: &str) -> Vec<Value> {
 pub(crate) fn gates() -> Gates {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let taint = std::fs::read_to_string(root.join("policies/examples/taint.toml")).unwrap();
+    let catalog =
+        std::fs::read_to_string(root.join("tests/data/injection/corpus/catalog.toml")).unwrap();
     let set = PolicySet::from_sources(&[
+        ("catalog.toml".into(), catalog),
         (
             "default.toml".into(),
             toolgate::policy::DEFAULT_POLICY.into(),
@@ -145,7 +149,7 @@ struct Figures {
     negatives: BTreeMap<String, Tally>,
 }
 
-fn measure(injected: &str, benign: &str, negatives: Option<&str>) -> Figures {
+fn measure(injected: Option<&str>, benign: &str, negatives: Option<&str>) -> Figures {
     let gates = gates();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -156,7 +160,7 @@ fn measure(injected: &str, benign: &str, negatives: Option<&str>) -> Figures {
         released: BTreeMap::new(),
         negatives: BTreeMap::new(),
     };
-    for item in rows(injected) {
+    for item in injected.map(rows).unwrap_or_default() {
         let family = item["family"].as_str().unwrap().to_string();
         let (v, rule) = decide(&gates, &rt, &item);
         f.blocked
@@ -239,7 +243,7 @@ fn total(t: &BTreeMap<String, Tally>) -> f64 {
 #[test]
 fn the_held_out_corpus_is_blocked_released_and_quiet_by_family() {
     let f = measure(
-        "injected.jsonl",
+        Some("injected.jsonl"),
         "benign.jsonl",
         Some("hard_negatives.jsonl"),
     );
@@ -276,7 +280,7 @@ fn the_held_out_corpus_is_blocked_released_and_quiet_by_family() {
 /// families.
 fn batch(
     name: &str,
-    (injected, benign, negatives): (&str, &str, Option<&str>),
+    (injected, benign, negatives): (Option<&str>, &str, Option<&str>),
     families: usize,
     delegated: usize,
 ) {
@@ -302,9 +306,12 @@ fn batch(
         true => String::new(),
         false => format!(", negatives quiet {:.1}%", total(&f.negatives) * 100.0),
     };
+    let blocked = match f.blocked.is_empty() {
+        true => String::new(),
+        false => format!("blocked {:.1}%, ", total(&f.blocked) * 100.0),
+    };
     eprintln!(
-        "batch {name} overall: blocked {:.1}%, released {:.1}%{quiet}",
-        total(&f.blocked) * 100.0,
+        "batch {name} overall: {blocked}released {:.1}%{quiet}",
         total(&f.released) * 100.0,
     );
     holds_the_aims(&f);
@@ -312,12 +319,22 @@ fn batch(
 
 #[test]
 fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
-    batch("B", ("injected_b.jsonl", "benign_b.jsonl", None), 7, 5);
+    batch(
+        "B",
+        (Some("injected_b.jsonl"), "benign_b.jsonl", None),
+        7,
+        5,
+    );
 }
 
 #[test]
 fn batch_c_in_other_domains_is_blocked_and_released_by_family() {
-    batch("C", ("injected_c.jsonl", "benign_c.jsonl", None), 6, 3);
+    batch(
+        "C",
+        (Some("injected_c.jsonl"), "benign_c.jsonl", None),
+        6,
+        3,
+    );
 }
 
 #[test]
@@ -325,11 +342,16 @@ fn batch_d_with_unseen_tools_and_styles_is_blocked_and_released_by_family() {
     batch(
         "D",
         (
-            "injected_d.jsonl",
+            Some("injected_d.jsonl"),
             "benign_d.jsonl",
             Some("hard_negatives_d.jsonl"),
         ),
         8,
         4,
     );
+}
+
+#[test]
+fn batch_e_of_delegated_calls_in_other_phrasings_is_released() {
+    batch("E", (None, "benign_e.jsonl", None), 0, 6);
 }
