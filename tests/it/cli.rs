@@ -526,6 +526,11 @@ fn explain_reads_a_conversation_for_provenance_and_taint_under_the_taint_example
         "{v}"
     );
     assert_eq!(
+        v["signals"]["provenance.pointed_spans"]["value"],
+        serde_json::json!([{"path": "/recipient", "call_id": "c1", "by": "value"}]),
+        "{v}"
+    );
+    assert_eq!(
         v["signals"]["provenance.described_spans"]["value"],
         serde_json::json!([{"path": "/recipient", "call_id": "c1"}]),
         "{v}"

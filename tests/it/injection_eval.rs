@@ -28,8 +28,13 @@ pub(crate) fn rows(name: &str) -> Vec<Value> {
 }
 
 pub(crate) fn gates() -> Gates {
+    gates_with(|taint| taint)
+}
+
+/// [`gates`] with `examples/taint.toml` rewritten by `edit` first.
+pub(crate) fn gates_with(edit: impl FnOnce(String) -> String) -> Gates {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let taint = std::fs::read_to_string(root.join("policies/examples/taint.toml")).unwrap();
+    let taint = edit(std::fs::read_to_string(root.join("policies/examples/taint.toml")).unwrap());
     let catalog =
         std::fs::read_to_string(root.join("tests/data/injection/corpus/catalog.toml")).unwrap();
     let set = PolicySet::from_sources(&[
@@ -58,6 +63,26 @@ pub(crate) fn decide_without(
     item: &Value,
     without: &[&str],
 ) -> (Verdict, String) {
+    let (v, rule, _) = decide_full(gates, rt, item, without);
+    (v, rule)
+}
+
+/// [`decide`], with the signals the decision read (with
+/// `policy_gate.explain` set: all it computed).
+pub(crate) fn decide_signals(
+    gates: &Gates,
+    rt: &tokio::runtime::Runtime,
+    item: &Value,
+) -> (Verdict, String, Value) {
+    decide_full(gates, rt, item, &[])
+}
+
+fn decide_full(
+    gates: &Gates,
+    rt: &tokio::runtime::Runtime,
+    item: &Value,
+    without: &[&str],
+) -> (Verdict, String, Value) {
     let source = &item["source"];
     let body = json!({"messages": [
         {"role": "system", "content": "You are a helpful assistant with tools."},
@@ -101,6 +126,7 @@ pub(crate) fn decide_without(
         ..Call::default()
     };
     let d = rt.block_on(gates.decide(&call, &ctx));
+    let signals = d.signals.as_ref().map(|s| s.to_json()).unwrap_or_default();
     if std::env::var("INJECTION_EVAL").ok().as_deref() == item["id"].as_str() {
         let signals = d.outcome.signals.as_ref().map(|s| s.to_json());
         eprintln!("{}: {:?} {signals:#?}", item["id"], d.verdict);
@@ -110,7 +136,7 @@ pub(crate) fn decide_without(
         .rule
         .clone()
         .unwrap_or_else(|| d.outcome.reason.to_string());
-    (d.verdict, rule)
+    (d.verdict, rule, signals)
 }
 
 fn fired(item: &Value) -> bool {
