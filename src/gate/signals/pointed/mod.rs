@@ -5,7 +5,9 @@
 //! ("pay", "invite", "reply"), and the source leaves no choice: it names no
 //! other value of the same kind (a second account number, a second address
 //! or link) that the call leaves out, and an id, name or amount stands
-//! beside the user's own words for it ("the old backup", "my rent"). An
+//! beside the user's own words for it ("the old backup", "my rent"; an id
+//! of letters and digits must be the one nearest them: "the idle
+//! instance" picks the idle one of two). An
 //! address, link, account or phone beside the user's own words counts even
 //! when the user did not name the source ("send Spotify the difference":
 //! Spotify's account in the transaction list). An instruction planted in a result
@@ -193,13 +195,22 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
                     Some(kind) => {
                         let by = match named {
                             Some(by) => windows(text, needle).next().map(|_| by),
-                            None => nearest(text, needle, kind, &locators).then_some("nearest"),
+                            None => {
+                                let same = |t: &str| kind_of(t) == Some(kind);
+                                nearest(text, needle, &same, &locators).then_some("nearest")
+                            }
                         };
                         by.filter(|_| unambiguous(text, kind, &carried, actions))
                             .map(|by| (id, by))
                     }
-                    // An id, a name or an amount: from a source the user
-                    // named, beside the user's words.
+                    // An id of letters and digits: from a source the
+                    // user named, the id nearest to the user's words
+                    // there (of two instances, the idle one).
+                    None if mixed_id(needle) => named
+                        .filter(|_| nearest(text, needle, &mixed_id, &locators))
+                        .map(|by| (id, by)),
+                    // A number, a name or an amount: from a source the
+                    // user named, beside the user's words.
                     None => named.filter(|_| located(text, needle)).map(|by| (id, by)),
                 })
             });
@@ -213,6 +224,14 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     s.set("provenance.pointed_spans", Value::Array(spans));
 }
 
+/// An id of letters and digits, and no address, link, account or phone
+/// (`i-0a1b2c3d`, `EXP-40417`, `A-55812`).
+fn mixed_id(t: &str) -> bool {
+    t.chars().any(|c| c.is_ascii_digit())
+        && t.chars().any(|c| c.is_alphabetic())
+        && kind_of(t).is_none()
+}
+
 /// A value without its spaces (an account number printed in groups).
 fn compact(t: &str) -> String {
     t.chars().filter(|c| !c.is_whitespace()).collect()
@@ -222,12 +241,12 @@ fn compact(t: &str) -> String {
 /// a word of the user's (within [`WINDOW`] bytes) wherever that word stands:
 /// "Spotify" picks Spotify's account in a transaction list, not the one of
 /// the line after.
-fn nearest(text: &str, needle: &str, kind: &str, locators: &[&str]) -> bool {
+fn nearest(text: &str, needle: &str, same: &dyn Fn(&str) -> bool, locators: &[&str]) -> bool {
     let want = compact(needle);
     // Where each value of the kind stands.
     let mut values: Vec<(std::ops::Range<usize>, String)> = Vec::new();
     for t in super::provenance::entities(text) {
-        if kind_of(t) == Some(kind) {
+        if same(t) {
             for r in super::provenance::occurrences(text, t) {
                 values.push((r, compact(t)));
             }

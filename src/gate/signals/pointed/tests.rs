@@ -70,13 +70,15 @@ fn a_value_from_the_source_the_user_named_for_the_action_is_delegated() {
         pointed(&c, "invite_user_to_slack", args),
         [json!("/user_email")]
     );
-    // Named by what the tool reads ("the cost report"), the id beside
-    // the user's word for it ("idle").
+    // Named by what the tool reads ("the cost report"), the id nearest
+    // the user's word for it ("idle"); the other is not.
     let c = ctx(
         "Terminate the idle instance the cost report flags.",
         ("get_cost_report", json!({"month": "2024-06"})),
-        "- i-0a1b2c3d: idle 21 days, 312.40 USD",
+        "- i-0a1b2c3d: idle 21 days, 312.40 USD\n- i-0ffe11aa: busy, 88.10 USD",
     );
+    let busy = json!({"instance_id": "i-0ffe11aa"});
+    assert!(pointed(&c, "terminate_instance", busy).is_empty());
     let args = json!({"instance_id": "i-0a1b2c3d"});
     assert_eq!(
         pointed(&c, "terminate_instance", args.clone()),
