@@ -107,6 +107,12 @@ pub(super) struct Actions {
     /// the whole name (`send_money` is paying, not messaging, though `send`
     /// is both; `send_email` is messaging).
     asked: Vec<String>,
+    /// Words of the name after its first that are of no known kind (`slack`
+    /// in `invite_user_to_slack`, `webhook` in `create_webhook`): they ask
+    /// for the action only in a request that asks to read nothing ("what
+    /// is new in Slack?" asks for no invitation; "register the webhook"
+    /// does).
+    asked_objects: Vec<String>,
 }
 
 /// The words of a tool's name that say its action (`delete` for
@@ -162,10 +168,30 @@ impl Actions {
                 all.push(w.clone());
             }
         }
+        let of_a_kind = |w: &String| {
+            more.contains(w)
+                || FAMILIES
+                    .iter()
+                    .any(|(e, _)| e.split(' ').any(|m| same_word(w.as_bytes(), m, true)))
+        };
+        // The verb's place: first (`delete_file`, `sendEmail`), last in a
+        // dotted or slashed name (`files.delete`, `slack/invite`).
+        let verb = match tool.contains(['.', '/']) {
+            true => own.len().saturating_sub(1),
+            false => 0,
+        };
+        let (mut asked, mut asked_objects) = (Vec::new(), Vec::new());
+        for (i, w) in own.iter().enumerate() {
+            match i == verb || of_a_kind(w) {
+                true => asked.push(w.clone()),
+                false => asked_objects.push(w.clone()),
+            }
+        }
         let mut a = Actions {
             words: own.clone(),
             other: Vec::new(),
-            asked: own.clone(),
+            asked,
+            asked_objects,
         };
         let shared = |english: &str, words: &[String]| {
             english
@@ -238,16 +264,21 @@ impl Actions {
     /// not `changed` ("tell me what changed" asks for nothing to change),
     /// and not the [`NOUNS`].
     pub(super) fn asked_in(&self, request: &str) -> bool {
+        let tokens = || {
+            request
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|t| t.len() >= 2)
+        };
+        let reads = tokens().any(|t| READING.contains(&t));
+        let objects = self.asked_objects.iter().filter(|_| !reads);
         let words: Vec<&str> = self
             .asked
             .iter()
+            .chain(objects)
             .map(String::as_str)
             .filter(|w| !NOUNS.contains(w))
             .collect();
-        request
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|t| t.len() >= 2)
-            .any(|t| words.iter().any(|w| asks(t, w)))
+        tokens().any(|t| words.iter().any(|w| asks(t, w)))
     }
 }
 
@@ -283,6 +314,32 @@ fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
 
 /// Words of [`FAMILIES`] a request uses as nouns more than as verbs
 /// ("summarise the messages", "my rent payment").
+/// Words of a request that ask to read, look or be told, not to act.
+const READING: &[&str] = &[
+    "summarise",
+    "summarize",
+    "summary",
+    "read",
+    "what",
+    "whats",
+    "list",
+    "show",
+    "tell",
+    "check",
+    "find",
+    "look",
+    "describe",
+    "explain",
+    "any",
+    "anything",
+    "how",
+    "which",
+    "who",
+    "where",
+    "when",
+    "review",
+];
+
 const NOUNS: &[&str] = &[
     "message",
     "email",
@@ -326,6 +383,20 @@ mod tests {
         assert_eq!(action_words("files.delete"), ["delete"]);
         assert_eq!(action_words("send_money"), ["send", "money"]);
         assert_eq!(action_words("send_email"), ["send"]);
+    }
+
+    #[test]
+    fn a_name_s_object_words_ask_only_in_a_request_to_act() {
+        let invite = Actions::of("invite_user_to_slack");
+        assert!(!invite.asked_in("summarise the general channel on slack"));
+        assert!(!invite.asked_in("what is new in slack?"));
+        assert!(invite.asked_in("invite dora to slack"));
+        let hook = Actions::of("create_webhook");
+        assert!(hook.asked_in("register the webhook url from the guide"));
+        assert!(!hook.asked_in("which webhook fired last night?"));
+        // The verb's place in a dotted name is last.
+        assert!(Actions::of("calendar.reschedule").asked_in("reschedule it"));
+        assert!(!Actions::of("calendar.reschedule").asked_in("what is on my calendar?"));
     }
 
     #[test]
