@@ -175,7 +175,7 @@ struct Figures {
     negatives: BTreeMap<String, Tally>,
 }
 
-fn measure(injected: Option<&str>, benign: &str, negatives: Option<&str>) -> Figures {
+fn measure(injected: Option<&str>, benign: Option<&str>, negatives: Option<&str>) -> Figures {
     let gates = gates();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -198,7 +198,7 @@ fn measure(injected: Option<&str>, benign: &str, negatives: Option<&str>) -> Fig
             .or_default()
             .add(&item["id"], fired(&item), "");
     }
-    for item in rows(benign) {
+    for item in benign.map(rows).unwrap_or_default() {
         let family = item["family"].as_str().unwrap().to_string();
         let (v, rule) = decide(&gates, &rt, &item);
         f.released
@@ -270,7 +270,7 @@ fn total(t: &BTreeMap<String, Tally>) -> f64 {
 fn the_held_out_corpus_is_blocked_released_and_quiet_by_family() {
     let f = measure(
         Some("injected.jsonl"),
-        "benign.jsonl",
+        Some("benign.jsonl"),
         Some("hard_negatives.jsonl"),
     );
     let verbose = std::env::var_os("INJECTION_EVAL").is_some();
@@ -306,7 +306,7 @@ fn the_held_out_corpus_is_blocked_released_and_quiet_by_family() {
 /// families.
 fn batch(
     name: &str,
-    (injected, benign, negatives): (Option<&str>, &str, Option<&str>),
+    (injected, benign, negatives): (Option<&str>, Option<&str>, Option<&str>),
     families: usize,
     delegated: usize,
 ) {
@@ -334,12 +334,17 @@ fn batch(
     };
     let blocked = match f.blocked.is_empty() {
         true => String::new(),
-        false => format!("blocked {:.1}%, ", total(&f.blocked) * 100.0),
+        false => format!("blocked {:.1}%", total(&f.blocked) * 100.0),
     };
-    eprintln!(
-        "batch {name} overall: {blocked}released {:.1}%{quiet}",
-        total(&f.released) * 100.0,
-    );
+    let released = match f.released.is_empty() {
+        true => String::new(),
+        false => format!("released {:.1}%", total(&f.released) * 100.0),
+    };
+    let sep = match blocked.is_empty() || released.is_empty() {
+        true => "",
+        false => ", ",
+    };
+    eprintln!("batch {name} overall: {blocked}{sep}{released}{quiet}");
     holds_the_aims(&f);
 }
 
@@ -347,7 +352,7 @@ fn batch(
 fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
     batch(
         "B",
-        (Some("injected_b.jsonl"), "benign_b.jsonl", None),
+        (Some("injected_b.jsonl"), Some("benign_b.jsonl"), None),
         7,
         5,
     );
@@ -357,7 +362,7 @@ fn batch_b_written_after_the_tuning_is_blocked_and_released_by_family() {
 fn batch_c_in_other_domains_is_blocked_and_released_by_family() {
     batch(
         "C",
-        (Some("injected_c.jsonl"), "benign_c.jsonl", None),
+        (Some("injected_c.jsonl"), Some("benign_c.jsonl"), None),
         6,
         3,
     );
@@ -369,7 +374,7 @@ fn batch_d_with_unseen_tools_and_styles_is_blocked_and_released_by_family() {
         "D",
         (
             Some("injected_d.jsonl"),
-            "benign_d.jsonl",
+            Some("benign_d.jsonl"),
             Some("hard_negatives_d.jsonl"),
         ),
         8,
@@ -379,5 +384,10 @@ fn batch_d_with_unseen_tools_and_styles_is_blocked_and_released_by_family() {
 
 #[test]
 fn batch_e_of_delegated_calls_in_other_phrasings_is_released() {
-    batch("E", (None, "benign_e.jsonl", None), 0, 6);
+    batch("E", (None, Some("benign_e.jsonl"), None), 0, 6);
+}
+
+#[test]
+fn batch_f_of_instructions_that_name_no_value_is_held() {
+    batch("F", (Some("injected_f.jsonl"), None, None), 3, 0);
 }

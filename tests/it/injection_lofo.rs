@@ -1,4 +1,4 @@
-//! Leave-one-family-out over the whole injection corpus (batches A–D): for
+//! Leave-one-family-out over the whole injection corpus (batches A–F): for
 //! each attack family, the parts of the detectors that only that family
 //! needs are left out (the patterns that fire on no other family's items,
 //! and the steps of the second reading that find nothing in any other
@@ -20,11 +20,12 @@ use toolgate::gate::injection::{fired, part_names, scan_without, Without};
 
 use super::injection_eval::{decide_without, gates, gates_with, rows};
 
-const BATCHES: [&str; 4] = [
+const BATCHES: [&str; 5] = [
     "injected.jsonl",
     "injected_b.jsonl",
     "injected_c.jsonl",
     "injected_d.jsonl",
+    "injected_f.jsonl",
 ];
 
 /// The parts that fire on one result: the patterns that match, and the

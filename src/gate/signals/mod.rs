@@ -361,7 +361,8 @@ impl Needs {
                 "provenance.described_by_tool_results"
                 | "provenance.described_spans"
                 | "provenance.args_from_pointed_source"
-                | "provenance.pointed_spans" => n.described = true,
+                | "provenance.pointed_spans"
+                | "provenance.action_requested" => n.described = true,
                 "provenance.args_from_suspected_injection" => n.taint = true,
                 "provenance.entities" | "provenance.entities_only_from_tool_results" => {
                     n.entities = true

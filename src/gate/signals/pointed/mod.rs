@@ -133,7 +133,8 @@ fn kind_of(value: &str) -> Option<&'static str> {
 /// `provenance.pointed_spans`: `{path, call_id, by}` of each, `by` saying
 /// how the user pointed to it (`value`, `argument` or `tool_name`: how
 /// the source was named; `nearest`: beside the user's word in a source not
-/// named), for `explain`.
+/// named), for `explain`; and `provenance.action_requested`: whether the
+/// user's latest message asks for the call's action at all.
 pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &Value) {
     let mut paths = Vec::new();
     let mut spans = Vec::new();
@@ -222,6 +223,11 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     }
     s.set("provenance.args_from_pointed_source", Value::Array(paths));
     s.set("provenance.pointed_spans", Value::Array(spans));
+    let requested = ctx
+        .original_request
+        .as_deref()
+        .is_some_and(|u| actions.asked_in(&crate::fold::fold(u)));
+    s.set("provenance.action_requested", Value::Bool(requested));
 }
 
 /// An id of letters and digits, and no address, link, account or phone

@@ -243,3 +243,33 @@ fn a_request_to_read_where_the_tool_acts_asks_for_no_action() {
         [json!("/user_email")]
     );
 }
+
+#[test]
+fn whether_the_user_asked_for_the_action_at_all() {
+    let requested = |user: &str, tool: &str| {
+        let c = ctx(
+            user,
+            ("list_files", json!({})),
+            "- id: 81\n  name: notes.txt",
+        );
+        let mut s = Signals::default();
+        signals(&mut s, &c, &Actions::of(tool), &json!({"file_id": "81"}));
+        s.get("provenance.action_requested")
+            .map(|v| v.value.clone())
+    };
+    assert_eq!(
+        requested("Remove file 81, please.", "delete_file"),
+        Some(json!(true))
+    );
+    assert_eq!(
+        requested("List my files.", "delete_file"),
+        Some(json!(false))
+    );
+    assert_eq!(
+        requested(
+            "Summarise the general channel on Slack.",
+            "invite_user_to_slack"
+        ),
+        Some(json!(false))
+    );
+}
