@@ -85,7 +85,6 @@ struct RawTool {
     schema: Option<Spanned<toml::Value>>,
     schema_file: Option<Spanned<String>>,
     external_comm: Option<Spanned<RawExternal>>,
-    #[serde(default)]
     actions: Option<Spanned<Vec<String>>>,
 }
 

@@ -201,14 +201,11 @@ impl PolicySet {
     /// The `actions` words of every catalog entry matching `tool`.
     pub fn tool_actions(&self, tool: &str) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for t in self.tools.iter().filter(|t| t.matches(tool)) {
-            out.extend(
-                t.actions
-                    .iter()
-                    .filter(|w| !out.contains(w))
-                    .cloned()
-                    .collect::<Vec<_>>(),
-            );
+        let matching = self.tools.iter().filter(|t| t.matches(tool));
+        for w in matching.flat_map(|t| &t.actions) {
+            if !out.contains(w) {
+                out.push(w.clone());
+            }
         }
         out
     }

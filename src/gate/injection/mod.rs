@@ -314,18 +314,12 @@ fn paragraph(t: &str, at: Range<usize>) -> String {
 /// from the folded text.
 pub fn readings(ctx: &crate::context::Context) -> &[Arc<Vec<String>>] {
     ctx.readings.get_or_init(|| {
-        ctx.folded()
-            .tools
-            .iter()
-            .zip(&ctx.tool_results)
-            .map(|((_, folded), (range, _))| {
-                let text = ctx.tool_text.get(range.clone()).unwrap_or("");
-                let key = crate::digest::sha256(text.as_bytes());
-                READ.get_with(key, || {
-                    Arc::new(readings_of(text, folded, normalise::Steps::ALL))
-                })
+        each_result(ctx, |text, folded| {
+            let key = crate::digest::sha256(text.as_bytes());
+            READ.get_with(key, || {
+                Arc::new(readings_of(text, folded, normalise::Steps::ALL))
             })
-            .collect()
+        })
     })
 }
 
@@ -341,13 +335,23 @@ pub fn readings_without(
     without: Without<'_>,
 ) -> Vec<Arc<Vec<String>>> {
     let steps = normalise::Steps::without(&without);
+    each_result(ctx, |text, folded| {
+        Arc::new(readings_of(text, folded, steps))
+    })
+}
+
+/// `read` of each tool result of the request: its text and its caseless
+/// form.
+fn each_result(
+    ctx: &crate::context::Context,
+    read: impl Fn(&str, &str) -> Arc<Vec<String>>,
+) -> Vec<Arc<Vec<String>>> {
     ctx.folded()
         .tools
         .iter()
         .zip(&ctx.tool_results)
         .map(|((_, folded), (range, _))| {
-            let text = ctx.tool_text.get(range.clone()).unwrap_or("");
-            Arc::new(readings_of(text, folded, steps))
+            read(ctx.tool_text.get(range.clone()).unwrap_or(""), folded)
         })
         .collect()
 }

@@ -138,12 +138,10 @@ fn kind_of(value: &str) -> Option<&'static str> {
 pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &Value) {
     let mut paths = Vec::new();
     let mut spans = Vec::new();
-    let user = ctx
-        .original_request
-        .as_deref()
-        .filter(|_| !ctx.sources.is_empty())
-        .map(crate::fold::fold);
-    if let Some(user) = user.filter(|u| actions.asked_in(u)) {
+    let user = ctx.original_request.as_deref().map(crate::fold::fold);
+    let requested = user.as_deref().is_some_and(|u| actions.asked_in(u));
+    let asked = user.filter(|_| requested && !ctx.sources.is_empty());
+    if let Some(user) = asked {
         let user_words = words(&user);
         // The user's words that say what, not what to do.
         let locators: Vec<&str> = user_words
@@ -223,10 +221,6 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     }
     s.set("provenance.args_from_pointed_source", Value::Array(paths));
     s.set("provenance.pointed_spans", Value::Array(spans));
-    let requested = ctx
-        .original_request
-        .as_deref()
-        .is_some_and(|u| actions.asked_in(&crate::fold::fold(u)));
     s.set("provenance.action_requested", Value::Bool(requested));
 }
 
