@@ -17,7 +17,7 @@
 # memory or in a local redis-server ([state] backend = "redis").
 # env:   DELAY_MS=20 DURATION=10 WARMUP=3 PROXIES="direct nginx toolgate"
 #        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1
-#        OUT=target/bench/paced-<time>
+#        OUT=target/bench/paced-<time> TOOLGATE_BIN=target/release/toolgate (another build, for an A/B)
 # Needs: cargo, python3, curl; nginx (installed with apt-get when missing;
 # left out when it cannot be). Prints a table and writes table.md,
 # results.jsonl and plot.svg (p99 added latency against concurrent streams,
@@ -76,7 +76,7 @@ if [[ " $PROXIES " == *" portkey "* && ! -d "$PEERS/portkey/node_modules/@portke
 fi
 log "building toolgate and the load generator"
 cargo build --release --quiet --bin toolgate --example sseload
-TOOLGATE=$PWD/target/release/toolgate
+TOOLGATE=${TOOLGATE_BIN:-$PWD/target/release/toolgate}
 LOAD=$PWD/target/release/examples/sseload
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 

@@ -148,6 +148,26 @@ impl Gates {
             })
     }
 
+    /// Whether some rule requires a sensor that is configured: a call's
+    /// decision may then wait on a judge, whom [`Gates::foresee`] asks ahead.
+    pub fn foresees(&self) -> bool {
+        let p = self.policy();
+        p.rules
+            .iter()
+            .any(|r| r.require.iter().any(|s| self.policy_gate.senses(s)))
+    }
+
+    /// Asks, ahead of a call's decision, what its decision will ask the
+    /// judges (a call the integrity gate refuses needs nothing). Decides
+    /// nothing and takes no rate token; the decision finds the answers in
+    /// the judge's cache, or joins a question still in flight.
+    pub async fn foresee(&self, call: &Call, ctx: &Context) {
+        if self.integrity.check(call, ctx).await.verdict > Verdict::Ask {
+            return;
+        }
+        self.policy_gate.foresee(call, ctx).await;
+    }
+
     pub fn policy(&self) -> &Arc<PolicySet> {
         &self.policy_gate.policy
     }

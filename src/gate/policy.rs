@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::kept::Kept;
-use super::plan::Plans;
+use super::plan::{Plan, Plans};
 use super::schema::SchemaCache;
 use super::sensor::{Sensor, SensorRun};
 use super::signals::{self, Namespaces, Needs, Signals};
@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::policy::expr::Bindings;
 use crate::policy::{FailMode, PolicySet, Rule, Verdict};
 
+mod ahead;
 mod rate;
 
 /// Variables that do not depend on a call's arguments.
@@ -99,12 +100,15 @@ fn note_errors(sig: &mut Signals, errored: &[&Rule]) {
     sig.set("policy.cel_errors", value);
 }
 
+/// One pass over `rules`; a CEL error at run time counts its rule as
+/// matched, and is logged and counted unless `metrics` is `None` (a pass
+/// made ahead of the decision, which counts it itself).
 fn evaluate<'a>(
     rules: &[&'a Rule],
     vars: &Bindings,
     default: Verdict,
     tool: &str,
-    metrics: &Metrics,
+    metrics: Option<&Metrics>,
 ) -> Pass<'a> {
     let mut matched = Vec::new();
     let mut errored = Vec::new();
@@ -112,8 +116,10 @@ fn evaluate<'a>(
         let hit = match &r.when {
             None => true,
             Some(c) => c.eval(vars).unwrap_or_else(|e| {
-                tracing::warn!(rule = %r.name, origin = %r.origin, tool = %tool, error = %e, "CEL error at run time; the rule counts as matched");
-                metrics.cel_failed(&r.name);
+                if let Some(metrics) = metrics {
+                    tracing::warn!(rule = %r.name, origin = %r.origin, tool = %tool, error = %e, "CEL error at run time; the rule counts as matched");
+                    metrics.cel_failed(&r.name);
+                }
                 errored.push(*r);
                 true
             }),
@@ -232,26 +238,35 @@ impl PolicyGate {
         self.any_static_match(tool, ctx, |r| r.verdict == Verdict::Deny)
     }
 
-    async fn evaluate(&self, call: &Call, ctx: &Context) -> Outcome {
-        let plan = self.plans.get(&self.policy, &call.name);
-        let rules: Vec<&Rule> = plan
-            .rules
+    /// The rules that apply to `plan`'s tool, in order.
+    fn rules_of(&self, plan: &Plan) -> Vec<&Rule> {
+        plan.rules
             .iter()
             .filter_map(|&i| self.policy.rules.get(i))
-            .collect();
-        // The top-level variables the applicable rules read (all for `explain`).
-        let used: Vec<&str> = plan.used.iter().map(AsRef::as_ref).collect();
-        let only = (!self.explain).then_some(used.as_slice());
-        // Everything for `explain`.
+            .collect()
+    }
+
+    /// The deterministic signals of a call: what `plan`'s rules read, or
+    /// everything for `explain`.
+    fn signals_of(&self, call: &Call, ctx: &Context, plan: &Plan) -> Signals {
         let needs = if self.explain { Needs::ALL } else { plan.needs };
-        let mut sig = signals::deterministic(
+        signals::deterministic(
             call,
             ctx,
             &self.policy,
             &self.namespaces,
             &self.schemas,
             needs,
-        );
+        )
+    }
+
+    async fn evaluate(&self, call: &Call, ctx: &Context) -> Outcome {
+        let plan = self.plans.get(&self.policy, &call.name);
+        let rules = self.rules_of(&plan);
+        // The top-level variables the applicable rules read (all for `explain`).
+        let used: Vec<&str> = plan.used.iter().map(AsRef::as_ref).collect();
+        let only = (!self.explain).then_some(used.as_slice());
+        let mut sig = self.signals_of(call, ctx, &plan);
         let rated = self.rate(call, ctx).await;
         sig.set("rate.exceeded", json!(rated.over.is_some()));
         if let Some(e) = &rated.error {
@@ -315,7 +330,7 @@ impl PolicyGate {
                 &Bindings::new(sig.vars_only(only)),
                 self.policy.default_verdict,
                 tool,
-                &self.metrics,
+                Some(&self.metrics),
             )
         };
         let key = only
@@ -362,12 +377,7 @@ impl PolicyGate {
         sig: &mut Signals,
         out: &mut Outcome,
     ) {
-        let mut required: Vec<(&str, FailMode, &str)> = Vec::new();
-        for r in matched {
-            for s in &r.require {
-                required.push((s.as_str(), r.fail, r.name.as_str()));
-            }
-        }
+        let required = ahead::required(matched);
         if required.is_empty() {
             return;
         }
@@ -434,7 +444,7 @@ impl PolicyGate {
             &Bindings::new(sig.vars_only(scope.only)),
             self.policy.default_verdict,
             &call.name,
-            &self.metrics,
+            Some(&self.metrics),
         );
         note_errors(sig, &second.errored);
         if second.verdict > out.verdict {

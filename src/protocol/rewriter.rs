@@ -42,6 +42,10 @@ pub struct Options {
     /// at its choice's finish (calls waiting for a judge or a person are
     /// gated together, so they are asked side by side).
     pub early: bool,
+    /// Calls complete before their turn is are reported by
+    /// [`Rewriter::foresee`], so the gates may ask the judges they will
+    /// need while the rest of the turn streams in.
+    pub foresee: bool,
 }
 
 /// What a [`Rewriter`] reports to its driver besides the bytes it writes
@@ -117,6 +121,13 @@ pub trait Rewriter: Send {
     /// The follow-up could not be made: the response ends as `drop` would
     /// have ended it.
     fn give_up(&mut self, _out: &mut BytesMut) {}
+    /// Calls whose arguments are complete while their turn is still being
+    /// read (each reported once; only with [`Options::foresee`]): the
+    /// driver may ask the sensors their decision will need ahead of it.
+    /// Nothing is released by this; the calls are still gated as pending.
+    fn foresee(&mut self) -> Vec<Call> {
+        Vec::new()
+    }
     /// What the stream(s) came to, asked once when the body is dropped.
     fn totals(&mut self) -> Totals;
     /// Bytes held back from the agent now (held calls and what is kept

@@ -83,6 +83,7 @@ pub mod testing {
             refusal: false,
             text_calls: false,
             early: true,
+            foresee: false,
         }
     }
 

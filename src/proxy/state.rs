@@ -251,6 +251,7 @@ impl State {
             refusal: false,
             text_calls: self.config.text_tool_calls,
             early: false,
+            foresee: false,
         }
     }
 

@@ -33,6 +33,7 @@ fn opts() -> Options {
         refusal: false,
         text_calls: false,
         early: true,
+        foresee: false,
     }
 }
 

@@ -70,7 +70,9 @@ mod injection_lofo;
 // The content fence and redaction of tool results.
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.
-mod sentinel;
+pub mod sentinel;
+// The sentinel asked while a turn still streams.
+mod sentinel_ahead;
 // Replicas sharing rate limits in a real Redis; Redis gone and back.
 mod shared_state;
 // Client authentication and the non-loopback refusal.

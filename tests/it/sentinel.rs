@@ -54,7 +54,7 @@ fn completion(content: &str) -> String {
 }
 
 /// A judge answering each scenario with its expected decision.
-fn scripted_judge(calls: Arc<AtomicUsize>, delay: Duration) -> Reply {
+pub(crate) fn scripted_judge(calls: Arc<AtomicUsize>, delay: Duration) -> Reply {
     let table = scenarios();
     func(
         Arc::new(move |req: &Value| {
@@ -106,7 +106,7 @@ fn proposing_upstream() -> Reply {
     )
 }
 
-async fn gate_with_judge(upstream: &Mock, judge: &Mock, extra: &str) -> Gate {
+pub(crate) async fn gate_with_judge(upstream: &Mock, judge: &Mock, extra: &str) -> Gate {
     start_gate_files(
         &upstream.base_url(),
         &shipped(&["default.toml", "examples/assistant-skills.toml"]),

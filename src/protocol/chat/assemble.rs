@@ -167,6 +167,21 @@ impl Assembler {
             )
     }
 
+    /// Every call whose arguments are a whole JSON object now, with an
+    /// index, an id and a name, and whose key `skip` does not name: by
+    /// choice and assembly key.
+    pub fn whole_calls(&self, skip: impl Fn(u32, u64) -> bool) -> Vec<(u32, u64, &ChatCall)> {
+        let mut found = Vec::new();
+        for (&choice, held) in &self.choices {
+            for ((key, c), indexed) in held.calls.iter().zip(&held.indexed) {
+                if *indexed && !skip(choice, *key) && whole(c) {
+                    found.push((choice, *key, c));
+                }
+            }
+        }
+        found
+    }
+
     /// Removes and returns the call `key` of `choice`.
     pub fn take_one(&mut self, choice: u32, key: u64) -> Option<ChatCall> {
         let held = self.choices.get_mut(&choice)?;

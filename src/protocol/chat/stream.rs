@@ -99,6 +99,10 @@ pub struct StreamRewriter {
     early_on: bool,
     /// What was decided early, by choice, until the choice finishes.
     early: Vec<early::Early>,
+    /// Complete calls are reported ahead of their gate ([`Rewriter::foresee`]).
+    foresee_on: bool,
+    /// The calls reported so far, by choice and assembly key.
+    foreseen: Vec<(u32, u64)>,
 }
 
 impl StreamRewriter {
@@ -128,6 +132,8 @@ impl StreamRewriter {
             roles_sent: Vec::new(),
             early_on: o.early && !o.resume,
             early: Vec::new(),
+            foresee_on: o.foresee,
+            foreseen: Vec::new(),
         }
     }
 
@@ -352,6 +358,10 @@ impl Rewriter for StreamRewriter {
             return Err(malformed("stream ended before its tool calls finished"));
         }
         Ok(Step::NeedMore)
+    }
+
+    fn foresee(&mut self) -> Vec<Call> {
+        self.complete_ahead()
     }
 
     fn fail(&mut self, err: &Error, passthrough: bool, out: &mut BytesMut) -> Vec<Call> {

@@ -35,6 +35,7 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 mod ahead;
 mod end;
 mod follow;
+mod foresight;
 mod hosted;
 mod idle;
 mod plain;
@@ -118,6 +119,11 @@ pub struct GatedBody {
     protocol: Protocol,
     /// The facts of the thread the answer belongs to, remembered under its id.
     thread: Option<crate::proxy::threads::Shared>,
+    /// Complete calls have their judges asked ahead of their decision
+    /// (`foresight.rs`): some rule requires a configured sensor.
+    foresee: bool,
+    /// Those questions, driven beside the stream.
+    foresight: Vec<Chore>,
 }
 
 /// Starts gating the upstream response and returns the agent's response body.
@@ -132,6 +138,7 @@ pub fn gated_stream(
     options.resume = follow.as_ref().is_some_and(|f| f.left());
     options.refusal = upstream.ctx.structured_output;
     options.early = gates.prompt();
+    options.foresee = !options.early && gates.foresees();
     let rw = protocol.rewriter(&options);
     let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {
@@ -153,6 +160,8 @@ pub fn gated_stream(
         follow,
         sending: None,
         sent: None,
+        foresee: options.foresee,
+        foresight: Vec::new(),
     }
 }
 
@@ -178,6 +187,7 @@ impl GatedBody {
         // A format that decides to continue at its message's end (not in
         // `resolve`) reports the follow-up now.
         self.updates();
+        self.foresee();
         let held = self.rw.held_bytes();
         let step = step.and_then(|s| self.held.hold(held).map(|()| s));
         match step {
@@ -382,6 +392,7 @@ impl Body for GatedBody {
         let this = &mut *self;
         this.poll_hosted(cx);
         this.poll_follow(cx);
+        this.poll_foresight(cx);
         loop {
             let next = match &mut this.phase {
                 Phase::Reading => this.read(cx),
@@ -430,6 +441,8 @@ impl Body for GatedBody {
                     if !this.out.is_empty() {
                         return Poll::Ready(Some(Ok(Frame::data(this.take_out()))));
                     }
+                    // Questions asked ahead since the first poll start now.
+                    this.poll_foresight(cx);
                     return Poll::Pending;
                 }
             }

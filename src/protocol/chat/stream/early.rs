@@ -10,12 +10,15 @@
 //! where nothing else waits on the choice's calls: not with calls written
 //! as text gated, not with reasoning held for the choice, not when a
 //! withheld call would be answered by a follow-up request (`resume`).
+//! Where calls wait for their finish because a judge decides them, a
+//! complete call is reported once ([`StreamRewriter::complete_ahead`]) so
+//! its judge is asked while the turn streams on.
 
 use bytes::BytesMut;
 
 use super::pending::{Pending, PendingChoice};
 use super::{malformed, StreamRewriter};
-use crate::call::Release;
+use crate::call::{Call, Release};
 use crate::error::Error;
 
 /// What a tool-call entry says, for [`StreamRewriter::after_early`].
@@ -154,6 +157,29 @@ impl StreamRewriter {
             call,
             site,
         ));
+    }
+
+    /// The calls complete now that were not reported before, for the
+    /// driver to ask their sensors ahead ([`crate::protocol::Rewriter::foresee`]);
+    /// they stay held for their choice's finish.
+    pub(super) fn complete_ahead(&mut self) -> Vec<Call> {
+        if !self.foresee_on || !self.asm.any() {
+            return Vec::new();
+        }
+        let seen = &self.foreseen;
+        let found: Vec<(u32, u64, Call)> = self
+            .asm
+            .whole_calls(|choice, key| seen.contains(&(choice, key)))
+            .into_iter()
+            .map(|(choice, key, c)| (choice, key, c.clone().into_parts().0))
+            .collect();
+        found
+            .into_iter()
+            .map(|(choice, key, call)| {
+                self.foreseen.push((choice, key));
+                call
+            })
+            .collect()
     }
 
     /// Sends an early call if it is allowed, and notes it either way.

@@ -233,3 +233,46 @@ fn done_without_a_finish_after_an_early_call_finishes_the_choice() {
     assert_eq!(finishes(&all), ["tool_calls"]);
     assert!(all.ends_with(DONE));
 }
+
+#[test]
+fn with_foresight_complete_calls_are_reported_once_and_still_gated_at_the_finish() {
+    let mut o = opts();
+    o.early = false;
+    o.foresee = true;
+    let mut rw = StreamRewriter::new(&o);
+    let mut out = BytesMut::new();
+    let step = |rw: &mut StreamRewriter, part: &str, out: &mut BytesMut| {
+        rw.push(part.as_bytes());
+        let step = rw.process(out).unwrap();
+        let seen: Vec<String> = rw.foresee().into_iter().map(|c| c.id).collect();
+        (step, seen)
+    };
+    let (s, seen) = step(&mut rw, &header(0, "a", "get", "{\"city\":"), &mut out);
+    assert_eq!((s, seen.len()), (Step::NeedMore, 0), "not complete yet");
+    let (s, seen) = step(&mut rw, &frag(0, "\"Paris\"}"), &mut out);
+    assert_eq!((s, seen), (Step::NeedMore, vec!["a".to_string()]));
+    let (s, seen) = step(&mut rw, &header(1, "b", "put", "{}"), &mut out);
+    assert_eq!(
+        (s, seen),
+        (Step::NeedMore, vec!["b".to_string()]),
+        "a is not told twice"
+    );
+    assert!(
+        calls(&String::from_utf8_lossy(&out)).is_empty(),
+        "nothing released ahead"
+    );
+    let (s, seen) = step(&mut rw, &finish(), &mut out);
+    assert_eq!((s, seen.len()), (Step::Gate, 0));
+    let pending: Vec<&str> = rw.pending().iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(pending, ["a", "b"], "both are decided at the finish");
+}
+
+#[test]
+fn without_foresight_nothing_is_reported() {
+    let mut o = opts();
+    o.early = false;
+    let mut rw = StreamRewriter::new(&o);
+    rw.push(header(0, "a", "get", "{}").as_bytes());
+    assert_eq!(rw.process(&mut BytesMut::new()).unwrap(), Step::NeedMore);
+    assert!(rw.foresee().is_empty());
+}
