@@ -28,6 +28,14 @@ fn paused_turn(before: String, go: Arc<tokio::sync::Notify>) -> Reply {
     }
 }
 
+/// Posts a chat request beside the test, which goes on while it streams.
+fn spawn_chat(gate: &Gate, req: &Value) -> tokio::task::JoinHandle<Answer> {
+    let (url, body) = (format!("{}/v1/chat/completions", gate.url), req.to_string());
+    tokio::spawn(
+        async move { send("POST", &url, &[("content-type", "application/json")], body).await },
+    )
+}
+
 /// Waits up to `tries` × 20 ms for the judge to have been asked `n` times.
 async fn asked(calls: &AtomicUsize, n: usize, tries: u32) -> bool {
     for _ in 0..tries {
@@ -65,18 +73,7 @@ async fn a_complete_call_is_judged_while_its_turn_still_streams() {
     let gate = gate_with_judge(&upstream, &judge, "").await;
     let mut req = chat_request(true, &["email.send"]);
     req["messages"][0]["content"] = json!("Send the minutes to p and q");
-    let answer = {
-        let (gate_url, req) = (gate.url.clone(), req.clone());
-        tokio::spawn(async move {
-            send(
-                "POST",
-                &format!("{gate_url}/v1/chat/completions"),
-                &[("content-type", "application/json")],
-                req.to_string(),
-            )
-            .await
-        })
-    };
+    let answer = spawn_chat(&gate, &req);
     // Both calls are complete, the turn is not: each is judged now.
     assert!(
         asked(&calls, 2, 250).await,
@@ -126,16 +123,7 @@ async fn judged_before_the_finish(body: &str, policy: &[(String, String)]) -> (u
     );
     let gate = start_gate_files(&upstream.base_url(), policy, &config).await;
     let req = chat_request(true, &["email.send"]);
-    let url = format!("{}/v1/chat/completions", gate.url);
-    let answer = tokio::spawn(async move {
-        send(
-            "POST",
-            &url,
-            &[("content-type", "application/json")],
-            req.to_string(),
-        )
-        .await
-    });
+    let answer = spawn_chat(&gate, &req);
     asked(&calls, 1, 25).await;
     let before_finish = calls.load(Ordering::SeqCst);
     go.notify_one();

@@ -8,11 +8,9 @@ use std::task::Context as TaskContext;
 use super::GatedBody;
 
 impl GatedBody {
-    /// Starts asking ahead for the calls the rewriter reports complete.
+    /// Starts asking ahead for the calls the rewriter reports complete
+    /// (none unless `Options::foresee`).
     pub(super) fn foresee(&mut self) {
-        if !self.foresee {
-            return;
-        }
         for call in self.rw.foresee() {
             let (gates, ctx) = (self.gates.clone(), self.ctx.clone());
             self.foresight

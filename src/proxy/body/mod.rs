@@ -119,10 +119,8 @@ pub struct GatedBody {
     protocol: Protocol,
     /// The facts of the thread the answer belongs to, remembered under its id.
     thread: Option<crate::proxy::threads::Shared>,
-    /// Complete calls have their judges asked ahead of their decision
-    /// (`foresight.rs`): some rule requires a configured sensor.
-    foresee: bool,
-    /// Those questions, driven beside the stream.
+    /// Judges asked ahead of their calls' decisions (`foresight.rs`),
+    /// driven beside the stream.
     foresight: Vec<Chore>,
 }
 
@@ -138,7 +136,9 @@ pub fn gated_stream(
     options.resume = follow.as_ref().is_some_and(|f| f.left());
     options.refusal = upstream.ctx.structured_output;
     options.early = gates.prompt();
-    options.foresee = !options.early && gates.foresees();
+    // A rule that requires a configured sensor: then no call is let go
+    // early (`prompt` is false), and its judge is asked ahead instead.
+    options.foresee = gates.foresees();
     let rw = protocol.rewriter(&options);
     let quiet = state.upstream_for(protocol).idle_timeout;
     GatedBody {
@@ -160,7 +160,6 @@ pub fn gated_stream(
         follow,
         sending: None,
         sent: None,
-        foresee: options.foresee,
         foresight: Vec::new(),
     }
 }

@@ -167,19 +167,15 @@ impl StreamRewriter {
             return Vec::new();
         }
         let seen = &self.foreseen;
-        let found: Vec<(u32, u64, Call)> = self
+        let found = self
             .asm
-            .whole_calls(|choice, key| seen.contains(&(choice, key)))
-            .into_iter()
-            .map(|(choice, key, c)| (choice, key, c.clone().into_parts().0))
-            .collect();
-        found
-            .into_iter()
-            .map(|(choice, key, call)| {
-                self.foreseen.push((choice, key));
-                call
-            })
-            .collect()
+            .whole_calls(|choice, key| seen.contains(&(choice, key)));
+        let mut calls = Vec::with_capacity(found.len());
+        for (choice, key, c) in found {
+            self.foreseen.push((choice, key));
+            calls.push(c.clone().into_parts().0);
+        }
+        calls
     }
 
     /// Sends an early call if it is allowed, and notes it either way.
