@@ -38,6 +38,9 @@ pub struct PolicyGate {
     /// Rate-limit buckets shared by replicas, when configured.
     shared: Option<Arc<crate::state::Shared>>,
     hidden_memo: Kept<u64, bool>,
+    /// Which of the caller's static variables (phase, principal, session,
+    /// agent) a `deny` rule reads: only those key `hidden_memo`.
+    deny_reads: [bool; 4],
     /// First-pass results by the tool and the values of what its rules read
     /// (see [`PolicyGate::first_pass`]).
     pass_memo: Kept<Vec<u8>, Memo>,
@@ -52,6 +55,23 @@ struct Memo {
     rule: Option<usize>,
     matched: Vec<usize>,
     errored: Vec<usize>,
+}
+
+/// Which of phase, principal, session and agent the `deny` rules read in
+/// a condition `always_denied` evaluates (one that reads only static
+/// variables).
+fn deny_reads(policy: &PolicySet) -> [bool; 4] {
+    let mut reads = [false; 4];
+    for r in policy.rules.iter().filter(|r| r.verdict == Verdict::Deny) {
+        let Some(c) = &r.when else { continue };
+        for (slot, name) in reads
+            .iter_mut()
+            .zip(["phase", "principal", "session", "agent"])
+        {
+            *slot |= c.variables.iter().any(|v| v == name);
+        }
+    }
+    reads
 }
 
 /// How many `always_denied` answers are remembered.
@@ -155,6 +175,7 @@ impl PolicyGate {
         metrics: Arc<Metrics>,
     ) -> PolicyGate {
         PolicyGate {
+            deny_reads: deny_reads(&policy),
             policy,
             explain: false,
             namespaces,
@@ -177,20 +198,18 @@ impl PolicyGate {
 
     /// True when the rules deny `tool` for this context whatever the arguments:
     /// a matching `deny` rule whose condition reads only tool, phase and caller.
-    /// Answers are remembered per (tool, phase, principal, session, agent, mission, declared).
+    /// Answers are remembered per tool, whether it is declared, and those of
+    /// phase, principal, session and agent that a `deny` rule reads (a new
+    /// session asks nothing new of rules that do not read it).
     pub fn always_denied(&self, tool: &str, ctx: &Context) -> bool {
         let key = {
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            (
-                tool,
-                &ctx.phase,
-                &ctx.principal,
-                &ctx.session,
-                &ctx.agent,
-                &ctx.mission,
-                ctx.declared.contains_key(tool),
-            )
-                .hash(&mut h);
+            (tool, ctx.declared.contains_key(tool)).hash(&mut h);
+            let caller = [&ctx.phase, &ctx.principal, &ctx.session, &ctx.agent];
+            for (read, value) in self.deny_reads.iter().zip(caller) {
+                // A marker per slot, so no two choices hash alike.
+                read.then_some(value).hash(&mut h);
+            }
             h.finish()
         };
         if let Some(hit) = self.hidden_memo.get(&key) {

@@ -286,6 +286,44 @@ async fn always_denied_sees_only_argument_free_deny_rules() {
 }
 
 #[tokio::test]
+async fn always_denied_is_remembered_per_caller_variable_a_deny_rule_reads() {
+    // Each of the caller's variables, read by a deny rule: a remembered
+    // answer for one value must not answer for another.
+    for (var, set) in [
+        (
+            "session",
+            (|c: &mut Context, v: &str| c.session = v.into()) as fn(&mut Context, &str),
+        ),
+        ("principal", |c, v| c.principal = v.into()),
+        ("agent", |c, v| c.agent = v.into()),
+    ] {
+        let g = gates(&format!(
+            "[[rule]]\nname = \"only-x\"\ntools = \"get\"\nwhen = \"{var} == 'x'\"\nverdict = \"deny\"\n"
+        ));
+        let pg = &g.policy_gate;
+        let with = |v: &str| {
+            let mut c = ctx("execution");
+            set(&mut c, v);
+            c
+        };
+        for (value, denied) in [("x", true), ("y", false), ("x", true), ("y", false)] {
+            assert_eq!(
+                pg.always_denied("get", &with(value)),
+                denied,
+                "{var} = {value}"
+            );
+        }
+    }
+    // Rules that read no caller variable: the answer is the same for all.
+    let g = gates("[[rule]]\nname = \"no-shell\"\ntools = \"shell\"\nverdict = \"deny\"\n");
+    let mut other = ctx("execution");
+    other.session = "another".into();
+    assert!(g.policy_gate.always_denied("shell", &ctx("execution")));
+    assert!(g.policy_gate.always_denied("shell", &other));
+    assert!(!g.policy_gate.always_denied("get", &other));
+}
+
+#[tokio::test]
 async fn decide_all_keeps_order() {
     let g = gates("[[rule]]\nname = \"no\"\ntools = \"shell\"\nverdict = \"deny\"\n");
     let calls = [call("get", "{}"), call("shell", "{}"), call("get", "[]")];
