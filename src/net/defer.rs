@@ -16,7 +16,9 @@
 //! A request's turn is skipped while turns are long ([`Turns`]): with
 //! thousands of streams ready, a turn waits behind all of them (15 ms at
 //! 1,000 paced streams on one core, a third of a stream's wait for its
-//! first byte), and what it would batch is not worth that.
+//! first byte), and what it would batch is not worth that. How long turns
+//! are is measured by the writes to clients, which yield anyway, so no
+//! request has to wait a long turn to find out.
 
 use std::cell::Cell;
 use std::io;
@@ -26,33 +28,20 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// A request's turn that takes longer than this on average (µs) says the
-/// run queue is long.
+/// A turn that takes longer than this on average (µs) says the run queue
+/// is long.
 const LONG_US: u32 = 2_000;
-/// While turns are long, one request in this many still takes one, to see
-/// whether they became short again.
-const SAMPLE: u32 = 16;
 
-/// How long a request's turn takes on this thread (µs, smoothed), and the
-/// requests that went out without one since the last that took one.
+/// How long a turn takes on this thread (µs, smoothed).
 #[derive(Debug, Clone, Copy, Default)]
 struct Turns {
     mean_us: u32,
-    skipped: u32,
 }
 
 impl Turns {
     /// Whether the next request waits a turn.
-    fn wait(&mut self) -> bool {
-        if self.mean_us <= LONG_US {
-            return true;
-        }
-        self.skipped += 1;
-        if self.skipped >= SAMPLE {
-            self.skipped = 0;
-            return true;
-        }
-        false
+    fn wait(self) -> bool {
+        self.mean_us <= LONG_US
     }
 
     /// A turn took `us`: an eighth of it goes into the mean.
@@ -62,25 +51,27 @@ impl Turns {
 }
 
 thread_local! {
-    static TURNS: Cell<Turns> = const { Cell::new(Turns { mean_us: 0, skipped: 0 }) };
+    static TURNS: Cell<Turns> = const { Cell::new(Turns { mean_us: 0 }) };
+}
+
+/// Notes a turn that began at `since`.
+fn note(since: Instant) {
+    let us = u32::try_from(since.elapsed().as_micros()).unwrap_or(u32::MAX);
+    let mut t = TURNS.get();
+    t.took(us);
+    TURNS.set(t);
 }
 
 /// Yields once, unless turns are long: the task wakes itself and goes to
 /// the back of the run queue, behind the tasks already ready.
 pub async fn turn() {
-    let mut t = TURNS.get();
-    let wait = t.wait();
-    TURNS.set(t);
-    if !wait {
+    if !TURNS.get().wait() {
         return;
     }
     let start = Instant::now();
     let mut yielded = false;
     std::future::poll_fn(|cx| yield_once(&mut yielded, cx)).await;
-    let us = u32::try_from(start.elapsed().as_micros()).unwrap_or(u32::MAX);
-    let mut t = TURNS.get();
-    t.took(us);
-    TURNS.set(t);
+    note(start);
 }
 
 /// `Ready` when `yielded` says this turn was already given (and clears it,
@@ -98,13 +89,29 @@ fn yield_once(yielded: &mut bool, cx: &mut Context<'_>) -> Poll<()> {
 /// `io` with each write yielding once first.
 pub struct Deferred<S> {
     io: S,
-    /// This write has yielded: the next attempt goes to `io`.
-    yielded: bool,
+    /// When this write yielded: the next attempt goes to `io`.
+    yielded: Option<Instant>,
 }
 
 impl<S> Deferred<S> {
     pub fn new(io: S) -> Deferred<S> {
-        Deferred { io, yielded: false }
+        Deferred { io, yielded: None }
+    }
+
+    /// Gives this write's turn; once given, notes how long it took (the
+    /// measure [`turn`] goes by) and lets the write go.
+    fn turn(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.yielded.take() {
+            Some(since) => {
+                note(since);
+                Poll::Ready(())
+            }
+            None => {
+                self.yielded = Some(Instant::now());
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
     }
 }
 
@@ -125,7 +132,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deferred<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        std::task::ready!(yield_once(&mut this.yielded, cx));
+        std::task::ready!(this.turn(cx));
         Pin::new(&mut this.io).poll_write(cx, buf)
     }
 
@@ -135,7 +142,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Deferred<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        std::task::ready!(yield_once(&mut this.yielded, cx));
+        std::task::ready!(this.turn(cx));
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
 
@@ -207,21 +214,50 @@ mod tests {
     }
 
     #[test]
-    fn turns_are_skipped_while_they_are_long_but_one_in_sixteen() {
+    fn turns_are_skipped_while_they_are_long() {
         let mut t = Turns::default();
-        assert!((0..100).all(|_| t.wait()), "short turns are all taken");
+        assert!(t.wait(), "short turns are taken");
         for _ in 0..40 {
             t.took(15_000);
         }
         assert!(t.mean_us > LONG_US);
-        let taken = (0..160).filter(|_| t.wait()).count();
-        assert_eq!(taken, 10);
-        // Short again: a few samples bring the mean under the bound.
+        assert!(!t.wait());
+        // Short again: a few turns bring the mean under the bound.
         for _ in 0..30 {
             t.took(300);
         }
         assert!(t.mean_us <= LONG_US, "{}", t.mean_us);
-        assert!((0..100).all(|_| t.wait()));
+        assert!(t.wait());
+    }
+
+    #[test]
+    fn a_deferred_write_measures_its_turn_for_the_requests() {
+        TURNS.set(Turns::default());
+        let (_client, server) = tokio::io::duplex(1 << 16);
+        let mut d = Deferred::new(server);
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let mut cx = Context::from_waker(&waker);
+        // Writes whose turns take 5 ms (the run queue is long): a request
+        // skips its turn.
+        for _ in 0..40 {
+            assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_ready());
+        }
+        assert!(TURNS.get().mean_us > LONG_US, "{:?}", TURNS.get());
+        let mut t = std::pin::pin!(turn());
+        assert!(
+            t.as_mut().poll(&mut cx).is_ready(),
+            "no turn while they are long"
+        );
+        // Turns short again: a request waits its turn.
+        for _ in 0..40 {
+            assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
+            assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_ready());
+        }
+        assert!(TURNS.get().wait(), "{:?}", TURNS.get());
+        let mut t = std::pin::pin!(turn());
+        assert!(t.as_mut().poll(&mut cx).is_pending());
     }
 
     #[test]
