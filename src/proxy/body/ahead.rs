@@ -23,11 +23,7 @@ impl GatedBody {
     /// Time spent deciding (a person answering) is not upstream's: its idle
     /// timer starts again, its total deadline moves on by as much.
     pub(super) fn gated_for(&mut self, took: std::time::Duration) {
-        if let Some(i) = &mut self.idle {
-            i.frame();
-        }
-        let d = self.deadline.deadline() + took;
-        self.deadline.as_mut().reset(d);
+        self.timeouts.extend(took);
     }
 
     /// Reads what upstream has while the gate decides (see the module doc).
@@ -48,9 +44,7 @@ impl GatedBody {
                 }
             };
             if let Some(f) = frame {
-                if let Some(i) = &mut self.idle {
-                    i.frame();
-                }
+                self.timeouts.frame();
                 if let Ok(data) = f.into_data() {
                     match self.dec.decode(&data) {
                         Ok(bytes) => {

@@ -45,10 +45,7 @@ impl GatedBody {
             Some(Ok(sent)) => {
                 self.upstream = sent.body;
                 self.dec = sent.decoder;
-                self.deadline = Box::pin(tokio::time::sleep_until(sent.deadline));
-                if let Some(i) = &mut self.idle {
-                    i.frame();
-                }
+                self.timeouts.restart(sent.deadline);
                 self.ctx = sent.ctx;
                 let more = self.follow.as_ref().is_some_and(|f| f.left());
                 self.rw.continue_with(more);

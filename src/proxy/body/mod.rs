@@ -96,9 +96,8 @@ pub struct GatedBody {
     rw: Box<dyn Rewriter>,
     upstream: ResponseBody,
     dec: ContentDecoder,
-    deadline: Pin<Box<tokio::time::Sleep>>,
-    /// The upstream's idle timeout (`[upstream] idle_timeout_secs`).
-    idle: Option<idle::Idle>,
+    /// The upstream's total deadline and idle timeout.
+    timeouts: idle::Timeouts,
     out: BytesMut,
     /// The shared budget's charge for what the rewriter holds back.
     held: Charge,
@@ -144,7 +143,7 @@ pub fn gated_stream(
     GatedBody {
         protocol,
         thread: upstream.thread,
-        idle: quiet.map(idle::Idle::new),
+        timeouts: idle::Timeouts::new(upstream.deadline, quiet),
         held: state.budget.charge(),
         state,
         gates,
@@ -152,7 +151,6 @@ pub fn gated_stream(
         rw,
         upstream: upstream.body,
         dec: upstream.decoder,
-        deadline: Box::pin(tokio::time::sleep_until(upstream.deadline)),
         out: BytesMut::with_capacity(OUT_CAPACITY),
         phase: Phase::Reading,
         last_call_delta: None,
@@ -273,9 +271,7 @@ impl GatedBody {
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
         match Pin::new(&mut self.upstream).poll_frame(cx) {
             Poll::Ready(Some(Ok(f))) => {
-                if let Some(i) = &mut self.idle {
-                    i.frame();
-                }
+                self.timeouts.frame();
                 let Ok(data) = f.into_data() else {
                     return Next::Continue;
                 };
@@ -302,7 +298,7 @@ impl GatedBody {
                 self.upstream_ended();
                 Next::Continue
             }
-            Poll::Pending => match idle::expiry(&mut self.idle, &mut self.deadline, cx) {
+            Poll::Pending => match self.timeouts.expiry(cx) {
                 Some(e) => {
                     self.fail(e);
                     Next::Continue
