@@ -7,7 +7,6 @@
 //! against upstream's timeouts; upstream's end, read here or by `read`,
 //! leads to the drain through [`after_upstream`].
 
-use std::pin::Pin;
 use std::task::{Context as TaskContext, Poll};
 
 use http_body::Body;
@@ -34,7 +33,7 @@ impl GatedBody {
             return;
         };
         while matches!(**then, Phase::Reading) && *ahead < AHEAD_MAX {
-            let frame = match Pin::new(&mut self.upstream).poll_frame(cx) {
+            let frame = match self.stirred.poll(&mut self.upstream, cx) {
                 Poll::Pending => return,
                 Poll::Ready(None) => None,
                 Poll::Ready(Some(Ok(f))) => Some(f),

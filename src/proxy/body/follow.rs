@@ -44,6 +44,7 @@ impl GatedBody {
             None => Next::Wait,
             Some(Ok(sent)) => {
                 self.upstream = sent.body;
+                self.stirred.stir();
                 self.dec = sent.decoder;
                 self.timeouts.restart(sent.deadline);
                 self.ctx = sent.ctx;

@@ -39,6 +39,7 @@ mod foresight;
 mod hosted;
 mod idle;
 mod plain;
+mod stirred;
 mod updates;
 pub use plain::{Deadline, Pieces, Scrubbed};
 
@@ -98,6 +99,8 @@ pub struct GatedBody {
     dec: ContentDecoder,
     /// The upstream's total deadline and idle timeout.
     timeouts: idle::Timeouts,
+    /// Whether upstream woke since it last had nothing.
+    stirred: stirred::Stirred,
     out: BytesMut,
     /// The shared budget's charge for what the rewriter holds back.
     held: Charge,
@@ -144,6 +147,7 @@ pub fn gated_stream(
         protocol,
         thread: upstream.thread,
         timeouts: idle::Timeouts::new(upstream.deadline, quiet),
+        stirred: stirred::Stirred::new(),
         held: state.budget.charge(),
         state,
         gates,
@@ -269,7 +273,7 @@ impl GatedBody {
 
     /// Reads the next upstream frame.
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
-        match Pin::new(&mut self.upstream).poll_frame(cx) {
+        match self.stirred.poll(&mut self.upstream, cx) {
             Poll::Ready(Some(Ok(f))) => {
                 self.timeouts.frame();
                 let Ok(data) = f.into_data() else {
