@@ -60,11 +60,12 @@ impl Stirred {
     /// Polls `body` unless it has not woken since it last said `Pending`
     /// (then `Pending`: its wake-up will come to this task).
     pub(super) fn poll<B: Body + Unpin>(&self, body: &mut B, cx: &mut Context<'_>) -> Polled<B> {
+        // First: a wake-up from here on reaches the task polling now, even
+        // when it is not the one that polled upstream last.
+        self.note.task.register(cx.waker());
         if !self.note.stirred.swap(false, Ordering::AcqRel) {
             return Poll::Pending;
         }
-        // Before the poll: a wake-up during it reaches this task.
-        self.note.task.register(cx.waker());
         let polled = Pin::new(body).poll_frame(&mut Context::from_waker(&self.waker));
         if polled.is_ready() {
             // There may be more already: the next poll asks.
