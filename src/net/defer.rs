@@ -18,7 +18,11 @@
 //! 1,000 paced streams on one core, a third of a stream's wait for its
 //! first byte), and what it would batch is not worth that. How long turns
 //! are is measured by the writes to clients, which yield anyway, so no
-//! request has to wait a long turn to find out.
+//! request has to wait a long turn to find out. For the same reason the
+//! first write after a client's request (its answer's head and first
+//! bytes) skips its turn while turns are long: a stream's first byte
+//! would wait the whole run queue once more, for one write in a stream's
+//! many.
 
 use std::cell::Cell;
 use std::io;
@@ -91,21 +95,30 @@ pub struct Deferred<S> {
     io: S,
     /// When this write yielded: the next attempt goes to `io`.
     yielded: Option<Instant>,
+    /// The client sent bytes since the last write: the first write of an
+    /// answer, which goes out at once while turns are long.
+    asked: bool,
 }
 
 impl<S> Deferred<S> {
     pub fn new(io: S) -> Deferred<S> {
-        Deferred { io, yielded: None }
+        Deferred {
+            io,
+            yielded: None,
+            asked: false,
+        }
     }
 
     /// Gives this write's turn; once given, notes how long it took (the
-    /// measure [`turn`] goes by) and lets the write go.
+    /// measure [`turn`] goes by) and lets the write go. The first write
+    /// after the client asked goes at once while turns are long.
     fn turn(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self.yielded.take() {
             Some(since) => {
                 note(since);
                 Poll::Ready(())
             }
+            None if std::mem::take(&mut self.asked) && !TURNS.get().wait() => Poll::Ready(()),
             None => {
                 self.yielded = Some(Instant::now());
                 cx.waker().wake_by_ref();
@@ -121,7 +134,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Deferred<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.asked = true;
+        }
+        r
     }
 }
 
@@ -258,6 +277,49 @@ mod tests {
         assert!(TURNS.get().wait(), "{:?}", TURNS.get());
         let mut t = std::pin::pin!(turn());
         assert!(t.as_mut().poll(&mut cx).is_pending());
+    }
+
+    #[test]
+    fn an_answers_first_write_skips_its_turn_only_while_turns_are_long() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let mut d = Deferred::new(server);
+        let waker = Waker::from(Arc::new(Count(AtomicUsize::new(0))));
+        let mut cx = Context::from_waker(&waker);
+        fn asks(
+            client: &mut tokio::io::DuplexStream,
+            d: &mut Deferred<tokio::io::DuplexStream>,
+            cx: &mut Context<'_>,
+        ) {
+            let mut ask = std::pin::pin!(client.write_all(b"GET"));
+            assert!(ask.as_mut().poll(cx).is_ready());
+            let mut buf = [0u8; 8];
+            let mut rb = ReadBuf::new(&mut buf);
+            assert!(matches!(
+                Pin::new(d).poll_read(cx, &mut rb),
+                Poll::Ready(Ok(()))
+            ));
+            assert_eq!(rb.filled(), b"GET");
+        }
+        // Short turns: the answer's first write yields as every write does.
+        TURNS.set(Turns::default());
+        asks(&mut client, &mut d, &mut cx);
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_ready());
+        // Long turns: the first write after the request goes at once...
+        TURNS.set(Turns { mean_us: 20_000 });
+        asks(&mut client, &mut d, &mut cx);
+        assert!(matches!(
+            Pin::new(&mut d).poll_write(&mut cx, b"head"),
+            Poll::Ready(Ok(4))
+        ));
+        // ...and the stream's next writes wait their turn again.
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_ready());
+        // A read that brings nothing is no request.
+        let mut buf = [0u8; 8];
+        let mut rb = ReadBuf::new(&mut buf);
+        assert!(Pin::new(&mut d).poll_read(&mut cx, &mut rb).is_pending());
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
     }
 
     #[test]
