@@ -20,7 +20,7 @@
 //! are is measured by the writes to clients, which yield anyway, so no
 //! request has to wait a long turn to find out. For the same reason the
 //! first write after a client's request (its answer's head and first
-//! bytes) skips its turn while turns are long: a stream's first byte
+//! bytes) skips its turn while turns are longer still: a stream's first byte
 //! would wait the whole run queue once more, for one write in a stream's
 //! many.
 
@@ -36,6 +36,12 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// is long.
 const LONG_US: u32 = 2_000;
 
+/// The bound for an answer's first write: higher, so that the short turns
+/// of a saturated core (a few dozen busy connections) still batch an
+/// answer's head with its first bytes, and only a run queue of hundreds
+/// of streams sends it at once.
+const FIRST_LONG_US: u32 = 5_000;
+
 /// How long a turn takes on this thread (µs, smoothed).
 #[derive(Debug, Clone, Copy, Default)]
 struct Turns {
@@ -46,6 +52,11 @@ impl Turns {
     /// Whether the next request waits a turn.
     fn wait(self) -> bool {
         self.mean_us <= LONG_US
+    }
+
+    /// Whether an answer's first write waits a turn.
+    fn first_waits(self) -> bool {
+        self.mean_us <= FIRST_LONG_US
     }
 
     /// A turn took `us`: an eighth of it goes into the mean.
@@ -118,7 +129,9 @@ impl<S> Deferred<S> {
                 note(since);
                 Poll::Ready(())
             }
-            None if std::mem::take(&mut self.asked) && !TURNS.get().wait() => Poll::Ready(()),
+            None if std::mem::take(&mut self.asked) && !TURNS.get().first_waits() => {
+                Poll::Ready(())
+            }
             None => {
                 self.yielded = Some(Instant::now());
                 cx.waker().wake_by_ref();
@@ -302,6 +315,12 @@ mod tests {
         }
         // Short turns: the answer's first write yields as every write does.
         TURNS.set(Turns::default());
+        asks(&mut client, &mut d, &mut cx);
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
+        assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_ready());
+        // Turns over a request's bound but under the answer's (a core
+        // saturated by a few dozen connections): still batched.
+        TURNS.set(Turns { mean_us: 3_000 });
         asks(&mut client, &mut d, &mut cx);
         assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_pending());
         assert!(Pin::new(&mut d).poll_write(&mut cx, b"x").is_ready());
