@@ -43,7 +43,8 @@ impl GatedBody {
                 }
             };
             if let Some(f) = frame {
-                self.timeouts.frame();
+                let now = *self.now.get_or_insert_with(tokio::time::Instant::now);
+                self.timeouts.frame(now);
                 if let Ok(data) = f.into_data() {
                     match self.dec.decode(&data) {
                         Ok(bytes) => {

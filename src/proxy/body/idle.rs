@@ -58,10 +58,10 @@ impl Timeouts {
         }
     }
 
-    /// The upstream sent something.
-    pub(super) fn frame(&mut self) {
+    /// The upstream sent something, at `now`.
+    pub(super) fn frame(&mut self, now: Instant) {
         if let Some(i) = &mut self.idle {
-            i.last = Instant::now();
+            i.last = now;
         }
     }
 
@@ -76,7 +76,7 @@ impl Timeouts {
         self.deadline_at = deadline_at;
         self.deadline.as_mut().reset(deadline_at);
         self.armed = None;
-        self.frame();
+        self.frame(Instant::now());
     }
 
     /// The timeout that has expired, if one has: the idle one (when set) or
@@ -147,7 +147,7 @@ mod tests {
         for _ in 0..12 {
             let poll = tokio::time::timeout(Duration::from_millis(400), expired(&mut t)).await;
             assert!(poll.is_err(), "expired while the stream was active");
-            t.frame();
+            t.frame(Instant::now());
         }
         let (after, e) = expires_after(&mut t).await;
         assert!(matches!(e, Error::UpstreamIdle), "{e:?}");
@@ -167,7 +167,7 @@ mod tests {
                     assert!(matches!(e, Error::UpstreamTimeout), "{e:?}");
                     break;
                 }
-                Err(_) => t.frame(),
+                Err(_) => t.frame(Instant::now()),
             }
         }
         assert_eq!(start.elapsed(), Duration::from_secs(3));

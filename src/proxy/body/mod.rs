@@ -107,6 +107,9 @@ pub struct GatedBody {
     phase: Phase,
     /// When the frame with the last call event came (noted once a frame).
     last_call_delta: Option<std::time::Instant>,
+    /// The time of this poll, read once when first asked: the frames one
+    /// poll reads came together.
+    now: Option<tokio::time::Instant>,
     /// Audit records of provider-run calls being written beside the stream;
     /// the stream ends only once they are.
     hosted: Option<Chore>,
@@ -158,6 +161,7 @@ pub fn gated_stream(
         out: BytesMut::with_capacity(OUT_CAPACITY),
         phase: Phase::Reading,
         last_call_delta: None,
+        now: None,
         hosted: None,
         follow,
         sending: None,
@@ -271,11 +275,17 @@ impl GatedBody {
         crate::protocol::sse::escape_separators(out)
     }
 
+    /// The time of this poll (read off the clock once).
+    fn now(&mut self) -> tokio::time::Instant {
+        *self.now.get_or_insert_with(tokio::time::Instant::now)
+    }
+
     /// Reads the next upstream frame.
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
         match self.stirred.poll(&mut self.upstream, cx) {
             Poll::Ready(Some(Ok(f))) => {
-                self.timeouts.frame();
+                let now = self.now();
+                self.timeouts.frame(now);
                 let Ok(data) = f.into_data() else {
                     return Next::Continue;
                 };
@@ -389,6 +399,7 @@ impl Body for GatedBody {
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
+        this.now = None;
         this.poll_hosted(cx);
         this.poll_follow(cx);
         this.poll_foresight(cx);
