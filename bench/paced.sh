@@ -105,6 +105,9 @@ trap cleanup EXIT
 tree() { echo "$1"; pgrep -P "$1" || true; }
 cpu_of() { for p in $(tree "$1"); do cat "/proc/$p/stat"; done | awk '{s += $14 + $15} END {print s / 100}'; }
 rss_of() { for p in $(tree "$1"); do cat "/proc/$p/status"; done | awk '/^VmRSS/ {s += $2} END {print s}'; }
+# Milliseconds its threads were ready to run but waited for the CPU (other
+# work on the proxy's core takes it: a run where that is large says so).
+waited_of() { for p in $(tree "$1"); do cat /proc/"$p"/task/*/schedstat; done 2>/dev/null | awk '{s += $2} END {print s / 1e6}'; }
 
 start_mock() { # scheme
   local tls=()
@@ -272,19 +275,20 @@ for scheme in $UPSTREAMS; do
       start_proxy "$name" "$scheme" "$n"
       idle=0; [[ -n "$PROXY_PID" ]] && idle=$(rss_of "$PROXY_PID")
       load "$URL" "$n" "$WARMUP" >/dev/null
-      c0=0; [[ -n "$PROXY_PID" ]] && c0=$(cpu_of "$PROXY_PID")
+      c0=0 w0=0; [[ -n "$PROXY_PID" ]] && { c0=$(cpu_of "$PROXY_PID"); w0=$(waited_of "$PROXY_PID"); }
       line=$(load "$URL" "$n" "$DURATION")
-      c1=0 rss=0
-      [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); rss=$(rss_of "$PROXY_PID"); }
+      c1=0 rss=0 w1=0
+      [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); rss=$(rss_of "$PROXY_PID"); w1=$(waited_of "$PROXY_PID"); }
       [[ "$name" == toolgate* ]] && curl -s -m 5 "http://127.0.0.1:$ADMIN_PORT/metrics" \
         >"$OUT/$name-$scheme-$n/metrics.txt" || true
-      python3 - "$line" "$name" "$scheme" "$n" "$c0" "$c1" "$idle" "$rss" >>"$RESULTS" <<'PY'
+      python3 - "$line" "$name" "$scheme" "$n" "$c0" "$c1" "$idle" "$rss" "$w0" "$w1" >>"$RESULTS" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
 name, scheme, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
-c0, c1, idle, rss = map(float, sys.argv[5:])
+c0, c1, idle, rss, w0, w1 = map(float, sys.argv[5:])
 d.update(proxy=name, upstream=scheme, streams=n,
          cpu_us_per_request=round((c1 - c0) * 1e6 / max(d["requests"], 1), 1) if name != "direct" else None,
+         waited_ms=round(w1 - w0, 1) if name != "direct" else None,
          rss_idle_kib=int(idle), rss_kib=int(rss))
 print(json.dumps(d))
 PY

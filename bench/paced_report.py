@@ -50,28 +50,31 @@ def ms(v):
 
 
 lines = [
-    "| upstream | streams | proxy | req/s | first byte p99 ms | added | last byte p99 ms | added | vs nginx | CPU µs/req | RSS MiB | KiB/stream | errors |",
-    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| upstream | streams | proxy | req/s | first byte p99 ms | added | last byte p99 ms | added | vs nginx | CPU µs/req | waited ms | RSS MiB | KiB/stream | errors |",
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
 ]
 for r in sorted(rows, key=lambda r: (r["upstream"], r["streams"])):
     per = None
     if r["proxy"] != "direct" and r["rss_kib"]:
         per = (r["rss_kib"] - r["rss_idle_kib"]) / r["streams"]
     fb, lb = r["first_byte_ms"] or {}, r["last_byte_ms"] or {}
+    waited = "—" if r.get("waited_ms") is None else f"{r['waited_ms']:.0f}"
     lines.append(
         f"| {r['upstream']} | {r['streams']:,}{' (saturated)' if saturated(r) else ''} | {r['proxy']} | {r['rps']:,} | "
         f"{fb.get('p99', 0):.1f} | {ms(added(r, 'first_byte_ms'))} | {lb.get('p99', 0):.1f} | "
         f"{ms(added(r, 'last_byte_ms'))} | {ms(vs_nginx(r, 'last_byte_ms'))} | {r['cpu_us_per_request'] or '—'} | "
-        f"{r['rss_kib'] / 1024:.0f} | {'—' if per is None else f'{per:.1f}'} | {r['errors']} |"
+        f"{waited} | {r['rss_kib'] / 1024:.0f} | {'—' if per is None else f'{per:.1f}'} | {r['errors']} |"
         if r["proxy"] != "direct" else
         f"| {r['upstream']} | {r['streams']:,} | direct | {r['rps']:,} | {fb.get('p99', 0):.1f} | — | "
-        f"{lb.get('p99', 0):.1f} | — | — | — | — | — | {r['errors']} |"
+        f"{lb.get('p99', 0):.1f} | — | — | — | — | — | — | {r['errors']} |"
     )
 table = "\n".join(lines) + (
     "\n\nadded: p99 minus the direct p99 (over TLS the direct client does TLS itself, the\n"
     "proxies' clients do not); vs nginx: last-byte p99 minus nginx's. (saturated): the\n"
     "direct streams took a fifth longer than at the lightest load, so the load side (one\n"
-    "core) could not keep up and the figures say little; the plot leaves them out."
+    "core) could not keep up and the figures say little; the plot leaves them out.\n"
+    "waited: how long the proxy was ready to run but waited for its core while measured\n"
+    "(other work on that core); runs that differ much in it are not comparable."
 )
 (out / "table.md").write_text(table + "\n")
 print(table)
