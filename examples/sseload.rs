@@ -9,7 +9,11 @@
 //!
 //! Usage: sseload URL CONNECTIONS SECONDS [--warmup S] [--ramp-ms MS]
 //!        [--body FILE] [--header 'Name: value'] [--events] [--ca FILE]
-//! `--events` adds, per event index, the p50 and p99 arrival time. An
+//!        [--samples FILE]
+//! `--events` adds, per event index, the p50 and p99 arrival time;
+//! `--samples` writes one line per counted request (when it was sent, µs
+//! after the warm-up, then its first and last byte, µs after that), to see
+//! which moments of a run its tail came from. An
 //! `https` URL is reached over TLS (HTTP/1.1), trusting the CA in `--ca`.
 //! Each `{seq}` in the body is replaced by the request's own number, so no
 //! two requests ask the same (a judge cannot answer them from its cache).
@@ -38,6 +42,7 @@ struct Opts {
     headers: Vec<(String, String)>,
     events: bool,
     tls: Option<tokio_rustls::TlsConnector>,
+    samples: Option<String>,
 }
 
 fn opts() -> Opts {
@@ -53,6 +58,7 @@ fn opts() -> Opts {
         headers: Vec::new(),
         events: false,
         tls: None,
+        samples: None,
     };
     let mut ca = None;
     let mut i = 0;
@@ -71,6 +77,7 @@ fn opts() -> Opts {
                 o.headers.push((k.trim().to_string(), v.trim().to_string()));
             }
             "--events" => o.events = true,
+            "--samples" => o.samples = Some(next(&mut i)),
             "--ca" => ca = Some(next(&mut i)),
             _ => pos.push(a[i].clone()),
         }
@@ -137,6 +144,9 @@ struct Seen {
     last: Vec<u32>,
     /// Per event index, the arrival times (µs after the request was sent).
     at: Vec<Vec<u32>>,
+    /// Per request: when it was sent (µs after the run began), its first
+    /// and last byte (µs after it was sent).
+    sent: Vec<(u64, u32, u32)>,
     errors: u64,
 }
 
@@ -217,8 +227,13 @@ async fn connection(
             continue;
         }
         if counted {
-            seen.first.push(first.unwrap_or(0));
-            seen.last.push(t.elapsed().as_micros() as u32);
+            let (first, last) = (first.unwrap_or(0), t.elapsed().as_micros() as u32);
+            seen.first.push(first);
+            seen.last.push(last);
+            if o.samples.is_some() {
+                let at = t.duration_since(measure_from).as_micros() as u64;
+                seen.sent.push((at, first, last));
+            }
         }
     }
     seen
@@ -277,12 +292,20 @@ async fn main() {
         all.first.extend(s.first);
         all.last.extend(s.last);
         all.errors += s.errors;
+        all.sent.extend(s.sent);
         for (i, v) in s.at.into_iter().enumerate() {
             if all.at.len() <= i {
                 all.at.push(Vec::new());
             }
             all.at[i].extend(v);
         }
+    }
+    if let Some(path) = &o.samples {
+        all.sent.sort_unstable();
+        let lines: Vec<String> = (all.sent.iter())
+            .map(|(at, f, l)| format!("{at} {f} {l}"))
+            .collect();
+        std::fs::write(path, lines.join("\n") + "\n").unwrap();
     }
     let n = all.last.len();
     let mut out = format!(
