@@ -7,6 +7,7 @@ pub mod fault;
 mod h1;
 pub mod judge;
 mod pool;
+mod resolve;
 mod response;
 pub mod scrub;
 mod stream;

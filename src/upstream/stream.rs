@@ -12,12 +12,12 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::resolve::Resolver;
 use crate::error::{Error, Fault};
 
 /// Where connections go: host, port and, for `https`, the TLS settings.
 pub struct Target {
-    host: String,
-    port: u16,
+    resolver: Resolver,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     connect_timeout: Duration,
 }
@@ -54,8 +54,7 @@ impl Target {
             None => None,
         };
         Ok(Target {
-            host,
-            port,
+            resolver: Resolver::new(&host, port),
             tls,
             connect_timeout,
         })
@@ -70,18 +69,27 @@ impl Target {
     pub async fn open(&self) -> Result<Opened, Error> {
         match tokio::time::timeout(self.connect_timeout, self.open_now()).await {
             Ok(r) => r,
-            Err(_) => Err(Error::UpstreamConnect(
-                Fault::ConnectTimeout,
-                "connect timed out".into(),
-            )),
+            Err(_) => {
+                // The name may have moved on from the addresses tried.
+                self.resolver.forget();
+                Err(Error::UpstreamConnect(
+                    Fault::ConnectTimeout,
+                    "connect timed out".into(),
+                ))
+            }
         }
     }
 
     async fn open_now(&self) -> Result<Opened, Error> {
         let unreachable = |e: io::Error| Error::UpstreamConnect(Fault::Refused, e.to_string());
-        let tcp = TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(unreachable)?;
+        let addrs = self.resolver.addrs().await.map_err(unreachable)?;
+        let tcp = match TcpStream::connect(&addrs[..]).await {
+            Ok(tcp) => tcp,
+            Err(e) => {
+                self.resolver.forget();
+                return Err(unreachable(e));
+            }
+        };
         tcp.set_nodelay(true).map_err(unreachable)?;
         let Some((connector, name)) = &self.tls else {
             return Ok(Opened {

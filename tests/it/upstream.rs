@@ -141,6 +141,25 @@ async fn a_connection_the_upstream_closed_is_not_used_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_named_by_host_takes_a_burst_of_new_connections() {
+    // `localhost` is looked up (once, then kept a while), not parsed: 20
+    // requests at once open 20 connections to it, each on its addresses.
+    let (url, conns, reqs) = raw_upstream(|_, _| Then::AnswerAfter(100)).await;
+    let named = url.replace("127.0.0.1", "localhost");
+    assert_ne!(named, url);
+    let gate = start_gate(&named, ALLOW_ALL, "").await;
+    let req = chat_request(false, &[]);
+    let all = futures_util::future::join_all((0..20).map(|_| post_chat(&gate, &req))).await;
+    for a in &all {
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(a.json()["choices"][0]["message"]["content"], "hello");
+    }
+    assert_eq!(reqs.load(Ordering::SeqCst), 20);
+    assert_eq!(conns.load(Ordering::SeqCst), 20);
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_lets_go_of_kept_connections_the_upstream_closed() {
     // The first connection is kept open by the upstream (it answers every
     // request on it); the second is closed 50 ms after its answer.
