@@ -16,7 +16,7 @@
 # toolgate-redis take a token from a [[limit]] on every call, counted in
 # memory or in a local redis-server ([state] backend = "redis").
 # env:   DELAY_MS=20 DURATION=10 WARMUP=3 PROXIES="direct nginx toolgate"
-#        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1
+#        UPSTREAMS="http https" RAMP_MS=0 PIN=auto PROXY_CPUS=0 LOAD_CPUS=1 ROUNDS=1
 #        OUT=target/bench/paced-<time> TOOLGATE_BIN=target/release/toolgate (another build, for an A/B)
 # Needs: cargo, python3, curl; nginx (installed with apt-get when missing;
 # left out when it cannot be). Prints a table and writes table.md,
@@ -26,15 +26,19 @@
 # The load generator (examples/sseload.rs) opens every connection at once
 # (RAMP_MS spreads them), posts a streamed chat request on each, reads the
 # events as they come and posts again at [DONE]; it reports first-byte and
-# last-byte latency. A first run of WARMUP seconds is thrown away. "Added"
+# last-byte latency of the requests sent after its first WARMUP seconds
+# (the connections stay open: the steady state is measured). "Added"
 # is a proxy's p99 minus the direct p99 at the same streams and upstream.
+# A run's p99 is mostly its worst moment (one cohort of starts, a neighbour
+# on the core): ROUNDS=N measures every proxy N times, in turn, and the
+# report gives the medians, with each p99's range.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LEVELS=("$@")
 [[ ${#LEVELS[@]} -gt 0 ]] || LEVELS=(250 1000 2000)
 : "${DELAY_MS:=20}" "${DURATION:=10}" "${WARMUP:=3}" "${RAMP_MS:=0}"
 : "${PROXIES:=direct nginx toolgate}" "${UPSTREAMS:=http https}"
-: "${PIN:=auto}" "${PROXY_CPUS:=0}" "${LOAD_CPUS:=1}"
+: "${PIN:=auto}" "${PROXY_CPUS:=0}" "${LOAD_CPUS:=1}" "${ROUNDS:=1}"
 : "${OUT:=target/bench/paced-$(date +%Y%m%d-%H%M%S)}"
 MOCK_PORT=18800 PROXY_PORT=18801 ADMIN_PORT=18802 REDIS_PORT=18803 REDIS_PID=""
 
@@ -120,7 +124,7 @@ start_mock() { # scheme
 }
 
 start_proxy() { # name scheme streams -> sets PROXY_PID, URL and HDRS
-  local name=$1 scheme=$2 streams=$3 dir=$OUT/$1-$2-$3
+  local name=$1 scheme=$2 streams=$3 dir=$OUT/$1-$2-$3${ROUND_DIR:-}
   mkdir -p "$dir"
   HDRS=()
   local host=127.0.0.1
@@ -264,29 +268,39 @@ YAML
   log "$name did not start (see $dir/proxy.log)"; exit 1
 }
 
-load() { # url streams seconds -> JSON line
-  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$3" --ramp-ms "$RAMP_MS" --ca "$OUT/certs/ca.pem" --body "$OUT/body.json" "${HDRS[@]}"
+load() { # url streams -> JSON line; runs WARMUP seconds, then DURATION measured
+  "${ON_LOAD[@]}" "$LOAD" "$1" "$2" "$DURATION" --warmup "$WARMUP" --ramp-ms "$RAMP_MS" \
+    --ca "$OUT/certs/ca.pem" --body "$OUT/body.json" "${HDRS[@]}"
 }
 
 for scheme in $UPSTREAMS; do
   start_mock "$scheme"
   for n in "${LEVELS[@]}"; do
+    for round in $(seq "$ROUNDS"); do
+    ROUND_DIR=""; [[ "$ROUNDS" -gt 1 ]] && ROUND_DIR=-r$round
     for name in $PROXIES; do
       start_proxy "$name" "$scheme" "$n"
       idle=0; [[ -n "$PROXY_PID" ]] && idle=$(rss_of "$PROXY_PID")
-      load "$URL" "$n" "$WARMUP" >/dev/null
+      # One load generator: its connections stay open from the warm-up into
+      # the measured run, so the measured streams are the steady state, not
+      # a thousand new connections at once (a second generator would open
+      # them all again, and that one burst would set the p99).
+      load "$URL" "$n" >"$OUT/load.json" &
+      LOAD_PID=$!
+      sleep "$WARMUP"
       c0=0 w0=0; [[ -n "$PROXY_PID" ]] && { c0=$(cpu_of "$PROXY_PID"); w0=$(waited_of "$PROXY_PID"); }
-      line=$(load "$URL" "$n" "$DURATION")
+      wait "$LOAD_PID"
+      line=$(cat "$OUT/load.json")
       c1=0 rss=0 w1=0
       [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); rss=$(rss_of "$PROXY_PID"); w1=$(waited_of "$PROXY_PID"); }
       [[ "$name" == toolgate* ]] && curl -s -m 5 "http://127.0.0.1:$ADMIN_PORT/metrics" \
-        >"$OUT/$name-$scheme-$n/metrics.txt" || true
-      python3 - "$line" "$name" "$scheme" "$n" "$c0" "$c1" "$idle" "$rss" "$w0" "$w1" >>"$RESULTS" <<'PY'
+        >"$OUT/$name-$scheme-$n$ROUND_DIR/metrics.txt" || true
+      python3 - "$line" "$name" "$scheme" "$n" "$round" "$c0" "$c1" "$idle" "$rss" "$w0" "$w1" >>"$RESULTS" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1])
-name, scheme, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
-c0, c1, idle, rss, w0, w1 = map(float, sys.argv[5:])
-d.update(proxy=name, upstream=scheme, streams=n,
+name, scheme, n, rnd = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+c0, c1, idle, rss, w0, w1 = map(float, sys.argv[6:])
+d.update(proxy=name, upstream=scheme, streams=n, round=rnd,
          cpu_us_per_request=round((c1 - c0) * 1e6 / max(d["requests"], 1), 1) if name != "direct" else None,
          waited_ms=round(w1 - w0, 1) if name != "direct" else None,
          rss_idle_kib=int(idle), rss_kib=int(rss))
@@ -294,6 +308,7 @@ print(json.dumps(d))
 PY
       log "$scheme $n $name: $(tail -1 "$RESULTS" | cut -c1-200)"
       stop "$PROXY_PID"; PROXY_PID=""; stop "$REDIS_PID"; REDIS_PID=""
+    done
     done
   done
   stop "$MOCK_PID"; MOCK_PID=""

@@ -4,11 +4,39 @@ results.jsonl (written by bench/paced.sh). Standard library only.
 usage: python3 bench/paced_report.py OUT_DIR
 """
 import json
+import statistics
 import sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
-rows = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines() if l.strip()]
+runs = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines() if l.strip()]
+
+
+def merged(group):
+    """One cell measured in several rounds (ROUNDS=N): each figure's median,
+    errors summed, and the range of the runs' p99s kept beside them."""
+    if len(group) == 1:
+        return group[0]
+    m = dict(group[0])
+    for k in ("rps", "requests", "cpu_us_per_request", "waited_ms", "rss_idle_kib", "rss_kib"):
+        vals = [g[k] for g in group if g.get(k) is not None]
+        m[k] = statistics.median(vals) if vals else None
+    m["rps"] = round(m["rps"] or 0)
+    m["errors"] = sum(g["errors"] for g in group)
+    for k in ("first_byte_ms", "last_byte_ms"):
+        ds = [g[k] for g in group if g.get(k)]
+        if ds:
+            m[k] = {q: statistics.median(d[q] for d in ds) for q in ds[0]}
+            m[k + "_range"] = (min(d["p99"] for d in ds), max(d["p99"] for d in ds))
+    m["rounds"] = len(group)
+    return m
+
+
+cells = {}
+for r in runs:
+    cells.setdefault((r["upstream"], r["streams"], r["proxy"]), []).append(r)
+rows = [merged(g) for g in cells.values()]
+rounds = max((len(g) for g in cells.values()), default=1)
 
 
 def base(r):
@@ -49,6 +77,13 @@ def ms(v):
     return "—" if v is None else f"{v:+.1f}"
 
 
+def p99(r, key):
+    """A p99 (the median over the rounds, with their range when there were several)."""
+    v = f"{(r[key] or {}).get('p99', 0):.1f}"
+    lo_hi = r.get(key + "_range")
+    return f"{v} ({lo_hi[0]:.0f}–{lo_hi[1]:.0f})" if lo_hi else v
+
+
 lines = [
     "| upstream | streams | proxy | req/s | first byte p99 ms | added | last byte p99 ms | added | vs nginx | CPU µs/req | waited ms | RSS MiB | KiB/stream | errors |",
     "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -57,16 +92,15 @@ for r in sorted(rows, key=lambda r: (r["upstream"], r["streams"])):
     per = None
     if r["proxy"] != "direct" and r["rss_kib"]:
         per = (r["rss_kib"] - r["rss_idle_kib"]) / r["streams"]
-    fb, lb = r["first_byte_ms"] or {}, r["last_byte_ms"] or {}
     waited = "—" if r.get("waited_ms") is None else f"{r['waited_ms']:.0f}"
     lines.append(
         f"| {r['upstream']} | {r['streams']:,}{' (saturated)' if saturated(r) else ''} | {r['proxy']} | {r['rps']:,} | "
-        f"{fb.get('p99', 0):.1f} | {ms(added(r, 'first_byte_ms'))} | {lb.get('p99', 0):.1f} | "
+        f"{p99(r, 'first_byte_ms')} | {ms(added(r, 'first_byte_ms'))} | {p99(r, 'last_byte_ms')} | "
         f"{ms(added(r, 'last_byte_ms'))} | {ms(vs_nginx(r, 'last_byte_ms'))} | {r['cpu_us_per_request'] or '—'} | "
         f"{waited} | {r['rss_kib'] / 1024:.0f} | {'—' if per is None else f'{per:.1f}'} | {r['errors']} |"
         if r["proxy"] != "direct" else
-        f"| {r['upstream']} | {r['streams']:,} | direct | {r['rps']:,} | {fb.get('p99', 0):.1f} | — | "
-        f"{lb.get('p99', 0):.1f} | — | — | — | — | — | — | {r['errors']} |"
+        f"| {r['upstream']} | {r['streams']:,} | direct | {r['rps']:,} | {p99(r, 'first_byte_ms')} | — | "
+        f"{p99(r, 'last_byte_ms')} | — | — | — | — | — | — | {r['errors']} |"
     )
 table = "\n".join(lines) + (
     "\n\nadded: p99 minus the direct p99 (over TLS the direct client does TLS itself, the\n"
@@ -75,6 +109,10 @@ table = "\n".join(lines) + (
     "core) could not keep up and the figures say little; the plot leaves them out.\n"
     "waited: how long the proxy was ready to run but waited for its core while measured\n"
     "(other work on that core); runs that differ much in it are not comparable."
+) + (
+    f"\n{rounds} rounds, the proxies in turn: each figure is the median of its runs, and each\n"
+    "p99 is followed by the range of the runs' p99s (a run's p99 is mostly its worst moment)."
+    if rounds > 1 else ""
 )
 (out / "table.md").write_text(table + "\n")
 print(table)
