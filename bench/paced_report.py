@@ -20,7 +20,7 @@ def merged(group):
     m = dict(group[0])
     for k in ("rps", "requests", "cpu_us_per_request", "waited_ms", "rss_idle_kib", "rss_kib"):
         vals = [g[k] for g in group if g.get(k) is not None]
-        m[k] = statistics.median(vals) if vals else None
+        m[k] = round(statistics.median(vals), 1) if vals else None
     m["rps"] = round(m["rps"] or 0)
     m["errors"] = sum(g["errors"] for g in group)
     for k in ("first_byte_ms", "last_byte_ms"):
