@@ -74,6 +74,9 @@ pub struct Context {
     pub folded: std::sync::OnceLock<Folded>,
     /// Other readings of each tool result (see `gate::injection::readings`).
     pub readings: std::sync::OnceLock<Vec<std::sync::Arc<Vec<String>>>>,
+    /// Each tool result's SHA-256, the key its scan and readings are
+    /// remembered by across requests (hashed once per request).
+    pub result_keys: std::sync::OnceLock<Vec<[u8; 32]>>,
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
     /// 0 for the agent's own request.
     pub resume: u32,
@@ -126,6 +129,18 @@ pub struct Folded {
 }
 
 impl Context {
+    /// Each tool result's SHA-256, in `tool_results`' order.
+    pub fn result_keys(&self) -> &[[u8; 32]] {
+        self.result_keys.get_or_init(|| {
+            (self.tool_results.iter())
+                .map(|(range, _)| {
+                    let text = self.tool_text.get(range.clone()).unwrap_or("");
+                    crate::digest::sha256(text.as_bytes())
+                })
+                .collect()
+        })
+    }
+
     /// The texts in caseless form, folded once per request.
     pub fn folded(&self) -> &Folded {
         self.folded.get_or_init(|| Folded {
@@ -270,6 +285,7 @@ pub fn fill(
     ctx.injection = std::sync::OnceLock::new();
     ctx.folded = std::sync::OnceLock::new();
     ctx.readings = std::sync::OnceLock::new();
+    ctx.result_keys = std::sync::OnceLock::new();
 }
 
 #[cfg(test)]
@@ -354,6 +370,31 @@ mod tests {
             false,
         );
         assert!(lean.sources.is_empty());
+    }
+
+    #[test]
+    fn each_tool_result_is_keyed_by_its_own_hash_and_a_new_request_rekeys() {
+        let texts = |results: &[&str]| {
+            let mut t = Texts::default();
+            for (i, r) in results.iter().enumerate() {
+                t.push_tool(&format!("c{i}"), r);
+            }
+            t
+        };
+        let mut c = Context::default();
+        fill(
+            &mut c,
+            &HeaderMap::new(),
+            None,
+            None,
+            texts(&["alpha", "beta", "alpha"]),
+        );
+        let sha = |s: &str| crate::digest::sha256(s.as_bytes());
+        assert_eq!(c.result_keys(), [sha("alpha"), sha("beta"), sha("alpha")]);
+        // The scans and readings of the next request must not be looked up
+        // under this one's keys.
+        fill(&mut c, &HeaderMap::new(), None, None, texts(&["gamma"]));
+        assert_eq!(c.result_keys(), [sha("gamma")]);
     }
 
     #[test]

@@ -314,9 +314,8 @@ fn paragraph(t: &str, at: Range<usize>) -> String {
 /// from the folded text.
 pub fn readings(ctx: &crate::context::Context) -> &[Arc<Vec<String>>] {
     ctx.readings.get_or_init(|| {
-        each_result(ctx, |text, folded| {
-            let key = crate::digest::sha256(text.as_bytes());
-            READ.get_with(key, || {
+        each_result(ctx, |key, text, folded| {
+            READ.get_with(*key, || {
                 Arc::new(readings_of(text, folded, normalise::Steps::ALL))
             })
         })
@@ -335,23 +334,22 @@ pub fn readings_without(
     without: Without<'_>,
 ) -> Vec<Arc<Vec<String>>> {
     let steps = normalise::Steps::without(&without);
-    each_result(ctx, |text, folded| {
+    each_result(ctx, |_, text, folded| {
         Arc::new(readings_of(text, folded, steps))
     })
 }
 
-/// `read` of each tool result of the request: its text and its caseless
-/// form.
+/// `read` of each tool result of the request: its SHA-256, its text and
+/// its caseless form.
 fn each_result(
     ctx: &crate::context::Context,
-    read: impl Fn(&str, &str) -> Arc<Vec<String>>,
+    read: impl Fn(&[u8; 32], &str, &str) -> Arc<Vec<String>>,
 ) -> Vec<Arc<Vec<String>>> {
-    ctx.folded()
-        .tools
-        .iter()
+    (ctx.folded().tools.iter())
         .zip(&ctx.tool_results)
-        .map(|((_, folded), (range, _))| {
-            read(ctx.tool_text.get(range.clone()).unwrap_or(""), folded)
+        .zip(ctx.result_keys())
+        .map(|(((_, folded), (range, _)), key)| {
+            read(key, ctx.tool_text.get(range.clone()).unwrap_or(""), folded)
         })
         .collect()
 }
@@ -378,11 +376,12 @@ fn readings_of(text: &str, folded: &str, steps: normalise::Steps) -> Vec<String>
 pub fn found(ctx: &crate::context::Context) -> &[Found] {
     ctx.injection.get_or_init(|| {
         let mut out = Vec::new();
-        for (i, (range, id)) in ctx.tool_results.iter().enumerate() {
+        let keys = ctx.result_keys();
+        for (i, ((range, id), key)) in ctx.tool_results.iter().zip(keys).enumerate() {
             let Some(text) = ctx.tool_text.get(range.clone()) else {
                 continue;
             };
-            for span in scan_cached(text).iter() {
+            for span in scanned(key, text).iter() {
                 out.push(Found {
                     result: i,
                     call_id: id.clone(),
@@ -401,8 +400,12 @@ static SCANNED: LazyLock<moka::sync::Cache<[u8; 32], Arc<Vec<Span>>>> =
 
 /// [`scan`], remembered by the text's SHA-256.
 pub fn scan_cached(text: &str) -> Arc<Vec<Span>> {
-    let key = crate::digest::sha256(text.as_bytes());
-    SCANNED.get_with(key, || Arc::new(scan(text)))
+    scanned(&crate::digest::sha256(text.as_bytes()), text)
+}
+
+/// [`scan`] of `text`, remembered by its SHA-256 (`key`).
+fn scanned(key: &[u8; 32], text: &str) -> Arc<Vec<Span>> {
+    SCANNED.get_with(*key, || Arc::new(scan(text)))
 }
 
 #[cfg(test)]
