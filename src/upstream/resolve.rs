@@ -90,10 +90,7 @@ impl Resolver {
         let lookup = self.lookup()?;
         let found = lookup.clone().await;
         let found = found.map_err(|e| io::Error::new(e.kind(), e.to_string()));
-        let mut looking = self
-            .looking
-            .lock()
-            .map_err(|_| io::Error::other("the upstream's addresses are unavailable"))?;
+        let mut looking = self.looking.lock().map_err(|_| poisoned())?;
         // The first connection back keeps what was found (under this lock,
         // so none starts another lookup meanwhile, and a failure is logged
         // once); the others read what it kept.
@@ -111,10 +108,7 @@ impl Resolver {
 
     /// The lookup under way, or a new one.
     fn lookup(&self) -> io::Result<Lookup> {
-        let mut l = self
-            .looking
-            .lock()
-            .map_err(|_| io::Error::other("the upstream's addresses are unavailable"))?;
+        let mut l = self.looking.lock().map_err(|_| poisoned())?;
         if let Some(l) = l.as_ref() {
             return Ok(l.clone());
         }
@@ -146,10 +140,7 @@ impl Resolver {
         found: io::Result<Vec<SocketAddr>>,
         now: Instant,
     ) -> io::Result<Arc<[SocketAddr]>> {
-        let mut kept = self
-            .kept
-            .lock()
-            .map_err(|_| io::Error::other("the upstream's addresses are unavailable"))?;
+        let mut kept = self.kept.lock().map_err(|_| poisoned())?;
         let addrs: Arc<[SocketAddr]> = match (non_empty(found), kept.as_ref()) {
             (Ok(v), _) => v.into(),
             (Err(e), Some(last)) => {
@@ -164,6 +155,11 @@ impl Resolver {
         });
         Ok(addrs)
     }
+}
+
+/// A lock another thread panicked while holding.
+fn poisoned() -> io::Error {
+    io::Error::other("the upstream's addresses are unavailable")
 }
 
 /// What a lookup found, an error when it found nothing.

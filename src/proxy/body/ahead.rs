@@ -43,8 +43,7 @@ impl GatedBody {
                 }
             };
             if let Some(f) = frame {
-                let now = *self.now.get_or_insert_with(tokio::time::Instant::now);
-                self.timeouts.frame(now);
+                self.timeouts.frame(self.now.get());
                 if let Ok(data) = f.into_data() {
                     match self.dec.decode(&data) {
                         Ok(bytes) => {

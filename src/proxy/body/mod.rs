@@ -107,9 +107,8 @@ pub struct GatedBody {
     phase: Phase,
     /// When the frame with the last call event came (noted once a frame).
     last_call_delta: Option<std::time::Instant>,
-    /// The time of this poll, read once when first asked: the frames one
-    /// poll reads came together.
-    now: Option<tokio::time::Instant>,
+    /// The time of this poll (see [`PollTime`]).
+    now: PollTime,
     /// Audit records of provider-run calls being written beside the stream;
     /// the stream ends only once they are.
     hosted: Option<Chore>,
@@ -161,7 +160,7 @@ pub fn gated_stream(
         out: BytesMut::with_capacity(OUT_CAPACITY),
         phase: Phase::Reading,
         last_call_delta: None,
-        now: None,
+        now: PollTime::default(),
         hosted: None,
         follow,
         sending: None,
@@ -180,6 +179,23 @@ enum Next {
     Wait,
     /// A slow gate is still deciding: send a keep-alive comment.
     Keepalive,
+}
+
+/// The time of one poll, read off the clock once, when first asked: the
+/// frames one poll reads came together. A field of its own, so it is read
+/// while other fields of the body are borrowed.
+#[derive(Default)]
+struct PollTime(Option<tokio::time::Instant>);
+
+impl PollTime {
+    fn get(&mut self) -> tokio::time::Instant {
+        *self.0.get_or_insert_with(tokio::time::Instant::now)
+    }
+
+    /// A new poll: the next reading goes to the clock.
+    fn reset(&mut self) {
+        self.0 = None;
+    }
 }
 
 impl GatedBody {
@@ -275,17 +291,11 @@ impl GatedBody {
         crate::protocol::sse::escape_separators(out)
     }
 
-    /// The time of this poll (read off the clock once).
-    fn now(&mut self) -> tokio::time::Instant {
-        *self.now.get_or_insert_with(tokio::time::Instant::now)
-    }
-
     /// Reads the next upstream frame.
     fn read(&mut self, cx: &mut TaskContext<'_>) -> Next {
         match self.stirred.poll(&mut self.upstream, cx) {
             Poll::Ready(Some(Ok(f))) => {
-                let now = self.now();
-                self.timeouts.frame(now);
+                self.timeouts.frame(self.now.get());
                 let Ok(data) = f.into_data() else {
                     return Next::Continue;
                 };
@@ -399,7 +409,7 @@ impl Body for GatedBody {
         cx: &mut TaskContext<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = &mut *self;
-        this.now = None;
+        this.now.reset();
         this.poll_hosted(cx);
         this.poll_follow(cx);
         this.poll_foresight(cx);

@@ -14,7 +14,7 @@ impl GatedBody {
     pub(super) fn updates(&mut self) {
         while let Some(r) = self.rw.poll() {
             match r {
-                Update::CallRead => self.last_call_delta = Some(self.now().into_std()),
+                Update::CallRead => self.last_call_delta = Some(self.now.get().into_std()),
                 Update::Withheld(w) => self.state.remember_withheld(w),
                 Update::Hosted(calls) => self.audit_hosted(calls),
                 Update::Resumption(r) => self.start_follow_up(r),
