@@ -12,8 +12,10 @@
 #       times, when that folder is there;
 #  2. the profile merged into target/pgo/toolgate.profdata, and toolgate built
 #     again with the `dist` profile and that profile: target/dist/toolgate.
-# Without llvm-profdata (rustup component add llvm-tools) or with PGO=0, step
-# 1 is skipped and the binary is the `dist` profile alone.
+# llvm-profdata is LLVM_PROFDATA, else rustc's own (rustup component add
+# llvm-tools), else one of rustc's LLVM major on PATH or under
+# /usr/lib/llvm-N (Debian's llvm-N package). Without any, or with PGO=0,
+# step 1 is skipped and the binary is the `dist` profile alone.
 # Needs curl and python3 for the training.
 #   scripts/dist.sh            # SECONDS_EACH=5 PASSES=20
 set -euo pipefail
@@ -22,6 +24,18 @@ SECONDS_EACH=${SECONDS_EACH:-5}
 PASSES=${PASSES:-20}
 FIXTURES=${FIXTURES:-../shared/fixtures/sse}
 profdata="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata"
+if [ -n "${LLVM_PROFDATA:-}" ]; then
+  profdata=$LLVM_PROFDATA
+elif [ ! -x "$profdata" ]; then
+  # A raw profile is read only by the LLVM major that wrote it.
+  major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+  for candidate in "$(command -v "llvm-profdata-$major" || true)" "/usr/lib/llvm-$major/bin/llvm-profdata"; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ]; then
+      profdata=$candidate
+      break
+    fi
+  done
+fi
 if [ "${PGO:-1}" = 0 ] || [ ! -x "$profdata" ]; then
   echo "== no profile (PGO=0, or no llvm-profdata: rustup component add llvm-tools): the dist profile alone"
   cargo build --profile dist --locked --bin toolgate
