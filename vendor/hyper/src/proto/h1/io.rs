@@ -11,7 +11,8 @@ use futures_core::ready;
 use super::{Http1Transaction, ParseContext, ParsedMessage};
 use crate::common::buf::BufList;
 
-/// The initial buffer size allocated before trying to read from IO.
+/// hyper's first read size; toolgate: here only the least maximum buffer
+/// size allowed (reads start at [`INIT_READ_SIZE`]).
 pub(crate) const INIT_BUFFER_SIZE: usize = 8192;
 /// toolgate: the first read's size and the adaptive strategy's floor (hyper
 /// reads 8 KiB at first): a connection that only ever carries small
