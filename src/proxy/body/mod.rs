@@ -49,8 +49,9 @@ type Decide = Pin<Box<dyn Future<Output = Vec<Release>> + Send>>;
 /// arrived, at most.
 const COALESCE_MAX: usize = 16 * 1024;
 /// What the agent's next frame starts with room for; it grows as needed.
-/// Small, because every open stream holds one (10,000 slow streams).
-const OUT_CAPACITY: usize = 2 * 1024;
+/// Small, because every open stream holds one, taken again each time the
+/// frames sent use it up (a paced event is a few hundred bytes).
+const OUT_CAPACITY: usize = 512;
 type Chore = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where the gated body is.
