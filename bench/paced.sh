@@ -108,7 +108,7 @@ trap cleanup EXIT
 # children (nginx's worker).
 tree() { echo "$1"; pgrep -P "$1" || true; }
 cpu_of() { for p in $(tree "$1"); do cat "/proc/$p/stat"; done | awk '{s += $14 + $15} END {print s / 100}'; }
-rss_of() { for p in $(tree "$1"); do cat "/proc/$p/status"; done | awk '/^VmRSS/ {s += $2} END {print s}'; }
+rss_of() { for p in $(tree "$1"); do cat "/proc/$p/status" 2>/dev/null || true; done | awk '/^VmRSS/ {s += $2} END {print s}'; }
 # Milliseconds its threads were ready to run but waited for the CPU (other
 # work on the proxy's core takes it: a run where that is large says so).
 waited_of() { for p in $(tree "$1"); do cat /proc/"$p"/task/*/schedstat; done 2>/dev/null | awk '{s += $2} END {print s / 1e6}'; }
@@ -289,10 +289,21 @@ for scheme in $UPSTREAMS; do
       LOAD_PID=$!
       sleep "$WARMUP"
       c0=0 w0=0; [[ -n "$PROXY_PID" ]] && { c0=$(cpu_of "$PROXY_PID"); w0=$(waited_of "$PROXY_PID"); }
+      # Resident memory while the streams are open: the most of samples
+      # taken every half second through the measured run (read after the
+      # run, the streams have closed and the allocator is giving back).
+      rss=0
+      while kill -0 "$LOAD_PID" 2>/dev/null; do
+        if [[ -n "$PROXY_PID" ]]; then
+          r=$(rss_of "$PROXY_PID")
+          if ((r > rss)); then rss=$r; fi
+        fi
+        sleep 0.5
+      done
       wait "$LOAD_PID"
       line=$(cat "$OUT/load.json")
-      c1=0 rss=0 w1=0
-      [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); rss=$(rss_of "$PROXY_PID"); w1=$(waited_of "$PROXY_PID"); }
+      c1=0 w1=0
+      [[ -n "$PROXY_PID" ]] && { c1=$(cpu_of "$PROXY_PID"); w1=$(waited_of "$PROXY_PID"); }
       [[ "$name" == toolgate* ]] && curl -s -m 5 "http://127.0.0.1:$ADMIN_PORT/metrics" \
         >"$OUT/$name-$scheme-$n$ROUND_DIR/metrics.txt" || true
       python3 - "$line" "$name" "$scheme" "$n" "$round" "$c0" "$c1" "$idle" "$rss" "$w0" "$w1" >>"$RESULTS" <<'PY'
