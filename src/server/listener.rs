@@ -96,23 +96,39 @@ async fn serve_conn<I>(
         handler
     });
     let deadline = Instant::now() + builder.first_head;
-    let ended = match tokio::time::timeout_at(deadline, sniff(io)).await {
-        Ok(Ok(Some((Proto::H1, io)))) => {
-            let conn = builder
-                .h1
-                .serve_connection(TokioIo::new(Deferred::new(io)), svc);
-            drive(watcher.watch(conn), deadline, &asked).await
+    // The sniff's outcome is taken apart before the connection is served:
+    // kept whole, its 80 bytes would stay in this task for the connection's
+    // lifetime (a `match` on the awaited value holds it to the arm's end).
+    let sniffed = match tokio::time::timeout_at(deadline, sniff(io)).await {
+        Ok(Ok(Some(sniffed))) => Some(sniffed),
+        // Closed, failed or silent before its first bytes.
+        Ok(Ok(None)) | Ok(Err(_)) | Err(_) => None,
+    };
+    let ended = match sniffed {
+        Some((Proto::H1, io)) => {
+            // Pinned here and lent to `drive`: moved into it, the connection
+            // (about 900 bytes) would be stored twice in this task, as
+            // `drive`'s argument and as its pinned local.
+            let conn = std::pin::pin!(watcher.watch(
+                builder
+                    .h1
+                    .serve_connection(TokioIo::new(Deferred::new(io)), svc)
+            ));
+            drive(conn, deadline, &asked).await
         }
         // Boxed: an h2 connection's state is larger than an HTTP/1 one's,
         // and there are few of them (each carries many streams).
-        Ok(Ok(Some((Proto::H2, io)))) => {
-            let conn = builder
-                .h2
-                .serve_connection(TokioIo::new(Deferred::new(io)), svc);
-            Box::pin(drive(watcher.watch(conn), deadline, &asked)).await
+        Some((Proto::H2, io)) => {
+            let mut conn = Box::pin(
+                watcher.watch(
+                    builder
+                        .h2
+                        .serve_connection(TokioIo::new(Deferred::new(io)), svc),
+                ),
+            );
+            drive(conn.as_mut(), deadline, &asked).await
         }
-        // Closed, failed or silent before its first bytes.
-        Ok(Ok(None)) | Ok(Err(_)) | Err(_) => None,
+        None => None,
     };
     if let Some(Err(e)) = ended {
         tracing::debug!(error = %e, "connection ended with an error");
@@ -123,11 +139,14 @@ async fn serve_conn<I>(
 
 /// Serves a connection until it ends; `None` when no request head began by
 /// the deadline (the connection is then dropped, which closes it).
-async fn drive<C, E>(conn: C, deadline: Instant, asked: &AtomicBool) -> Option<Result<(), E>>
+async fn drive<C, E>(
+    mut conn: Pin<&mut C>,
+    deadline: Instant,
+    asked: &AtomicBool,
+) -> Option<Result<(), E>>
 where
-    C: Future<Output = Result<(), E>>,
+    C: Future<Output = Result<(), E>> + ?Sized,
 {
-    let mut conn = std::pin::pin!(conn);
     tokio::select! {
         r = conn.as_mut() => Some(r),
         () = tokio::time::sleep_until(deadline) => match asked.load(Ordering::Relaxed) {
