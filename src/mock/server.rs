@@ -260,8 +260,9 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<ChanBody> {
             let cancelled = shared.cancelled.clone();
             tokio::spawn(async move {
                 for piece in body.chunks(chunk.max(1)) {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
+                    if !delay.is_zero() && !wait_open(&tx, delay).await {
+                        cancelled.store(true, Ordering::SeqCst);
+                        return;
                     }
                     if tx
                         .send(Ok(Frame::data(body.slice_ref(piece))))
@@ -323,8 +324,9 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<ChanBody> {
                 while !rest.is_empty() {
                     let end = memchr::memmem::find(&rest, b"\n\n").map_or(rest.len(), |i| i + 2);
                     let event = rest.split_to(end);
-                    if !first {
-                        tokio::time::sleep(delay).await;
+                    if !first && !wait_open(&tx, delay).await {
+                        cancelled.store(true, Ordering::SeqCst);
+                        return;
                     }
                     first = false;
                     if tx.send(Ok(Frame::data(event))).await.is_err() {
@@ -342,4 +344,14 @@ async fn answer(req: Request<Incoming>, shared: &Shared) -> Response<ChanBody> {
         set(resp.headers_mut(), k, &v);
     }
     resp
+}
+
+/// Waits `delay`; false when the body's reader went away meanwhile (the
+/// client closed its connection), so that is noticed at once, not at the
+/// next send.
+async fn wait_open<T>(tx: &mpsc::Sender<T>, delay: Duration) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(delay) => true,
+        () = tx.closed() => false,
+    }
 }

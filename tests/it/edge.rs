@@ -428,6 +428,44 @@ async fn the_audit_trail_has_a_hash_of_the_arguments_never_the_arguments() {
     gate.stop().await;
 }
 
+/// Between two upstream events nothing is written to the agent, so only
+/// the read that watches the agent's connection while its answer streams
+/// (a small probe in the vendored hyper) can tell that it left.
+#[tokio::test]
+async fn a_client_that_goes_away_between_events_cancels_the_upstream_at_once() {
+    let mut body = String::new();
+    for i in 0..3 {
+        body.push_str(&chunk(0, json!({"content": format!("tok{i} ")}), None));
+    }
+    // The first event at once, the next 30 s later.
+    let mock = start_mock(vec![Reply::Paced {
+        body: body.into(),
+        delay: Duration::from_secs(30),
+    }])
+    .await;
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
+    {
+        use http_body_util::BodyExt;
+        let (_, mut body) = open_stream(&gate, &chat_request(true, &[]), false).await;
+        let first = body.frame().await.unwrap().unwrap();
+        assert!(first.is_data());
+        // Dropping the body closes the connection.
+    }
+    let mut cancelled = false;
+    for _ in 0..250 {
+        if mock.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            cancelled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        cancelled,
+        "the upstream stream was not cancelled while it waited for its next event"
+    );
+    gate.stop().await;
+}
+
 #[tokio::test]
 async fn a_client_that_goes_away_cancels_the_upstream_stream() {
     let mut body = String::new();

@@ -498,7 +498,12 @@ where
             return Poll::Pending;
         }
 
-        let num_read = ready!(self.force_io_read(cx)).map_err(crate::Error::new_io)?;
+        // toolgate: a probe, not a full read (see `poll_probe_from_io`).
+        let num_read = ready!(self.io.poll_probe_from_io(cx)).map_err(|e| {
+            trace!(error = %e, "mid_message_detect_eof; io error");
+            self.state.close();
+            crate::Error::new_io(e)
+        })?;
 
         if num_read == 0 {
             trace!("found unexpected EOF on busy connection: {:?}", self.state);
@@ -650,7 +655,13 @@ where
             Ok(encoder) => {
                 debug_assert!(self.state.cached_headers.is_none());
                 debug_assert!(head.headers.is_empty());
-                self.state.cached_headers = Some(head.headers);
+                // toolgate: a server does not keep the response's emptied
+                // map for the next request's head: it would hold it for as
+                // long as the response streams and the connection idles. A
+                // client's is taken by the response head it awaits.
+                if T::is_client() {
+                    self.state.cached_headers = Some(head.headers);
+                }
 
                 #[cfg(feature = "client")]
                 {

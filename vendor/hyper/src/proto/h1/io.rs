@@ -19,6 +19,10 @@ pub(crate) const INIT_BUFFER_SIZE: usize = 8192;
 /// messages keeps a 1 KiB read buffer, not an 8 KiB one.
 const INIT_READ_SIZE: usize = 1024;
 
+/// toolgate: how much a read that looks for the peer's end takes at most
+/// ([`Buffered::poll_probe_from_io`]).
+const PROBE_SIZE: usize = 64;
+
 /// The minimum value that can be set to max buffer size.
 pub(crate) const MINIMUM_MAX_BUFFER_SIZE: usize = INIT_BUFFER_SIZE;
 
@@ -244,7 +248,14 @@ where
                 .saturating_sub(self.read_buf.len()),
         );
         if self.read_buf_remaining_mut() < next {
-            self.read_buf.reserve(next);
+            if self.read_buf.is_empty() {
+                // toolgate: a fresh buffer of the size reads now need.
+                // Reserving would take back the old allocation, which keeps
+                // the largest size any read on this connection ever needed.
+                self.read_buf = BytesMut::with_capacity(next);
+            } else {
+                self.read_buf.reserve(next);
+            }
         }
 
         // SAFETY: ReadBuf and poll_read promise not to set any uninitialized
@@ -262,6 +273,33 @@ where
                     self.read_buf.advance_mut(n);
                 }
                 self.read_buf_strategy.record(n);
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => {
+                self.read_blocked = true;
+                Poll::Pending
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        }
+    }
+
+    /// toolgate: a read that only looks for the peer's end (or its first
+    /// early bytes) while a message is under way, as a server does for as
+    /// long as its response streams: it reads into a small buffer on the
+    /// stack, and an empty read buffer lets go of its allocation, instead of
+    /// each streaming connection holding a read's worth of buffer.
+    pub(crate) fn poll_probe_from_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        self.read_blocked = false;
+        if self.read_buf.is_empty() && self.read_buf.capacity() > 0 {
+            self.read_buf = BytesMut::new();
+        }
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); PROBE_SIZE];
+        let mut buf = ReadBuf::uninit(&mut probe);
+        match Pin::new(&mut self.io).poll_read(cx, buf.unfilled()) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                trace!("received {} bytes", n);
+                self.read_buf.extend_from_slice(buf.filled());
                 Poll::Ready(Ok(n))
             }
             Poll::Pending => {
