@@ -7,7 +7,6 @@
 //! cannot be read as a call is an upstream error, never a panic.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
@@ -50,9 +49,70 @@ struct ChoiceCalls {
     indexed: Vec<bool>,
 }
 
+/// The choices that hold calls, in order of their index: a sorted `Vec`,
+/// not a map. A stream holds its call for most of its life, usually one
+/// choice with one call, and a map's first node (about 900 bytes) or a
+/// `Vec`'s first four slots would be mostly empty.
+#[derive(Debug, Default)]
+struct Choices(Vec<(u32, ChoiceCalls)>);
+
+impl Choices {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn find(&self, choice: u32) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&choice, |(c, _)| *c)
+    }
+
+    fn contains_key(&self, choice: u32) -> bool {
+        self.find(choice).is_ok()
+    }
+
+    fn get(&self, choice: u32) -> Option<&ChoiceCalls> {
+        self.find(choice).ok().map(|i| &self.0[i].1)
+    }
+
+    fn get_mut(&mut self, choice: u32) -> Option<&mut ChoiceCalls> {
+        self.find(choice).ok().map(|i| &mut self.0[i].1)
+    }
+
+    /// `choice`'s calls, made empty when it has none yet.
+    fn or_default(&mut self, choice: u32) -> &mut ChoiceCalls {
+        let i = match self.find(choice) {
+            Ok(i) => i,
+            Err(i) => {
+                if self.0.is_empty() {
+                    self.0.reserve_exact(1);
+                }
+                self.0.insert(i, (choice, ChoiceCalls::default()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    /// Removes `choice`'s calls; once none are left the storage goes too.
+    fn remove(&mut self, choice: u32) -> Option<ChoiceCalls> {
+        let held = self.find(choice).ok().map(|i| self.0.remove(i).1);
+        if self.0.is_empty() {
+            self.0 = Vec::new();
+        }
+        held
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &ChoiceCalls)> {
+        self.0.iter().map(|(c, held)| (*c, held))
+    }
+}
+
 #[derive(Debug)]
 pub struct Assembler {
-    choices: BTreeMap<u32, ChoiceCalls>,
+    choices: Choices,
     held_bytes: usize,
     max_call_bytes: usize,
     max_held_bytes: usize,
@@ -61,7 +121,7 @@ pub struct Assembler {
 impl Assembler {
     pub fn new(max_call_bytes: usize, max_held_bytes: usize) -> Assembler {
         Assembler {
-            choices: BTreeMap::new(),
+            choices: Choices::default(),
             held_bytes: 0,
             max_call_bytes,
             max_held_bytes,
@@ -74,23 +134,19 @@ impl Assembler {
     }
 
     pub fn holds(&self, choice: u32) -> bool {
-        self.choices.contains_key(&choice)
+        self.choices.contains_key(choice)
     }
 
     /// Choices that hold calls, in order.
     pub fn held_choices(&self) -> Vec<u32> {
-        self.choices.keys().copied().collect()
+        self.choices.iter().map(|(c, _)| c).collect()
     }
 
     /// Removes and returns a choice's calls in order of first appearance.
     pub fn take(&mut self, choice: u32) -> Vec<ChatCall> {
-        let Some(held) = self.choices.remove(&choice) else {
+        let Some(held) = self.choices.remove(choice) else {
             return Vec::new();
         };
-        if self.choices.is_empty() {
-            // An emptied map keeps its node: a held stream need not.
-            self.choices = BTreeMap::new();
-        }
         let extra: usize = held.extra_bytes.iter().sum();
         let calls: Vec<ChatCall> = held.calls.into_iter().map(|(_, c)| c).collect();
         let args: usize = calls.iter().map(|c| c.arguments.len()).sum();
@@ -158,10 +214,10 @@ impl Assembler {
     pub fn complete(&self, may: impl Fn(u32) -> bool) -> Option<(u32, u64)> {
         self.choices
             .iter()
-            .filter(|(choice, _)| may(**choice))
+            .filter(|(choice, _)| may(*choice))
             .find_map(
                 |(choice, held)| match (held.calls.first(), held.indexed.first()) {
-                    (Some((key, c)), Some(true)) if whole(c) => Some((*choice, *key)),
+                    (Some((key, c)), Some(true)) if whole(c) => Some((choice, *key)),
                     _ => None,
                 },
             )
@@ -172,7 +228,7 @@ impl Assembler {
     /// choice and assembly key.
     pub fn whole_calls(&self, skip: impl Fn(u32, u64) -> bool) -> Vec<(u32, u64, &ChatCall)> {
         let mut found = Vec::new();
-        for (&choice, held) in &self.choices {
+        for (choice, held) in self.choices.iter() {
             for ((key, c), indexed) in held.calls.iter().zip(&held.indexed) {
                 if *indexed && !skip(choice, *key) && whole(c) {
                     found.push((choice, *key, c));
@@ -184,16 +240,13 @@ impl Assembler {
 
     /// Removes and returns the call `key` of `choice`.
     pub fn take_one(&mut self, choice: u32, key: u64) -> Option<ChatCall> {
-        let held = self.choices.get_mut(&choice)?;
+        let held = self.choices.get_mut(choice)?;
         let i = held.calls.iter().position(|(k, _)| *k == key)?;
         let (_, call) = held.calls.remove(i);
         let extra = held.extra_bytes.remove(i);
         held.indexed.remove(i);
         if held.calls.is_empty() {
-            self.choices.remove(&choice);
-            if self.choices.is_empty() {
-                self.choices = BTreeMap::new();
-            }
+            self.choices.remove(choice);
         }
         self.held_bytes = self.held_bytes.saturating_sub(call.arguments.len() + extra);
         Some(call)
@@ -217,7 +270,7 @@ impl Assembler {
     /// that differs from the call at its array position, else that position.
     fn key_without_index(&self, choice: u32, pos: usize, id: Option<&str>) -> u64 {
         let pos = pos as u64;
-        let Some(c) = self.choices.get(&choice) else {
+        let Some(c) = self.choices.get(choice) else {
             return pos;
         };
         match (id, c.calls.iter().find(|(k, _)| *k == pos)) {
@@ -235,7 +288,7 @@ impl Assembler {
 
     fn merge(&mut self, choice: u32, key: u64, legacy: bool, d: Delta<'_>) -> Result<(), Error> {
         let indexed = d.index.is_some();
-        if !self.choices.contains_key(&choice) && self.choices.len() >= MAX_CHOICES {
+        if !self.choices.contains_key(choice) && self.choices.len() >= MAX_CHOICES {
             return Err(malformed("too many choices with tool calls"));
         }
         let Delta {
@@ -246,12 +299,16 @@ impl Assembler {
             extra,
             ..
         } = d;
-        let slot = self.choices.entry(choice).or_default();
+        let slot = self.choices.or_default(choice);
         let idx = match slot.calls.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
                 if slot.calls.len() >= MAX_CALLS_PER_CHOICE {
                     return Err(malformed("too many tool calls in one choice"));
+                }
+                if slot.calls.is_empty() {
+                    // Room for one call, not four: most choices hold one.
+                    slot.calls.reserve_exact(1);
                 }
                 slot.calls.push((
                     key,
