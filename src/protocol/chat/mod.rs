@@ -127,9 +127,32 @@ pub struct Prefilter {
     pub risky: bool,
 }
 
-/// Looks at `data` without parsing it; `scratch` is reused for the
-/// lower-cased copy the search runs over.
-pub fn prefilter(data: &[u8], scratch: &mut Vec<u8>) -> Prefilter {
+thread_local! {
+    /// The lower-cased copy the prefilter searches, one per thread: kept
+    /// per stream it would hold an event's size for the stream's life.
+    static LOWERED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A larger copy than this is let go after its search.
+const LOWERED_KEEP: usize = 64 * 1024;
+
+/// Looks at `data` without parsing it.
+pub fn prefilter(data: &[u8]) -> Prefilter {
+    LOWERED.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let found = prefilter_in(data, &mut scratch);
+            if scratch.capacity() > LOWERED_KEEP {
+                *scratch = Vec::new();
+            }
+            found
+        }
+        // Not reentered; were it, a copy of its own is as good.
+        Err(_) => prefilter_in(data, &mut Vec::new()),
+    })
+}
+
+/// [`prefilter`], searching `scratch` made the lower-cased copy of `data`.
+fn prefilter_in(data: &[u8], scratch: &mut Vec<u8>) -> Prefilter {
     scratch.clear();
     scratch.extend(data.iter().map(u8::to_ascii_lowercase));
     let call_keys = NEEDLES[..2].iter().any(|f| f.find(scratch).is_some());
@@ -188,7 +211,7 @@ mod tests {
 
     #[test]
     fn prefilter_catches_keys_escapes_and_errors() {
-        let may_need_gate = |d: &[u8]| prefilter(d, &mut Vec::new()).risky;
+        let may_need_gate = |d: &[u8]| prefilter(d).risky;
         assert!(!may_need_gate(
             br#"{"choices":[{"delta":{"content":"hi"}}]}"#
         ));

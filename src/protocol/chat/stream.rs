@@ -68,8 +68,6 @@ pub struct StreamRewriter {
     /// A call event was read since the driver last polled (`Update::CallRead`).
     call_delta: bool,
     late_deltas: u64,
-    /// Reused by the prefilter's case-insensitive search.
-    scratch: Vec<u8>,
     resume: ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
@@ -122,7 +120,6 @@ impl StreamRewriter {
             refusal: o.refusal,
             call_delta: false,
             late_deltas: 0,
-            scratch: Vec::new(),
             resume: ResumeState::new(o.resume, &o.neutral_result),
             held_reasoning: Vec::new(),
             held_reasoning_bytes: 0,
@@ -312,7 +309,6 @@ impl Rewriter for StreamRewriter {
             p.compact();
         }
         self.decoder.compact();
-        self.scratch = Vec::new();
         // Caches of the chunks before: the next chunk is read the long way.
         self.last = Last::default();
         self.template.compact();

@@ -149,7 +149,7 @@ impl StreamRewriter {
             names_call,
             risky,
             beyond_text,
-        } = prefilter(data, &mut self.scratch);
+        } = prefilter(data);
         // With text calls gated every event is parsed: a byte search for
         // `content` would miss a key written with escapes.
         let scanned = self.scans.is_some();
