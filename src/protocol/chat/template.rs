@@ -34,8 +34,10 @@ pub struct Template {
     /// would cost a 600-byte node in every open stream).
     fields: [Option<Value>; 7],
     /// The raw text each field last had in a chunk read by
-    /// [`super::delta`], while `fields` holds that value (empty when unknown).
-    raw: [String; 7],
+    /// [`super::delta`], while `fields` holds that value (empty when
+    /// unknown); boxed `str`s, not `String`s, keep every stream's rewriter
+    /// within a smaller allocation.
+    raw: [Box<str>; 7],
     /// `fields` (with the default `object`) as the JSON that follows
     /// `choices` in a written chunk, from the first `,`; rebuilt when a
     /// field changes (empty: not built yet).
@@ -49,7 +51,7 @@ impl Template {
             // Chunks of one stream mostly repeat these: copied only when changed.
             if let Some(v) = obj.get(*key).filter(|v| field.as_ref() != Some(*v)) {
                 *field = Some(v.clone());
-                seen.clear();
+                *seen = Box::default();
                 self.tail.clear();
             }
         }
@@ -59,13 +61,13 @@ impl Template {
     /// [`FIELDS`] order): a field is parsed only when its text changed.
     pub fn remember_raw(&mut self, raw: [Option<&RawValue>; 7]) -> Result<(), Error> {
         for ((raw, seen), field) in raw.into_iter().zip(&mut self.raw).zip(&mut self.fields) {
-            let Some(raw) = raw.filter(|r| r.get() != seen) else {
+            let Some(raw) = raw.filter(|r| r.get() != &**seen) else {
                 continue;
             };
             let v: Value = serde_json::from_str(raw.get())
                 .map_err(|_| Error::UpstreamUnreadable("event data is not a JSON object"))?;
             *field = Some(v);
-            raw.get().clone_into(seen);
+            *seen = raw.get().into();
             self.tail.clear();
         }
         Ok(())
@@ -306,7 +308,7 @@ mod tests {
         let mut before = BytesMut::new();
         t.write_chunk(&mut before, 0, &json!({"content": "x"}), &Value::Null);
         t.compact();
-        assert!(t.raw.iter().all(|r| r.capacity() == 0));
+        assert!(t.raw.iter().all(|r| r.is_empty()));
         // The same fields again are read once more and change nothing.
         t.remember_raw(fields).unwrap();
         let mut after = BytesMut::new();

@@ -31,7 +31,8 @@ pub(super) struct ResumeState {
     choice: u32,
     /// Usage of responses the agent was not sent, until it can be added.
     carried: Option<Value>,
-    ready: Option<Resumption>,
+    /// Boxed: few streams resume, and every stream holds the field.
+    ready: Option<Box<Resumption>>,
 }
 
 impl ResumeState {
@@ -111,11 +112,11 @@ impl StreamRewriter {
                 write_event(out, &Value::Object(obj));
             }
         }
-        r.ready = Some(Resumption {
+        r.ready = Some(Box::new(Resumption {
             turn: follow::turn(calls, None, &r.result),
             denied,
             ..Resumption::default()
-        });
+        }));
         r.phase = Some(Phase::Waiting);
         r.choice = choice;
     }
@@ -189,7 +190,7 @@ impl StreamRewriter {
     }
 
     pub(super) fn take_ready(&mut self) -> Option<Resumption> {
-        self.resume.ready.take()
+        self.resume.ready.take().map(|r| *r)
     }
 
     pub(super) fn continue_stream(&mut self, allowed: bool) {
