@@ -96,9 +96,6 @@ async fn serve_conn<I>(
         handler
     });
     let deadline = Instant::now() + builder.first_head;
-    // The sniff's outcome is taken apart before the connection is served:
-    // kept whole, its 80 bytes would stay in this task for the connection's
-    // lifetime (a `match` on the awaited value holds it to the arm's end).
     let sniffed = match tokio::time::timeout_at(deadline, sniff(io)).await {
         Ok(Ok(Some(sniffed))) => Some(sniffed),
         // Closed, failed or silent before its first bytes.
