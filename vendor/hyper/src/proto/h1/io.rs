@@ -627,6 +627,18 @@ impl<B: Buf> WriteBuf<B> {
         }
     }
 
+    /// toolgate: the head buffer is written out. Queued writes put only
+    /// message heads in it, so it lets go of its allocation (the next head
+    /// reserves its own) rather than holding a head's size for as long as
+    /// the message's body streams; flattened writes put bodies in it too,
+    /// and it keeps its room.
+    fn headers_written(&mut self) {
+        match self.strategy {
+            WriteStrategy::Queue => self.headers = Cursor::new(Vec::new()),
+            WriteStrategy::Flatten => self.headers.reset(),
+        }
+    }
+
     fn can_buffer(&self) -> bool {
         match self.strategy {
             WriteStrategy::Flatten => self.remaining() < self.max_buf_size,
@@ -672,11 +684,11 @@ impl<B: Buf> Buf for WriteBuf<B> {
         let hrem = self.headers.remaining();
 
         match hrem.cmp(&cnt) {
-            cmp::Ordering::Equal => self.headers.reset(),
+            cmp::Ordering::Equal => self.headers_written(),
             cmp::Ordering::Greater => self.headers.advance(cnt),
             cmp::Ordering::Less => {
                 let qcnt = cnt - hrem;
-                self.headers.reset();
+                self.headers_written();
                 self.queue.advance(qcnt);
             }
         }
