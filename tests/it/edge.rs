@@ -428,6 +428,25 @@ async fn the_audit_trail_has_a_hash_of_the_arguments_never_the_arguments() {
     gate.stop().await;
 }
 
+/// Opens a stream, reads its first frame and goes away; whether the mock
+/// then saw its stream cancelled within `polls` × 20 ms.
+async fn leave_after_first_frame(gate: &Gate, mock: &Mock, polls: usize) -> bool {
+    {
+        use http_body_util::BodyExt;
+        let (_, mut body) = open_stream(gate, &chat_request(true, &[]), false).await;
+        let first = body.frame().await.unwrap().unwrap();
+        assert!(first.is_data());
+        // Dropping the body closes the connection.
+    }
+    for _ in 0..polls {
+        if mock.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
 /// Between two upstream events nothing is written to the agent, so only
 /// the read that watches the agent's connection while its answer streams
 /// (a small probe in the vendored hyper) can tell that it left.
@@ -444,21 +463,7 @@ async fn a_client_that_goes_away_between_events_cancels_the_upstream_at_once() {
     }])
     .await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
-    {
-        use http_body_util::BodyExt;
-        let (_, mut body) = open_stream(&gate, &chat_request(true, &[]), false).await;
-        let first = body.frame().await.unwrap().unwrap();
-        assert!(first.is_data());
-        // Dropping the body closes the connection.
-    }
-    let mut cancelled = false;
-    for _ in 0..250 {
-        if mock.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
-            cancelled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let cancelled = leave_after_first_frame(&gate, &mock, 250).await;
     assert!(
         cancelled,
         "the upstream stream was not cancelled while it waited for its next event"
@@ -481,21 +486,7 @@ async fn a_client_that_goes_away_cancels_the_upstream_stream() {
     }])
     .await;
     let gate = start_gate(&mock.base_url(), ALLOW_ALL, "").await;
-    {
-        use http_body_util::BodyExt;
-        let (_, mut body) = open_stream(&gate, &chat_request(true, &[]), false).await;
-        let first = body.frame().await.unwrap().unwrap();
-        assert!(first.is_data());
-        // Dropping the body closes the connection.
-    }
-    let mut cancelled = false;
-    for _ in 0..100 {
-        if mock.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
-            cancelled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let cancelled = leave_after_first_frame(&gate, &mock, 100).await;
     assert!(
         cancelled,
         "the upstream kept streaming after the agent left"
