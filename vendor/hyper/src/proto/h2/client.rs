@@ -190,7 +190,7 @@ where
     };
 
     exec.execute_h2_future(H2ClientFuture::Task {
-        task: ConnTask::new(conn, conn_drop_rx, cancel_tx),
+        task: Box::pin(ConnTask::new(conn, conn_drop_rx, cancel_tx)),
     });
 
     Ok(ClientTask {
@@ -381,9 +381,10 @@ pin_project! {
             #[pin]
             send_when: SendWhen<B, E>,
         },
+        // Boxed: every task this enum is spawned as (a pipe and a send per
+        // request) would otherwise be the connection task's size.
         Task {
-            #[pin]
-            task: ConnTask<T, B>,
+            task: Pin<Box<ConnTask<T, B>>>,
         },
     }
 }
@@ -403,7 +404,7 @@ where
         match this {
             H2ClientFutureProject::Pipe { pipe } => pipe.poll(cx),
             H2ClientFutureProject::Send { send_when } => send_when.poll(cx),
-            H2ClientFutureProject::Task { task } => task.poll(cx),
+            H2ClientFutureProject::Task { task } => task.as_mut().poll(cx),
         }
     }
 }
