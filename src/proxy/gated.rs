@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{header, Request, Response};
+use http::{header, Response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::Value;
@@ -33,177 +33,184 @@ use crate::upstream::encoding::ContentDecoder;
 /// context, a follow-up, the error and resume paths). At 7 KiB it shared
 /// the allocator's 8 KiB pages with the buffers each open connection keeps,
 /// and a burst of requests left those pages part-used.
-pub async fn handle(
-    state: &Arc<State>,
-    req: Request<Incoming>,
-    routed: &Routed,
+///
+/// An `async move` block, not an `async fn`, for the reason `proxy::handle`
+/// is one.
+#[allow(clippy::manual_async_fn)] // see the doc
+pub fn handle<'a>(
+    state: &'a Arc<State>,
+    parts: http::request::Parts,
+    body: Incoming,
+    routed: &'a Routed,
     protocol: Protocol,
     asker: Box<Context>,
-) -> Result<Response<ProxyBody>, Error> {
-    let (parts, body) = req.into_parts();
-    let limit = state.config.limits.max_request_bytes;
-    let mut charge = state.budget.charge();
-    let announced = content_length(&parts.headers);
-    let wait = state.config.limits.request_body_timeout;
-    let bytes = tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
-        .await
-        .map_err(|_| Error::RequestTimeout)??;
-    // The parsed tree is charged too, before it is built.
-    charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
-    let mut req = protocol.parse(&bytes)?;
-    if let Some(t) = &asker.trace {
-        t.chat(req.body.get("model").and_then(Value::as_str));
-    }
-    let size = bytes.len();
-    // From here on only the parsed request exists: what goes upstream is
-    // written from it, so the provider reads exactly what toolgate read (a
-    // repeated key, say, cannot show it something the gates never saw), and
-    // the original bytes are not held beside the tree.
-    drop(bytes);
-    let mut ctx = asker;
-    ctx.protocol = protocol.label();
-    ctx.declared = std::mem::take(&mut req.declared);
-    // A thread's continue declares nothing: the thread's facts stand in.
-    let held = protocol.held(&req.body);
-    let continued = match &held {
-        Held::From(prev) => Some(match state.thread(prev, &ctx.principal) {
-            Some(facts) => facts,
-            // Another replica may hold it.
-            None => state
-                .recall_thread(prev, &ctx.principal)
-                .await?
-                .ok_or(Error::ThreadNotFound)?,
-        }),
-        Held::Not | Held::New => None,
-    };
-    ctx.structured_output = structured_output(&req.body);
-    let gates = state.gates();
-    let policy = gates.policy();
-    let texts = protocol.texts_and_calls(
-        &req.body,
-        policy.reads("provenance") || policy.reads("context") || policy.requires("injection"),
-        policy.reads_signal("provenance.args_from_pointed_source"),
-    );
-    let default_phase = state.config.policy.default_phase.as_deref();
-    context::fill(
-        &mut ctx,
-        &parts.headers,
-        routed.phase.as_deref(),
-        default_phase,
-        texts,
-    );
-    if let Some(facts) = &continued {
-        facts.continue_in(&mut ctx, &parts.headers);
-    }
-    fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
-    // After the fence: these answers are toolgate's own, not a tool's output.
-    state.recall(protocol, &req.body).await?;
-    protocol.continue_stored(
-        &mut req.body,
-        &**state,
-        &state.config.rewrite.neutral_message,
-    );
-    hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
-    let thread = match held {
-        Held::Not => None,
-        Held::New => Some(Arc::new(Facts::of(&ctx))),
-        Held::From(_) => continued,
-    };
-    let body = gather::json_body(&req.body, size)?;
-    // A held conversation is not continued by follow-ups: its withheld
-    // calls are answered on the agent's next request instead.
-    let resumes = thread.is_none() && resumable(state, &gates, &req.body);
-    let mut follow = resumes.then(|| {
-        Box::new(FollowUp {
-            protocol,
-            method: parts.method.clone(),
-            rest: routed.rest.clone(),
-            query: parts.uri.query().map(str::to_string),
-            headers: parts.headers.clone(),
-            body: body.clone(),
-            stream: req.stream,
-            made: 0,
-            max: state.config.rewrite.max_resumes,
-        })
-    });
-    drop(req.body);
-    let upstream = state.upstream_for(protocol);
-    let up = upstream.request(
-        parts.method,
-        &routed.rest,
-        parts.uri.query(),
-        parts.headers,
-        full(body),
-    )?;
-    let sent = Instant::now();
-    let deadline = tokio::time::Instant::now() + upstream.timeout;
-    let resp = Box::pin(upstream.send(up)).await?;
-    state
-        .metrics
-        .upstream_latency
-        .observe(sent.elapsed().as_secs_f64());
-    let (mut head, body) = resp.into_parts();
-    if !head.status.is_success() {
-        let status = upstream_status(state, head.status, &head.headers, body, deadline);
-        return Err(Box::pin(status).await);
-    }
-    let (decoder, announced) = read_head(&mut head, req.stream, &state.scrub)?;
-    ctx.upstream_request_id = super::provider_request_id(&head.headers);
-    let ctx: Arc<Context> = Arc::from(ctx);
-    if req.stream {
-        let sent = Sent {
+) -> impl std::future::Future<Output = Result<Response<ProxyBody>, Error>> + Send + 'a {
+    async move {
+        let limit = state.config.limits.max_request_bytes;
+        let mut charge = state.budget.charge();
+        let announced = content_length(&parts.headers);
+        let wait = state.config.limits.request_body_timeout;
+        let bytes =
+            tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
+                .await
+                .map_err(|_| Error::RequestTimeout)??;
+        // The parsed tree is charged too, before it is built.
+        charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
+        let mut req = protocol.parse(&bytes)?;
+        if let Some(t) = &asker.trace {
+            t.chat(req.body.get("model").and_then(Value::as_str));
+        }
+        let size = bytes.len();
+        // From here on only the parsed request exists: what goes upstream is
+        // written from it, so the provider reads exactly what toolgate read (a
+        // repeated key, say, cannot show it something the gates never saw), and
+        // the original bytes are not held beside the tree.
+        drop(bytes);
+        let mut ctx = asker;
+        ctx.protocol = protocol.label();
+        ctx.declared = std::mem::take(&mut req.declared);
+        // A thread's continue declares nothing: the thread's facts stand in.
+        let held = protocol.held(&req.body);
+        let continued = match &held {
+            Held::From(prev) => Some(match state.thread(prev, &ctx.principal) {
+                Some(facts) => facts,
+                // Another replica may hold it.
+                None => state
+                    .recall_thread(prev, &ctx.principal)
+                    .await?
+                    .ok_or(Error::ThreadNotFound)?,
+            }),
+            Held::Not | Held::New => None,
+        };
+        ctx.structured_output = structured_output(&req.body);
+        let gates = state.gates();
+        let policy = gates.policy();
+        let texts = protocol.texts_and_calls(
+            &req.body,
+            policy.reads("provenance") || policy.reads("context") || policy.requires("injection"),
+            policy.reads_signal("provenance.args_from_pointed_source"),
+        );
+        let default_phase = state.config.policy.default_phase.as_deref();
+        context::fill(
+            &mut ctx,
+            &parts.headers,
+            routed.phase.as_deref(),
+            default_phase,
+            texts,
+        );
+        if let Some(facts) = &continued {
+            facts.continue_in(&mut ctx, &parts.headers);
+        }
+        fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
+        // After the fence: these answers are toolgate's own, not a tool's output.
+        state.recall(protocol, &req.body).await?;
+        protocol.continue_stored(
+            &mut req.body,
+            &**state,
+            &state.config.rewrite.neutral_message,
+        );
+        hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
+        let thread = match held {
+            Held::Not => None,
+            Held::New => Some(Arc::new(Facts::of(&ctx))),
+            Held::From(_) => continued,
+        };
+        let body = gather::json_body(&req.body, size)?;
+        // A held conversation is not continued by follow-ups: its withheld
+        // calls are answered on the agent's next request instead.
+        let resumes = thread.is_none() && resumable(state, &gates, &req.body);
+        let mut follow = resumes.then(|| {
+            Box::new(FollowUp {
+                protocol,
+                method: parts.method.clone(),
+                rest: routed.rest.clone(),
+                query: parts.uri.query().map(str::to_string),
+                headers: parts.headers.clone(),
+                body: body.clone(),
+                stream: req.stream,
+                made: 0,
+                max: state.config.rewrite.max_resumes,
+            })
+        });
+        drop(req.body);
+        let upstream = state.upstream_for(protocol);
+        let up = upstream.request(
+            parts.method,
+            &routed.rest,
+            parts.uri.query(),
+            parts.headers,
+            full(body),
+        )?;
+        let sent = Instant::now();
+        let deadline = tokio::time::Instant::now() + upstream.timeout;
+        let resp = Box::pin(upstream.send(up)).await?;
+        state
+            .metrics
+            .upstream_latency
+            .observe(sent.elapsed().as_secs_f64());
+        let (mut head, body) = resp.into_parts();
+        if !head.status.is_success() {
+            let status = upstream_status(state, head.status, &head.headers, body, deadline);
+            return Err(Box::pin(status).await);
+        }
+        let (decoder, announced) = read_head(&mut head, req.stream, &state.scrub)?;
+        ctx.upstream_request_id = super::provider_request_id(&head.headers);
+        let ctx: Arc<Context> = Arc::from(ctx);
+        if req.stream {
+            let sent = Sent {
+                body,
+                decoder,
+                announced,
+                deadline,
+                ctx,
+                thread,
+            };
+            let b = body::gated_stream(protocol, state.clone(), gates, sent, follow.take());
+            return Ok(Response::from_parts(
+                head,
+                b.map_err(|never| match never {}).boxed_unsync(),
+            ));
+        }
+        let raw = gather::response(
             body,
             decoder,
             announced,
+            state.config.limits.max_response_bytes,
             deadline,
-            ctx,
-            thread,
+            &mut charge,
+        )
+        .await?;
+        let raw = state.scrub.bytes(raw);
+        let more = follow.as_ref().is_some_and(|f| f.left());
+        let round = complete::gate(state, &gates, &ctx, protocol, &raw, more).await?;
+        if let (Some(facts), Some(id)) = (thread, &round.id) {
+            state.remember_thread(id.clone(), facts);
+        }
+        let body = match (round.again, follow) {
+            (Some(r), Some(f)) => {
+                let dropped = resume::concat(round.pieces);
+                Box::pin(resume::whole(
+                    state,
+                    &gates,
+                    &ctx,
+                    *f,
+                    &raw,
+                    r,
+                    dropped,
+                    &mut charge,
+                ))
+                .await
+            }
+            _ if !round.changed => return Ok(Response::from_parts(head, reply(raw))),
+            _ => {
+                return Ok(Response::from_parts(
+                    head,
+                    body::Pieces::new(round.pieces).boxed_unsync(),
+                ))
+            }
         };
-        let b = body::gated_stream(protocol, state.clone(), gates, sent, follow.take());
-        return Ok(Response::from_parts(
-            head,
-            b.map_err(|never| match never {}).boxed_unsync(),
-        ));
+        Ok(Response::from_parts(head, reply(body)))
     }
-    let raw = gather::response(
-        body,
-        decoder,
-        announced,
-        state.config.limits.max_response_bytes,
-        deadline,
-        &mut charge,
-    )
-    .await?;
-    let raw = state.scrub.bytes(raw);
-    let more = follow.as_ref().is_some_and(|f| f.left());
-    let round = complete::gate(state, &gates, &ctx, protocol, &raw, more).await?;
-    if let (Some(facts), Some(id)) = (thread, &round.id) {
-        state.remember_thread(id.clone(), facts);
-    }
-    let body = match (round.again, follow) {
-        (Some(r), Some(f)) => {
-            let dropped = resume::concat(round.pieces);
-            Box::pin(resume::whole(
-                state,
-                &gates,
-                &ctx,
-                *f,
-                &raw,
-                r,
-                dropped,
-                &mut charge,
-            ))
-            .await
-        }
-        _ if !round.changed => return Ok(Response::from_parts(head, reply(raw))),
-        _ => {
-            return Ok(Response::from_parts(
-                head,
-                body::Pieces::new(round.pieces).boxed_unsync(),
-            ))
-        }
-    };
-    Ok(Response::from_parts(head, reply(body)))
 }
 
 /// Checks a successful upstream head against the request (an event stream

@@ -68,26 +68,36 @@ fn reply(b: Bytes) -> ProxyBody {
 /// provider's when it answered with one (its SDKs read it there), else
 /// toolgate's. The provider's id is written on the access line.
 /// The access line is written when the response body ends.
-pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<ProxyBody> {
-    let id = request_id(&state, req.headers());
-    let span = tracing::info_span!("request", request_id = %id);
-    let trace = state
-        .telemetry
-        .as_ref()
-        .map(|t| t.request(req.method(), req.headers(), &id));
-    let mut access = Access::new(req.method().clone(), id);
-    access.trace = trace;
-    let resp = respond(state, req, &mut access).instrument(span).await;
-    let (mut head, body) = resp.into_parts();
-    access.upstream_request_id = provider_request_id(&head.headers);
-    if let Ok(v) = HeaderValue::from_str(&access.request_id) {
-        if !head.headers.contains_key(REQUEST_ID) {
-            head.headers.insert(REQUEST_ID, v.clone());
+///
+/// Written as an `async move` block, not an `async fn`: an `async fn` keeps
+/// each argument twice in its future (as passed, and moved into its body),
+/// and this future is held for every request until its response starts.
+#[allow(clippy::manual_async_fn)] // see the doc
+pub fn handle(
+    state: Arc<State>,
+    req: Request<Incoming>,
+) -> impl std::future::Future<Output = Response<ProxyBody>> + Send {
+    async move {
+        let id = request_id(&state, req.headers());
+        let span = tracing::info_span!("request", request_id = %id);
+        let trace = state
+            .telemetry
+            .as_ref()
+            .map(|t| t.request(req.method(), req.headers(), &id));
+        let mut access = Access::new(req.method().clone(), id);
+        access.trace = trace;
+        let resp = respond(state, req, &mut access).instrument(span).await;
+        let (mut head, body) = resp.into_parts();
+        access.upstream_request_id = provider_request_id(&head.headers);
+        if let Ok(v) = HeaderValue::from_str(&access.request_id) {
+            if !head.headers.contains_key(REQUEST_ID) {
+                head.headers.insert(REQUEST_ID, v.clone());
+            }
+            head.headers.insert(TOOLGATE_REQUEST_ID, v);
         }
-        head.headers.insert(TOOLGATE_REQUEST_ID, v);
+        access.status = head.status.as_u16();
+        Response::from_parts(head, Logged::new(body, access).boxed_unsync())
     }
-    access.status = head.status.as_u16();
-    Response::from_parts(head, Logged::new(body, access).boxed_unsync())
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -133,79 +143,84 @@ fn id_text(b: &[u8]) -> Option<&str> {
 }
 
 /// Phases: authenticate (principal) → route → gated or pass-through.
-async fn respond(
+/// An `async move` block for the reason [`handle`] is one.
+#[allow(clippy::manual_async_fn)] // see the doc
+fn respond(
     state: Arc<State>,
     mut req: Request<Incoming>,
     access: &mut Access,
-) -> Response<ProxyBody> {
-    let path_route = route(req.method(), req.uri().path(), req.headers());
-    // Errors are written in the shape the agent's SDK reads for this path.
-    let family = match &path_route {
-        Ok(r) => r.route.protocol(),
-        Err(_) => route::family(req.uri().path()),
-    };
-    let routed = auth::principal(
-        &state.config.clients,
-        req.headers(),
-        req.extensions().get::<Arc<PeerNames>>().map(|p| &**p),
-    )
-    .and_then(|p| path_route.map(|r| (p, r)));
-    let label = routed
-        .as_ref()
-        .map(|(_, r)| r.route.label())
-        .unwrap_or("refused");
-    access.route = label;
-    // An upstream exchange holds a slot until its response ends.
-    let routed = routed.and_then(|ok| {
-        let slot = state.streams.clone().try_acquire_owned();
-        access.stream_slot = Some(slot.map_err(|_| Error::Overloaded("streams"))?);
-        Ok(ok)
-    });
-    if let Some(t) = &access.trace {
-        let protocol = routed.as_ref().ok().map(|(_, r)| r.route.protocol());
-        t.route(req.method(), label, protocol.map(|p| p.provider_family()));
-        // What goes upstream continues toolgate's span, not the agent's.
-        if protocol.is_some() {
-            t.inject(req.headers_mut());
+) -> impl std::future::Future<Output = Response<ProxyBody>> + Send + '_ {
+    async move {
+        let path_route = route(req.method(), req.uri().path(), req.headers());
+        // Errors are written in the shape the agent's SDK reads for this path.
+        let family = match &path_route {
+            Ok(r) => r.route.protocol(),
+            Err(_) => route::family(req.uri().path()),
+        };
+        let routed = auth::principal(
+            &state.config.clients,
+            req.headers(),
+            req.extensions().get::<Arc<PeerNames>>().map(|p| &**p),
+        )
+        .and_then(|p| path_route.map(|r| (p, r)));
+        let label = routed
+            .as_ref()
+            .map(|(_, r)| r.route.label())
+            .unwrap_or("refused");
+        access.route = label;
+        // An upstream exchange holds a slot until its response ends.
+        let routed = routed.and_then(|ok| {
+            let slot = state.streams.clone().try_acquire_owned();
+            access.stream_slot = Some(slot.map_err(|_| Error::Overloaded("streams"))?);
+            Ok(ok)
+        });
+        if let Some(t) = &access.trace {
+            let protocol = routed.as_ref().ok().map(|(_, r)| r.route.protocol());
+            t.route(req.method(), label, protocol.map(|p| p.provider_family()));
+            // What goes upstream continues toolgate's span, not the agent's.
+            if protocol.is_some() {
+                t.inject(req.headers_mut());
+            }
         }
+        let result = match routed {
+            Ok((principal, r)) => match r.route {
+                Route::Gated(protocol) => {
+                    access.principal = Some(principal.clone());
+                    let asker = Box::new(Context {
+                        request_id: access.request_id.clone(),
+                        principal,
+                        tally: access.tally.clone(),
+                        trace: access.trace.clone(),
+                        ..Context::default()
+                    });
+                    let (parts, body) = req.into_parts();
+                    gated::handle(&state, parts, body, &r, protocol, asker).await
+                }
+                Route::Pass(protocol) => {
+                    access.principal = Some(principal);
+                    pass(&state, req, &r.rest, protocol).await
+                }
+            },
+            Err(e) => Err(e),
+        };
+        let resp = result.unwrap_or_else(|e| {
+            if let Error::Overloaded(limit) = e {
+                state.metrics.overloaded(limit);
+            }
+            state.metrics.upstream_fault(&e);
+            if matches!(e, Error::Unauthorized) {
+                let total = state.metrics.auth_failures.inc() + 1;
+                state.auth_failures.record(total);
+            }
+            match e.side() {
+                crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
+                _ => tracing::warn!(error = %e, "request failed"),
+            }
+            errors::response(&state, family, e)
+        });
+        state.metrics.request(label, resp.status().as_u16());
+        resp
     }
-    let result = match routed {
-        Ok((principal, r)) => match r.route {
-            Route::Gated(protocol) => {
-                access.principal = Some(principal.clone());
-                let asker = Box::new(Context {
-                    request_id: access.request_id.clone(),
-                    principal,
-                    tally: access.tally.clone(),
-                    trace: access.trace.clone(),
-                    ..Context::default()
-                });
-                gated::handle(&state, req, &r, protocol, asker).await
-            }
-            Route::Pass(protocol) => {
-                access.principal = Some(principal);
-                pass(&state, req, &r.rest, protocol).await
-            }
-        },
-        Err(e) => Err(e),
-    };
-    let resp = result.unwrap_or_else(|e| {
-        if let Error::Overloaded(limit) = e {
-            state.metrics.overloaded(limit);
-        }
-        state.metrics.upstream_fault(&e);
-        if matches!(e, Error::Unauthorized) {
-            let total = state.metrics.auth_failures.inc() + 1;
-            state.auth_failures.record(total);
-        }
-        match e.side() {
-            crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
-            _ => tracing::warn!(error = %e, "request failed"),
-        }
-        errors::response(&state, family, e)
-    });
-    state.metrics.request(label, resp.status().as_u16());
-    resp
 }
 
 /// `application/json` or a `+json` type (parameters aside).

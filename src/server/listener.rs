@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -85,14 +86,13 @@ async fn serve_conn<I>(
         // connection's HTTP/1 slot, an HTTP/2 stream's task) for as long
         // as its response streams. Inline, its 7–8 KiB of state stayed
         // allocated through a long stream or a wait for approval; boxed,
-        // it is freed once the handler has returned the response.
-        let handler: Pin<Box<dyn Future<Output = Result<_, Infallible>> + Send>> =
-            Box::pin(async move {
-                Ok::<_, Infallible>(match full {
-                    false => proxy::handle(st, req).await,
-                    true => proxy::busy(req, "connections"),
-                })
-            });
+        // it is freed once the handler has returned the response. Mapped,
+        // not awaited in an `async` block, which would keep the request a
+        // second time beside the handler's future.
+        let handler: Pin<Box<dyn Future<Output = Result<_, Infallible>> + Send>> = match full {
+            false => Box::pin(proxy::handle(st, req).map(Ok::<_, Infallible>)),
+            true => Box::pin(std::future::ready(Ok(proxy::busy(req, "connections")))),
+        };
         handler
     });
     let deadline = Instant::now() + builder.first_head;

@@ -59,7 +59,9 @@ pub struct StreamRewriter {
     template: Template,
     /// The last chunk of one tool-call entry, for [`super::repeat`].
     last: Last,
-    pending: Option<Pending>,
+    /// Boxed: most of a stream has no call held, and every open stream holds
+    /// the field.
+    pending: Option<Box<Pending>>,
     ended: bool,
     text_seen: bool,
     neutral: std::sync::Arc<str>,
@@ -82,7 +84,9 @@ pub struct StreamRewriter {
     max_held: usize,
     /// Each choice's text, scanned for calls written as text (`None`:
     /// `[gate] text_tool_calls` is off).
-    scans: Option<HashMap<u32, TextScan>>,
+    /// Boxed: the map is 48 bytes and every open stream holds the field.
+    #[allow(clippy::box_collection)]
+    scans: Option<Box<HashMap<u32, TextScan>>>,
     /// The role each choice's agent was sent, by choice index (as the
     /// whole-tree path sends it): repeated in a chunk whose calls are held,
     /// it is not sent again.
@@ -124,7 +128,7 @@ impl StreamRewriter {
             held_reasoning: Vec::new(),
             held_reasoning_bytes: 0,
             max_held: o.max_held_bytes,
-            scans: o.text_calls.then(HashMap::new),
+            scans: o.text_calls.then(Box::default),
             typed: true,
             roles_sent: Vec::new(),
             early_on: o.early && !o.resume,

@@ -148,7 +148,7 @@ impl StreamRewriter {
             return;
         };
         let (call, site) = call.into_parts();
-        self.pending = Some(Pending::early(
+        self.pending = Some(Box::new(Pending::early(
             PendingChoice {
                 choice,
                 pos: None,
@@ -156,7 +156,7 @@ impl StreamRewriter {
             },
             call,
             site,
-        ));
+        )));
     }
 
     /// The calls complete now that were not reported before, for the

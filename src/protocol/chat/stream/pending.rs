@@ -130,7 +130,7 @@ impl StreamRewriter {
             .map(ChatCall::into_parts)
             .unzip();
         let texts = self.take_text_calls(&choices, &mut calls);
-        self.pending = Some(Pending {
+        self.pending = Some(Box::new(Pending {
             choices,
             calls,
             sites,
@@ -138,7 +138,7 @@ impl StreamRewriter {
             then_raw,
             texts,
             early: false,
-        });
+        }));
     }
 
     /// Emits the gated choices: allowed calls (one complete delta each, indices
@@ -149,7 +149,7 @@ impl StreamRewriter {
             return;
         };
         if p.early {
-            self.release_early(p, verdicts, out);
+            self.release_early(*p, verdicts, out);
             return;
         }
         let mut held = p.chunk;

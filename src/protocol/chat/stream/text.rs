@@ -175,7 +175,7 @@ impl StreamRewriter {
     pub(super) fn text_held_choices(&self) -> Vec<u32> {
         self.scans
             .iter()
-            .flatten()
+            .flat_map(|m| m.iter())
             .filter(|(_, s)| s.holds_call())
             .map(|(c, _)| *c)
             .collect()
@@ -183,7 +183,11 @@ impl StreamRewriter {
 
     /// The text held by every choice.
     pub(super) fn text_held_bytes(&self) -> usize {
-        self.scans.iter().flatten().map(|(_, s)| s.held_len()).sum()
+        self.scans
+            .iter()
+            .flat_map(|m| m.iter())
+            .map(|(_, s)| s.held_len())
+            .sum()
     }
 }
 
