@@ -102,7 +102,7 @@ impl Sensor for FactChecker {
             let text = get("output.text").and_then(Value::as_str).unwrap_or("");
             let registry = get("output.registry").and_then(Value::as_str).unwrap_or("");
             let facts = get("output.facts").cloned().unwrap_or(json!([]));
-            let q = Prompt {
+            let q = || Prompt {
                 schema_name: "output_fact_check",
                 schema: SCHEMA.clone(),
                 system: SYSTEM_PROMPT.to_string(),

@@ -112,7 +112,7 @@ impl Sensor for InjectionJudge {
             }
             let mut parts: Vec<&str> = results.iter().flat_map(|(id, t)| [*id, *t]).collect();
             parts.extend([self.0.judge.model(), PROMPT_VERSION]);
-            let q = Prompt {
+            let q = || Prompt {
                 schema_name: "injection_suspected",
                 schema: SCHEMA.clone(),
                 system: SYSTEM_PROMPT.to_string(),

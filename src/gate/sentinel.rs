@@ -91,7 +91,7 @@ impl Sentinel {
             self.0.judge.model(),
             PROMPT_VERSION,
         ]);
-        let q = Prompt {
+        let q = || Prompt {
             schema_name: "sentinel_decision",
             schema: SCHEMA.clone(),
             system: SYSTEM_PROMPT.to_string(),

@@ -127,8 +127,15 @@ impl Judge {
         &self.model
     }
 
-    /// Asks (or answers from the cache). `key` identifies the question.
-    pub async fn ask(&self, key: [u8; 32], q: Prompt) -> Result<Reply, Failure> {
+    /// Asks (or answers from the cache). `key` identifies the question;
+    /// `q` writes it, and is called only when it goes upstream (a call's
+    /// decision usually finds the answer its question asked ahead left in
+    /// the cache, and writing the prompt again would be for nothing).
+    pub async fn ask(
+        &self,
+        key: [u8; 32],
+        q: impl FnOnce() -> Prompt + Send,
+    ) -> Result<Reply, Failure> {
         let started = Instant::now();
         if let Some(value) = self.cache.get(&key).await {
             return Ok(Reply {
@@ -147,6 +154,7 @@ impl Judge {
                     ),
                 ));
             };
+            let q = q();
             match tokio::time::timeout(self.upstream.timeout, self.call(&q)).await {
                 Ok(r) => r,
                 Err(_) => Err(Failure::new("timeout", "judge timed out")),
@@ -238,6 +246,48 @@ impl Judge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn a_question_answered_from_the_cache_writes_no_prompt() {
+        // Nothing listens on port 9: a question that goes upstream fails.
+        let cfg = crate::Config::from_toml(
+            "[judge]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            "t",
+            std::path::Path::new("."),
+        )
+        .unwrap();
+        let judge = Judge::new(cfg.judge.as_ref().unwrap()).unwrap();
+        let written = AtomicUsize::new(0);
+        let q = || {
+            written.fetch_add(1, Ordering::Relaxed);
+            Prompt {
+                schema_name: "t",
+                schema: Arc::new(json!({"type": "object"})),
+                system: String::new(),
+                user: String::new(),
+            }
+        };
+        let asked = key(&["asked ahead"]);
+        judge
+            .cache
+            .insert(asked, json!({"decision": "approve"}))
+            .await;
+        let r = judge.ask(asked, q).await.unwrap();
+        assert!(r.cached);
+        assert_eq!(r.value["decision"], "approve");
+        assert_eq!(
+            written.load(Ordering::Relaxed),
+            0,
+            "a cached answer writes no prompt"
+        );
+        assert!(judge.ask(key(&["new"]), q).await.is_err());
+        assert_eq!(
+            written.load(Ordering::Relaxed),
+            1,
+            "a question asked upstream is written"
+        );
+    }
 
     #[test]
     fn upstream_failures_have_a_kind_and_keep_their_message() {
