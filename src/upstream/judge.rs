@@ -250,9 +250,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_question_answered_from_the_cache_writes_no_prompt() {
-        // Nothing listens on port 9: a question that goes upstream fails.
+        // Nothing listens on a port just let go: a question that goes
+        // upstream fails.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let cfg = crate::Config::from_toml(
-            "[judge]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            &format!("[judge]\nbase_url = \"http://127.0.0.1:{port}/v1\"\n"),
             "t",
             std::path::Path::new("."),
         )
