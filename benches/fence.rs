@@ -1,5 +1,6 @@
 //! Criterion bench of redaction + fencing: one 1 MB tool result, and a request
-//! with 50 small tool results. Reported in bytes/s of tool-result text.
+//! with 50 small tool results (fenced, and found fenced on an earlier turn).
+//! Reported in bytes/s of tool-result text.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -47,6 +48,15 @@ fn bench(c: &mut Criterion) {
         redactor: &redactor,
         policy: &policy,
         max_bytes: None,
+        kept: None,
+    };
+    let kept = toolgate::fence::kept::Kept::default();
+    let seen = Settings {
+        secret: b"bench-secret",
+        redactor: &redactor,
+        policy: &policy,
+        max_bytes: None,
+        kept: Some(&kept),
     };
     let big = request(&[page(1 << 20)]);
     let small = request(&(0..50).map(|_| page(400)).collect::<Vec<_>>());
@@ -58,6 +68,11 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(50 * 400));
     g.bench_function("fifty_small_tool_results", |b| {
         b.iter(|| Protocol::Chat.fence(&mut small.clone(), &s, true))
+    });
+    // The same results on the next turn of the conversation.
+    Protocol::Chat.fence(&mut small.clone(), &seen, true);
+    g.bench_function("fifty_small_tool_results_seen_before", |b| {
+        b.iter(|| Protocol::Chat.fence(&mut small.clone(), &seen, true))
     });
     g.finish();
 }

@@ -7,7 +7,9 @@
 //!
 //! - [`marker`]: the fence itself (markers, neutralising, modes, the notice).
 //! - [`redact`] and [`secrets`]: what is redacted, and the secret detectors.
+//! - [`kept`]: fenced results remembered, for the turns that send them again.
 
+pub mod kept;
 pub mod marker;
 pub mod redact;
 pub mod secrets;
@@ -35,6 +37,9 @@ pub struct Settings<'a> {
     pub redactor: &'a Redactor,
     pub policy: &'a PolicySet,
     pub max_bytes: Option<usize>,
+    /// Results fenced before, for the same `secret` and `redactor`; `None`
+    /// fences every result again.
+    pub kept: Option<&'a kept::Kept>,
 }
 
 /// One tool result of a request, found by its protocol.
@@ -99,8 +104,32 @@ fn truncate<'a>(text: &'a str, max: Option<usize>, report: &mut Fenced) -> Cow<'
     }
 }
 
-/// Redacts, truncates and wraps one piece of text.
+/// Redacts, truncates and wraps one piece of text, or finds it done before.
 fn process(
+    text: &str,
+    src: &Source<'_>,
+    mode: Mode,
+    s: &Settings<'_>,
+    report: &mut Fenced,
+) -> String {
+    let Some(kept) = s.kept else {
+        return fence_text(text, src, mode, s, report);
+    };
+    let key = kept::key(s.secret, s.max_bytes, mode, src, text);
+    if let Some(done) = kept.get(&key, report) {
+        return done;
+    }
+    let mut own = Fenced::default();
+    let out = fence_text(text, src, mode, s, &mut own);
+    kept.keep(key, &out, &own);
+    for (kind, n) in own.redactions {
+        *report.redactions.entry(kind).or_default() += n;
+    }
+    report.truncated += own.truncated;
+    out
+}
+
+fn fence_text(
     text: &str,
     src: &Source<'_>,
     mode: Mode,
@@ -239,6 +268,7 @@ mod tests {
             redactor: &redactor,
             policy: &policy,
             max_bytes: None,
+            kept: None,
         };
         let r = ToolResult {
             call_id: "c".into(),

@@ -283,6 +283,7 @@ async fn fence_tool_results(
         redactor: &state.redactor,
         policy: gates.policy(),
         max_bytes: state.config.fence.max_tool_result_bytes,
+        kept: Some(&state.fenced),
     };
     let report = protocol.fence(body, &settings, !ctx.declared.is_empty());
     state

@@ -90,6 +90,9 @@ pub struct State {
     pub fence_secret: Vec<u8>,
     /// Redacts secrets (and toolgate's own key) from tool results.
     pub redactor: Redactor,
+    /// Tool results fenced with this secret and redactor, for the turns
+    /// that send them again.
+    pub fenced: crate::fence::kept::Kept,
     /// Keeps toolgate's upstream keys out of responses.
     pub scrub: crate::upstream::scrub::Scrub,
     id_prefix: String,
@@ -122,7 +125,7 @@ impl State {
     /// Assembles the shared state from the parts the composition root
     /// ([`crate::app::build`]) built, and makes what belongs to the
     /// request path alone: the body budget, the stream cap, the records of
-    /// stored Responses, the id prefix.
+    /// stored Responses, the fenced tool results kept, the id prefix.
     pub fn new(config: Config, b: Built) -> State {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -173,6 +176,7 @@ impl State {
             id_key,
             fence_secret: b.fence_secret,
             redactor: b.redactor,
+            fenced: crate::fence::kept::Kept::default(),
             scrub: b.scrub,
             streams,
             gates: RwLock::new(Arc::new(Gates::new(b.policy, &b.parts))),

@@ -251,6 +251,7 @@ mod fence_tests {
             redactor,
             policy,
             max_bytes: None,
+            kept: None,
         }
     }
 
