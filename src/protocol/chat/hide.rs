@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::request::function_str;
 use crate::protocol::drop_if_empty;
 
 /// Removes `names` from `tools` and `functions`; a `tool_choice` or
@@ -20,7 +21,7 @@ pub fn remove_tools(body: &mut Value, names: &[String]) -> bool {
     let hidden = |n: Option<&str>| n.is_some_and(|n| names.iter().any(|x| x == n));
     if let Some(Value::Array(tools)) = obj.get_mut("tools") {
         let before = tools.len();
-        tools.retain(|t| !hidden(t.pointer("/function/name").and_then(Value::as_str)));
+        tools.retain(|t| !hidden(function_str(t, "name")));
         changed |= tools.len() != before;
     }
     if let Some(Value::Array(fs)) = obj.get_mut("functions") {
@@ -28,11 +29,7 @@ pub fn remove_tools(body: &mut Value, names: &[String]) -> bool {
         fs.retain(|f| !hidden(f.get("name").and_then(Value::as_str)));
         changed |= fs.len() != before;
     }
-    if hidden(
-        obj.get("tool_choice")
-            .and_then(|c| c.pointer("/function/name"))
-            .and_then(Value::as_str),
-    ) {
+    if hidden(obj.get("tool_choice").and_then(|c| function_str(c, "name"))) {
         obj.remove("tool_choice");
         changed = true;
     }

@@ -100,11 +100,10 @@ pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
                     .into_iter()
                     .flatten()
                 {
-                    let text = |p: &str| c.pointer(p).and_then(Value::as_str).unwrap_or("");
                     t.push_call(
-                        text("/id"),
-                        text("/function/name"),
-                        text("/function/arguments"),
+                        c.get("id").and_then(Value::as_str).unwrap_or(""),
+                        function_str(c, "name").unwrap_or(""),
+                        function_str(c, "arguments").unwrap_or(""),
                     );
                 }
             }
@@ -112,6 +111,12 @@ pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
         }
     }
     t
+}
+
+/// A string member of a call's `function` (`name`, `arguments`). Read with
+/// `get`, not `pointer`, which allocates for each step of its path.
+pub(super) fn function_str<'a>(call: &'a Value, key: &str) -> Option<&'a str> {
+    call.get("function")?.get(key)?.as_str()
 }
 
 /// `call id → (tool name, first URL in its arguments)`, from the assistant messages.
@@ -122,16 +127,10 @@ fn sources(messages: &[Value]) -> HashMap<String, (String, Option<String>)> {
         .filter(|m| crate::fold::reads_as(m.get("role"), "assistant"))
     {
         for c in msg["tool_calls"].as_array().into_iter().flatten() {
-            let (Some(id), Some(name)) = (
-                c["id"].as_str(),
-                c.pointer("/function/name").and_then(Value::as_str),
-            ) else {
+            let (Some(id), Some(name)) = (c["id"].as_str(), function_str(c, "name")) else {
                 continue;
             };
-            let args = c
-                .pointer("/function/arguments")
-                .and_then(Value::as_str)
-                .unwrap_or("");
+            let args = function_str(c, "arguments").unwrap_or("");
             m.insert(id.to_string(), (name.to_string(), first_url(args)));
         }
     }
