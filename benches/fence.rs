@@ -49,6 +49,7 @@ fn bench(c: &mut Criterion) {
         policy: &policy,
         max_bytes: None,
         kept: None,
+        digests: Default::default(),
     };
     let kept = toolgate::fence::kept::Kept::default();
     let seen = Settings {
@@ -57,6 +58,7 @@ fn bench(c: &mut Criterion) {
         policy: &policy,
         max_bytes: None,
         kept: Some(&kept),
+        digests: Default::default(),
     };
     let big = request(&[page(1 << 20)]);
     let small = request(&(0..50).map(|_| page(400)).collect::<Vec<_>>());

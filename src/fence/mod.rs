@@ -40,6 +40,8 @@ pub struct Settings<'a> {
     /// Results fenced before, for the same `secret` and `redactor`; `None`
     /// fences every result again.
     pub kept: Option<&'a kept::Kept>,
+    /// Digests of the results' texts hashed already, to find them in `kept`.
+    pub digests: kept::Digests<'a>,
 }
 
 /// One tool result of a request, found by its protocol.
@@ -115,7 +117,8 @@ fn process(
     let Some(kept) = s.kept else {
         return fence_text(text, src, mode, s, report);
     };
-    let key = kept::key(s.secret, s.max_bytes, mode, src, text);
+    let digest = s.digests.of(src.call_id, text);
+    let key = kept::key(s.secret, s.max_bytes, mode, src, text, digest);
     if let Some(done) = kept.get(&key, report) {
         return done;
     }
@@ -269,6 +272,7 @@ mod tests {
             policy: &policy,
             max_bytes: None,
             kept: None,
+            digests: Default::default(),
         };
         let r = ToolResult {
             call_id: "c".into(),

@@ -284,6 +284,7 @@ async fn fence_tool_results(
         policy: gates.policy(),
         max_bytes: state.config.fence.max_tool_result_bytes,
         kept: Some(&state.fenced),
+        digests: known_digests(ctx),
     };
     let report = protocol.fence(body, &settings, !ctx.declared.is_empty());
     state
@@ -305,6 +306,20 @@ async fn fence_tool_results(
         state.audit.record(&record).await?;
     }
     Ok(())
+}
+
+/// The digests of the tool results the context holds (hashed once per
+/// request for the injection scan, made here when not yet), for the fence
+/// to find its remembered results by without hashing them again.
+fn known_digests(ctx: &Context) -> fence::kept::Digests<'_> {
+    let texts = ctx.tool_results.iter().zip(ctx.result_keys());
+    fence::kept::Digests::new(
+        texts
+            .filter_map(|((range, id), key)| {
+                Some((id.as_str(), ctx.tool_text.get(range.clone())?, *key))
+            })
+            .collect(),
+    )
 }
 
 /// Tools the rules deny whatever the arguments. With `hide_denied_tools`

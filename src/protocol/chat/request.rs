@@ -251,6 +251,7 @@ mod fence_tests {
             policy,
             max_bytes: None,
             kept: None,
+            digests: Default::default(),
         }
     }
 
