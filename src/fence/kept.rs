@@ -94,26 +94,40 @@ pub fn key(
 pub struct Digests<'a> {
     /// Each result's call id, text and digest, in the request's order.
     known: Vec<(&'a str, &'a str, [u8; 32])>,
-    /// Where the next lookup starts: results are fenced in the same order.
+    /// Where the next lookup looks first: results are fenced in order.
     next: std::cell::Cell<usize>,
+    /// The first entry of each call id, made at the first lookup the
+    /// order does not answer (a result fenced part by part, say).
+    by_call: std::cell::OnceCell<std::collections::HashMap<&'a str, usize>>,
 }
 
 impl<'a> Digests<'a> {
     pub fn new(known: Vec<(&'a str, &'a str, [u8; 32])>) -> Digests<'a> {
         Digests {
             known,
-            next: std::cell::Cell::new(0),
+            ..Digests::default()
         }
     }
 
     /// The digest of `text` from the call `call_id`, if known: only for the
     /// very same text, compared whole.
     pub fn of(&self, call_id: &str, text: &str) -> Option<[u8; 32]> {
-        let n = self.known.len();
-        let from = self.next.get();
-        let at = (0..n)
-            .map(|i| (from + i) % n)
-            .find(|&i| self.known[i].0 == call_id && self.known[i].1 == text)?;
+        let same = |i: usize| {
+            self.known
+                .get(i)
+                .filter(|k| k.0 == call_id && k.1 == text)
+                .map(|_| i)
+        };
+        let at = same(self.next.get()).or_else(|| {
+            let by_call = self.by_call.get_or_init(|| {
+                let mut m = std::collections::HashMap::with_capacity(self.known.len());
+                for (i, k) in self.known.iter().enumerate() {
+                    m.entry(k.0).or_insert(i);
+                }
+                m
+            });
+            same(*by_call.get(call_id)?)
+        })?;
         self.next.set(at + 1);
         Some(self.known[at].2)
     }
