@@ -6,13 +6,17 @@
 # keep-alive client sends the requests one after another and the figure is
 # toolgate's CPU time (user + system, from /proc) over the requests.
 #
-# Usage: bash bench/history.sh [BINARY ...]   (default target/release/toolgate)
+# Usage: bash bench/history.sh [BINARY|nginx ...]   (default: target/release/toolgate nginx)
 #   TURNS="0 10 20 40" N=600 MODE=stream|nonstream
-# Several binaries are measured in turn at each length, for an A/B.
+# Several binaries are measured in turn at each length, for an A/B; `nginx`
+# (no gating, proxy_buffering off, when installed) is the baseline of
+# forwarding the same bytes, its CPU that of its master and worker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BINS=("$@")
-[[ ${#BINS[@]} -gt 0 ]] || BINS=(target/release/toolgate)
+[[ ${#BINS[@]} -gt 0 ]] || BINS=(target/release/toolgate nginx)
+TOOLGATE=target/release/toolgate
+for b in "${BINS[@]}"; do [[ "$b" == nginx ]] || { TOOLGATE=$b; break; }; done
 TURNS=${TURNS:-"0 10 20 40"}
 N=${N:-600}
 MODE=${MODE:-stream}
@@ -20,6 +24,10 @@ MOCK=127.0.0.1:9931
 GATE=127.0.0.1:9932
 
 [[ $# -gt 0 ]] || cargo build --release --quiet --bin toolgate
+if [[ " ${BINS[*]} " == *" nginx "* ]] && ! command -v nginx >/dev/null; then
+  echo "nginx is not installed: left out (apt-get install nginx-light)" >&2
+  BINS=("${BINS[@]/nginx/}")
+fi
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cat > "$tmp/toolgate.toml" <<CFG
@@ -32,7 +40,34 @@ api_key_env = "TOOLGATE_BENCH_KEY"
 [audit]
 path = "$tmp/audit.jsonl"
 CFG
-"${BINS[0]}" mock --script bench/mock.toml --listen "$MOCK" >/dev/null 2>&1 &
+"$TOOLGATE" mock --script bench/mock.toml --listen "$MOCK" >/dev/null 2>&1 &
+mkdir -p "$tmp/nginx"
+cat > "$tmp/nginx.conf" <<CONF
+worker_processes 1;
+error_log $tmp/nginx/error.log warn;
+pid $tmp/nginx/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $tmp/nginx/body;
+  proxy_temp_path $tmp/nginx/proxy;
+  fastcgi_temp_path $tmp/nginx/fastcgi;
+  uwsgi_temp_path $tmp/nginx/uwsgi;
+  scgi_temp_path $tmp/nginx/scgi;
+  client_max_body_size 16m;
+  upstream mock { server $MOCK; keepalive 16; }
+  server {
+    listen $GATE;
+    location / {
+      proxy_pass http://mock;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+    }
+  }
+}
+CONF
 
 cat > "$tmp/client.py" <<'PY'
 import http.client, json, os, socket, sys, time
@@ -61,11 +96,19 @@ def one():
     r = c.getresponse()
     r.read()
     assert r.status == 200, r.status
+def pids():
+    # The process and its children (nginx's worker).
+    kids = open(f"/proc/{pid}/task/{pid}/children").read().split()
+    return [pid] + [int(k) for k in kids]
 def cpu():
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    t = 0
+    for p in pids():
+        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        t += int(f[11]) + int(f[12])
+    return t / os.sysconf("SC_CLK_TCK")
 for _ in range(50):
     one()
+time.sleep(0.2)
 t0 = cpu()
 for _ in range(n):
     one()
@@ -75,11 +118,17 @@ PY
 printf '%-40s %6s %8s %10s\n' binary turns "KiB" "CPU µs/req"
 for t in $TURNS; do
   for bin in "${BINS[@]}"; do
-    TOOLGATE_BENCH_KEY=sk-bench TOOLGATE_LOG=error taskset -c 0 \
-      "$bin" serve --config "$tmp/toolgate.toml" >/dev/null 2>&1 &
+    [[ -n "$bin" ]] || continue
+    if [[ "$bin" == nginx ]]; then
+      taskset -c 0 nginx -p "$tmp/nginx" -c "$tmp/nginx.conf" -g 'daemon off;' >/dev/null 2>&1 &
+    else
+      TOOLGATE_BENCH_KEY=sk-bench TOOLGATE_LOG=error taskset -c 0 \
+        "$bin" serve --config "$tmp/toolgate.toml" >/dev/null 2>&1 &
+    fi
     pid=$!
     out=$(python3 "$tmp/client.py" "$pid" "$t" "$N" "$MODE" "${GATE##*:}")
-    kill -INT "$pid"
+    kill -INT "$pid" 2>/dev/null || true
+    [[ "$bin" == nginx ]] && kill -QUIT "$pid" 2>/dev/null
     wait "$pid" || true
     printf '%-40s %6s %s\n' "$bin" "$t" "$out"
   done
