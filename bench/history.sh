@@ -26,7 +26,9 @@ GATE=127.0.0.1:9932
 [[ $# -gt 0 ]] || cargo build --release --quiet --bin toolgate
 if [[ " ${BINS[*]} " == *" nginx "* ]] && ! command -v nginx >/dev/null; then
   echo "nginx is not installed: left out (apt-get install nginx-light)" >&2
-  BINS=("${BINS[@]/nginx/}")
+  kept=()
+  for b in "${BINS[@]}"; do [[ "$b" == nginx ]] || kept+=("$b"); done
+  BINS=("${kept[@]}")
 fi
 tmp=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -118,7 +120,6 @@ PY
 printf '%-40s %6s %8s %10s\n' binary turns "KiB" "CPU µs/req"
 for t in $TURNS; do
   for bin in "${BINS[@]}"; do
-    [[ -n "$bin" ]] || continue
     if [[ "$bin" == nginx ]]; then
       taskset -c 0 nginx -p "$tmp/nginx" -c "$tmp/nginx.conf" -g 'daemon off;' >/dev/null 2>&1 &
     else
