@@ -25,8 +25,7 @@ pub struct Kept {
 /// One remembered result: its fenced text and what fencing it counted.
 pub struct Entry {
     text: String,
-    redactions: Vec<(&'static str, u64)>,
-    truncated: usize,
+    counts: Fenced,
 }
 
 impl Default for Kept {
@@ -35,7 +34,7 @@ impl Default for Kept {
             cache: moka::sync::Cache::builder()
                 .max_capacity(CAPACITY)
                 .weigher(|_, e: &Arc<Entry>| {
-                    let bytes = e.text.len() + 24 * e.redactions.len() + 128;
+                    let bytes = e.text.len() + 24 * e.counts.redactions.len() + 128;
                     u32::try_from(bytes).unwrap_or(u32::MAX)
                 })
                 .build(),
@@ -137,22 +136,18 @@ impl Kept {
     /// The fenced text remembered under `key`, its counts added to `report`.
     pub fn get(&self, key: &[u8; 32], report: &mut Fenced) -> Option<String> {
         let e = self.cache.get(key)?;
-        for (kind, n) in &e.redactions {
-            *report.redactions.entry(kind).or_default() += n;
-        }
-        report.truncated += e.truncated;
+        report.add(&e.counts);
         Some(e.text.clone())
     }
 
-    /// Remembers `text`, fenced with the counts in `own`.
-    pub fn keep(&self, key: [u8; 32], text: &str, own: &Fenced) {
+    /// Remembers `text`, fenced with `counts`.
+    pub fn keep(&self, key: [u8; 32], text: &str, counts: Fenced) {
         if text.len() > MAX_ENTRY {
             return;
         }
         let entry = Entry {
             text: text.to_string(),
-            redactions: own.redactions.iter().map(|(k, n)| (*k, *n)).collect(),
-            truncated: own.truncated,
+            counts,
         };
         self.cache.insert(key, Arc::new(entry));
     }
@@ -245,7 +240,7 @@ mod tests {
         ] {
             assert_ne!(other, k);
         }
-        kept.keep(k, "remembered", &Fenced::default());
+        kept.keep(k, "remembered", Fenced::default());
         let (again, _) = fence(Some(&kept), None);
         assert_eq!(result(&again), "remembered");
     }

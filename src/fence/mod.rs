@@ -31,6 +31,16 @@ pub struct Fenced {
     pub truncated: usize,
 }
 
+impl Fenced {
+    /// Adds what `other` counted of redactions and cuts.
+    pub fn add(&mut self, other: &Fenced) {
+        for (kind, n) in &other.redactions {
+            *self.redactions.entry(kind).or_default() += n;
+        }
+        self.truncated += other.truncated;
+    }
+}
+
 /// How to fence.
 pub struct Settings<'a> {
     pub secret: &'a [u8],
@@ -124,11 +134,8 @@ fn process(
     }
     let mut own = Fenced::default();
     let out = fence_text(text, src, mode, s, &mut own);
-    kept.keep(key, &out, &own);
-    for (kind, n) in own.redactions {
-        *report.redactions.entry(kind).or_default() += n;
-    }
-    report.truncated += own.truncated;
+    report.add(&own);
+    kept.keep(key, &out, own);
     out
 }
 

@@ -202,15 +202,18 @@ async fn a_different_fence_key_gives_different_ids_and_fencing_can_be_disabled()
 
 /// The bodies toolgate sent upstream for turns 1 and 2 of one conversation
 /// (no tool result yet, then the call and its result) on `path`.
+/// The gate's upstream and extra config that send `path` to `mock`
+/// (Messages has an upstream section of its own).
+fn upstream_for(path: &str, mock: &str) -> (String, String) {
+    match path {
+        "/v1/messages" => ("http://127.0.0.1:9/v1".to_string(), messages_upstream(mock)),
+        _ => (mock.to_string(), String::new()),
+    }
+}
+
 async fn two_turns(path: &str, policy: &str, turn1: Value, turn2: Value) -> (Value, Value) {
     let mock = start_mock(vec![Reply::json(200, "{}")]).await;
-    let (upstream, extra) = match path {
-        "/v1/messages" => (
-            "http://127.0.0.1:9/v1".to_string(),
-            messages_upstream(&mock.base_url()),
-        ),
-        _ => (mock.base_url(), String::new()),
-    };
+    let (upstream, extra) = upstream_for(path, &mock.base_url());
     let gate = start_gate(&upstream, policy, &extra).await;
     for body in [&turn1, &turn2] {
         post_chat_at(&gate, path, body, &[("anthropic-version", "2023-06-01")]).await;
@@ -309,13 +312,7 @@ async fn the_prompt_prefix_is_the_same_on_turn_two() {
 async fn sent(path: &str, turns: &[Value], apart: bool) -> Vec<Vec<u8>> {
     std::env::set_var("TG_IT_FENCE_KEPT", "key-kept");
     let mock = start_mock(vec![Reply::json(200, "{}")]).await;
-    let (upstream, extra) = match path {
-        "/v1/messages" => (
-            "http://127.0.0.1:9/v1".to_string(),
-            messages_upstream(&mock.base_url()),
-        ),
-        _ => (mock.base_url(), String::new()),
-    };
+    let (upstream, extra) = upstream_for(path, &mock.base_url());
     let rest = "[fence]\nkey_env = \"TG_IT_FENCE_KEPT\"\n";
     let mut gate = start_gate(&upstream, ALLOW_ALL, &format!("{extra}{rest}")).await;
     for (i, body) in turns.iter().enumerate() {
