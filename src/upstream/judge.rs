@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method};
 use http_body_util::{BodyExt, Full};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::config;
 use crate::error::Error;
@@ -84,6 +85,37 @@ pub struct Prompt {
     pub schema: Arc<Value>,
     pub system: String,
     pub user: String,
+}
+
+/// The question as it goes to the judge (OpenAI's Chat Completions, an
+/// answer held to the schema).
+#[derive(Serialize)]
+struct Question<'a> {
+    model: &'a str,
+    temperature: u8,
+    max_tokens: u32,
+    messages: [Message<'a>; 2],
+    response_format: Format<'a>,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct Format<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json_schema: Schema<'a>,
+}
+
+#[derive(Serialize)]
+struct Schema<'a> {
+    name: &'a str,
+    strict: bool,
+    schema: &'a Value,
 }
 
 /// A judged answer and whether it came from the cache.
@@ -191,19 +223,39 @@ impl Judge {
 
     /// One upstream call, validated against the schema.
     async fn call(&self, q: &Prompt) -> Result<Value, Failure> {
-        let body = json!({
-            "model": self.model,
-            "temperature": 0,
-            "max_tokens": self.max_tokens,
-            "messages": [{"role": "system", "content": q.system}, {"role": "user", "content": q.user}],
-            "response_format": {"type": "json_schema", "json_schema": {"name": q.schema_name, "strict": true, "schema": &*q.schema}},
-        });
+        // Written from borrowed parts: a tree of the question would copy the
+        // prompt and the schema for every question.
+        let body = Question {
+            model: &self.model,
+            temperature: 0,
+            max_tokens: self.max_tokens,
+            messages: [
+                Message {
+                    role: "system",
+                    content: &q.system,
+                },
+                Message {
+                    role: "user",
+                    content: &q.user,
+                },
+            ],
+            response_format: Format {
+                kind: "json_schema",
+                json_schema: Schema {
+                    name: q.schema_name,
+                    strict: true,
+                    schema: &q.schema,
+                },
+            },
+        };
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| Failure::new("other", format!("judge question: {e}")))?;
         let mut headers = HeaderMap::new();
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        let req_body = Full::new(Bytes::from(body.to_string()))
+        let req_body = Full::new(Bytes::from(body))
             .map_err(|never| match never {})
             .boxed();
         let req = self
@@ -246,6 +298,7 @@ impl Judge {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]
