@@ -200,8 +200,6 @@ async fn a_different_fence_key_gives_different_ids_and_fencing_can_be_disabled()
     }
 }
 
-/// The bodies toolgate sent upstream for turns 1 and 2 of one conversation
-/// (no tool result yet, then the call and its result) on `path`.
 /// The gate's upstream and extra config that send `path` to `mock`
 /// (Messages has an upstream section of its own).
 fn upstream_for(path: &str, mock: &str) -> (String, String) {
@@ -211,6 +209,8 @@ fn upstream_for(path: &str, mock: &str) -> (String, String) {
     }
 }
 
+/// The bodies toolgate sent upstream for turns 1 and 2 of one conversation
+/// (no tool result yet, then the call and its result) on `path`.
 async fn two_turns(path: &str, policy: &str, turn1: Value, turn2: Value) -> (Value, Value) {
     let mock = start_mock(vec![Reply::json(200, "{}")]).await;
     let (upstream, extra) = upstream_for(path, &mock.base_url());
