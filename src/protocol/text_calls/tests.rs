@@ -1,3 +1,5 @@
+//! Tests of the scan for tool calls written as text.
+
 use super::*;
 
 /// Streams `parts` through a scan: what went out, and what was held.
