@@ -124,6 +124,12 @@ fn conversation(
     ctx.tool_results = t.tool_results;
     ctx.sources = t.sources;
     ctx.declared = parsed.declared;
+    protocol.write_request(&parsed.body, &mut ctx.declared, |marks| {
+        let mut out = Vec::new();
+        let places = crate::json::to_writer_marking(&mut out, &parsed.body, marks)
+            .map_err(|e| Error::BadRequest(format!("--conversation {}: {e}", path.display())))?;
+        Ok((out, places))
+    })?;
     if ctx.declared.is_empty() {
         ctx.declared
             .insert(tool.to_string(), Declared { parameters: None });

@@ -14,9 +14,11 @@ use serde_json::value::RawValue;
 use crate::fold;
 
 mod check;
+mod marked;
 mod tree;
 mod write;
 pub use check::{is_strict, Checked};
+pub use marked::{to_writer_marking, Marks, Places};
 pub use tree::{lean_value, strict_str, strict_value, tree_cost, Strict};
 pub use write::{write_key, write_obj, write_string, Sink, Spliced};
 

@@ -39,6 +39,7 @@ pub mod sync_driver;
 pub mod text_calls;
 pub mod usage;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -47,6 +48,7 @@ use serde_json::{Map, Value};
 use crate::context::{Declared, Texts};
 use crate::error::Error;
 use crate::fence::{self, ToolResult};
+use crate::json::{Marks, Places};
 
 /// The wire formats toolgate gates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -209,6 +211,44 @@ impl Protocol {
         }
     }
 
+    /// The tools the request `body` declares, each with its declared schema
+    /// (a function's parameters), in body order.
+    pub fn declarations(self, body: &Value) -> Result<Declarations<'_>, Error> {
+        match self {
+            Protocol::Chat => chat::request::declarations(body),
+            Protocol::Responses => responses::request::tools(body).map(|t| t.0),
+            Protocol::Messages => messages::request::tools(body).map(|t| t.0),
+        }
+    }
+
+    /// Writes the request `body` with `write` (given the nodes whose places
+    /// it must note, it gives the text and those places), and gives each
+    /// declaration of `declared` still [`Declared::unwritten`] its schema's
+    /// text, a slice of what was written: the declared schemas go upstream
+    /// anyway, and an agent declaring many tools sends tens of KiB of them
+    /// every turn.
+    pub fn write_request<B: AsRef<[u8]>>(
+        self,
+        body: &Value,
+        declared: &mut HashMap<String, Declared>,
+        write: impl FnOnce(&Marks<'_>) -> Result<(B, Places), Error>,
+    ) -> Result<B, Error> {
+        // Read as parsing read them; should that fail here, the schemas
+        // stay unwritten and their calls fail the schema check.
+        let found = self.declarations(body).unwrap_or_default();
+        let marks = Marks {
+            nodes: found.iter().filter_map(|(_, p)| *p).collect(),
+            // Where every wire format declares its tools.
+            within: &["tools", "functions"],
+        };
+        let (text, places) = write(&marks)?;
+        let mut places = places.into_iter();
+        let named = (found.iter())
+            .map(|(name, p)| (name.as_ref(), p.and_then(|_| places.next().flatten())));
+        crate::context::take_schemas(declared, named, text.as_ref());
+        Ok(text)
+    }
+
     /// The request's texts by role; all user and tool text, and the calls
     /// the tool results answer, only when `all`.
     pub fn texts(self, body: &Value, all: bool) -> Texts {
@@ -290,6 +330,10 @@ impl Protocol {
         }
     }
 }
+
+/// The tools a request declares, by the name they are gated under, each
+/// with its declared schema if any, in body order.
+pub type Declarations<'a> = Vec<(Cow<'a, str>, Option<&'a Value>)>;
 
 /// A parsed request.
 #[derive(Debug)]

@@ -110,12 +110,14 @@ pub fn handle<'a>(
             &state.config.rewrite.neutral_message,
         );
         hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
+        let body = protocol.write_request(&req.body, &mut ctx.declared, |marks| {
+            gather::json_body(&req.body, size, marks)
+        })?;
         let thread = match held {
             Held::Not => None,
             Held::New => Some(Arc::new(Facts::of(&ctx))),
             Held::From(_) => continued,
         };
-        let body = gather::json_body(&req.body, size)?;
         // A held conversation is not continued by follow-ups: its withheld
         // calls are answered on the agent's next request instead.
         let resumes = thread.is_none() && resumable(state, &gates, &req.body);

@@ -17,6 +17,7 @@ use crate::upstream::ResponseBody;
 use memmap2::MmapMut;
 
 use crate::error::Error;
+use crate::json::{to_writer_marking, Marks, Places};
 use crate::proxy::budget::Charge;
 use crate::upstream::encoding::ContentDecoder;
 
@@ -140,17 +141,23 @@ impl std::io::Write for Gather {
     }
 }
 
-/// A JSON value written out as a body; `size` is about how long it will be
-/// (large ones go in their own maps).
-pub fn json_body(v: &serde_json::Value, size: usize) -> Result<Bytes, Error> {
+/// A JSON value written out as a body, and where each of `marks` (nodes of
+/// it) was written in it ([`crate::json::to_writer_marking`]); `size` is
+/// about how long it will be (large ones go in their own maps).
+pub fn json_body(
+    v: &serde_json::Value,
+    size: usize,
+    marks: &Marks<'_>,
+) -> Result<(Bytes, Places), Error> {
+    let full = |_| Error::Overloaded("memory");
     if size < MAP_MIN {
         let mut out = Vec::with_capacity(size + size / 8 + 64);
-        serde_json::to_writer(&mut out, v).map_err(|_| Error::Overloaded("memory"))?;
-        return Ok(Bytes::from(out));
+        let found = to_writer_marking(&mut out, v, marks).map_err(full)?;
+        return Ok((Bytes::from(out), found));
     }
     let mut g = Gather::new(None)?;
-    serde_json::to_writer(&mut g, v).map_err(|_| Error::Overloaded("memory"))?;
-    g.finish()
+    let found = to_writer_marking(&mut g, v, marks).map_err(full)?;
+    Ok((g.finish()?, found))
 }
 
 /// Lets the allocator hand memory freed after a burst back to the OS.

@@ -422,3 +422,37 @@ async fn the_default_policy_rejects_obviously_destructive_commands_in_any_tool()
         "the arguments stay out of the audit trail: {r}"
     );
 }
+
+/// A declared schema is checked as it went upstream: the text the schema
+/// check compiles is the one written in the forwarded body (of a name
+/// declared twice, the last), in each wire format's place for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_schemas_are_checked_as_they_went_upstream() {
+    let args = r#"{"id":7}"#;
+    let mock = start_mock(vec![Reply::sse(one_call_stream("lookup", args)); 3]).await;
+    let gate = start_gate_files(&mock.base_url(), &shipped(&["default.toml"]), "").await;
+    let schema = |ty: &str| json!({"type": "object", "properties": {"id": {"type": ty}}, "required": ["id"]});
+    let tool = |ty: &str| json!({"type": "function", "function": {"name": "lookup", "description": "Looks up \"ids\" — é", "parameters": schema(ty)}});
+    let request = |tools: Vec<Value>| {
+        json!({"model": "m", "stream": true,
+        "messages": [{"role": "user", "content": "find 7"}], "tools": tools})
+    };
+    let v1 = "/v1/chat/completions";
+    let fits = post_chat_at(&gate, v1, &request(vec![tool("integer")]), &[]).await;
+    assert_eq!(released(&fits), ["lookup"]);
+    let last = request(vec![tool("integer"), tool("string")]);
+    assert!(released(&post_chat_at(&gate, v1, &last, &[]).await).is_empty());
+    let first = request(vec![tool("string"), tool("integer")]);
+    assert_eq!(
+        released(&post_chat_at(&gate, v1, &first, &[]).await),
+        ["lookup"]
+    );
+    let valid: Vec<Value> = (gate.audit_flushed().await.iter())
+        .filter(|r| r["tool"] == "lookup")
+        .map(|r| r["signals"]["schema.valid"]["value"].clone())
+        .collect();
+    assert_eq!(valid, [json!(true), json!(false), json!(true)]);
+    // What went upstream is the request as toolgate read it, schemas included.
+    let sent: Value = serde_json::from_slice(&mock.requests()[1].body).unwrap();
+    assert_eq!(sent["tools"], last["tools"]);
+}

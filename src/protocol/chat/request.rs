@@ -2,6 +2,7 @@
 //! `functions[]`), texts by role, tool results (`role: "tool"` and legacy
 //! `role: "function"` messages) and where the fence notice goes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -9,33 +10,32 @@ use serde_json::{json, Value};
 use crate::context::{content_text, Declared, Texts};
 use crate::error::Error;
 use crate::fence::{first_url, ToolResult};
-use crate::protocol::{array, stream_flag, Parsed};
+use crate::protocol::{array, stream_flag, Declarations, Parsed};
 
 fn bad(m: impl Into<String>) -> Error {
     Error::BadRequest(m.into())
 }
 
-/// Records one function declaration (`{name, parameters}`) found at `at`.
-/// `at` names the tool's place for an error (written only then: a `format!`
-/// per declared tool cost more than the rest of reading it).
-fn declare(
-    declared: &mut HashMap<String, Declared>,
-    f: &Value,
+/// One function declaration (`{name, parameters}`) found at `at`: its
+/// name and parameters. `at` names the tool's place for an error (written
+/// only then: a `format!` per declared tool cost more than the rest of
+/// reading it).
+fn declaration<'a>(
+    f: &'a Value,
     at: impl Fn() -> String,
-) -> Result<(), Error> {
+) -> Result<(Cow<'a, str>, Option<&'a Value>), Error> {
     let name = f
         .get("name")
         .and_then(Value::as_str)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| bad(format!("{}.name must be a non-empty string.", at())))?;
-    declared.insert(name.to_string(), Declared::new(f.get("parameters")));
-    Ok(())
+    Ok((Cow::Borrowed(name), f.get("parameters")))
 }
 
-/// Checks the request and reads its declared tools. Errors are about the agent's own input.
-pub fn parse(body: Value) -> Result<Parsed, Error> {
-    let stream = stream_flag(&body)?;
-    let mut declared = HashMap::new();
+/// The functions `body` declares (`tools[].function`, then `functions[]`),
+/// each with its parameters, in body order.
+pub fn declarations(body: &Value) -> Result<Declarations<'_>, Error> {
+    let mut out = Vec::new();
     for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
         if t.get("type").and_then(Value::as_str).unwrap_or("function") != "function" {
             continue;
@@ -43,14 +43,24 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         let f = t
             .get("function")
             .ok_or_else(|| bad(format!("tools[{i}].function is missing.")))?;
-        declare(&mut declared, f, || format!("tools[{i}].function"))?;
+        out.push(declaration(f, || format!("tools[{i}].function"))?);
     }
     for (i, f) in array(body.get("functions"), "functions")?
         .iter()
         .enumerate()
     {
-        declare(&mut declared, f, || format!("functions[{i}]"))?;
+        out.push(declaration(f, || format!("functions[{i}]"))?);
     }
+    Ok(out)
+}
+
+/// Checks the request and reads its declared tools. Errors are about the agent's own input.
+pub fn parse(body: Value) -> Result<Parsed, Error> {
+    let stream = stream_flag(&body)?;
+    let declared: HashMap<String, Declared> = declarations(&body)?
+        .into_iter()
+        .map(|(name, p)| (name.into_owned(), Declared::unwritten(p)))
+        .collect();
     Ok(Parsed {
         body,
         declared,

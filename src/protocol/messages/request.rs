@@ -1,6 +1,7 @@
 //! The Messages request: declared tools, texts by role, tool results and
 //! where the fence notice goes (`system`).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -8,7 +9,7 @@ use serde_json::{json, Value};
 use crate::context::{content_text, Declared, Texts};
 use crate::error::Error;
 use crate::fence::{first_url, ToolResult};
-use crate::protocol::{array, stream_flag, Parsed};
+use crate::protocol::{array, stream_flag, Declarations, Parsed};
 
 mod thread;
 pub use thread::{answer_withheld, thread, Thread};
@@ -57,29 +58,10 @@ pub fn tool_name(t: &Value) -> Option<&str> {
 /// `explicit`: the request is refused unless a rule allows it.
 pub fn parse(body: Value) -> Result<Parsed, Error> {
     let stream = stream_flag(&body)?;
-    let mut declared = HashMap::new();
-    let mut hosted = Vec::new();
-    let mut aliases = Vec::new();
-    for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
-        if !t.is_object() {
-            return Err(bad(format!("tools[{i}] must be an object.")));
-        }
-        let ty = match t.get("type") {
-            None | Some(Value::Null) => "custom",
-            Some(Value::String(s)) => s.as_str(),
-            Some(_) => return Err(bad(format!("tools[{i}].type must be a string."))),
-        };
-        let name = tool_name(t)
-            .ok_or_else(|| bad(format!("tools[{i}].name must be a non-empty string.")))?;
-        if ty != "custom" && !CLIENT_TYPES.iter().any(|p| ty.starts_with(p)) {
-            hosted.push(name.to_string());
-        }
-        if let Some(base) = type_base(ty).filter(|b| *b != name) {
-            aliases.push((base.to_string(), name.to_string()));
-        }
-        let parameters = (ty == "custom").then(|| t.get("input_schema")).flatten();
-        declared.insert(name.to_string(), Declared::new(parameters));
-    }
+    let (found, hosted, aliases) = tools(&body)?;
+    let declared: HashMap<String, Declared> = (found.into_iter())
+        .map(|(name, p)| (name.into_owned(), Declared::unwritten(p)))
+        .collect();
     let mut explicit = Vec::new();
     for (i, s) in array(body.get("mcp_servers"), "mcp_servers")?
         .iter()
@@ -109,6 +91,39 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         aliases,
         explicit,
     })
+}
+
+/// A request's tools (see [`parse`]): the declared (each with the
+/// `input_schema` of a custom tool), the hosted, the aliases.
+type Tools<'a> = (Declarations<'a>, Vec<String>, Vec<(String, String)>);
+
+/// The tools `body` declares in body order, those the provider runs, and
+/// the other names Anthropic-defined ones are known by.
+pub fn tools(body: &Value) -> Result<Tools<'_>, Error> {
+    let mut found = Vec::new();
+    let mut hosted = Vec::new();
+    let mut aliases = Vec::new();
+    for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
+        if !t.is_object() {
+            return Err(bad(format!("tools[{i}] must be an object.")));
+        }
+        let ty = match t.get("type") {
+            None | Some(Value::Null) => "custom",
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => return Err(bad(format!("tools[{i}].type must be a string."))),
+        };
+        let name = tool_name(t)
+            .ok_or_else(|| bad(format!("tools[{i}].name must be a non-empty string.")))?;
+        if ty != "custom" && !CLIENT_TYPES.iter().any(|p| ty.starts_with(p)) {
+            hosted.push(name.to_string());
+        }
+        if let Some(base) = type_base(ty).filter(|b| *b != name) {
+            aliases.push((base.to_string(), name.to_string()));
+        }
+        let parameters = (ty == "custom").then(|| t.get("input_schema")).flatten();
+        found.push((Cow::Borrowed(name), parameters));
+    }
+    Ok((found, hosted, aliases))
 }
 
 fn messages(body: &Value) -> &[Value] {

@@ -10,7 +10,7 @@ use super::{builtin_name, full_name, neutral_output};
 use crate::context::{content_text, Declared, Texts};
 use crate::error::Error;
 use crate::fence::{first_url, ToolResult};
-use crate::protocol::{array, stream_flag, Parsed};
+use crate::protocol::{array, stream_flag, Declarations, Parsed};
 
 fn bad(m: impl Into<String>) -> Error {
     Error::BadRequest(m.into())
@@ -39,7 +39,29 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         }
         Some(_) => return Err(bad("'background' must be a boolean.")),
     }
-    let mut declared = HashMap::new();
+    let (found, hosted) = tools(&body)?;
+    let declared: HashMap<String, Declared> = (found.into_iter())
+        .map(|(name, p)| (name.into_owned(), Declared::unwritten(p)))
+        .collect();
+    if let Some(input) = body.get("input") {
+        if !input.is_string() && !input.is_array() && !input.is_null() {
+            return Err(bad("'input' must be a string or an array."));
+        }
+    }
+    Ok(Parsed {
+        body,
+        declared,
+        stream,
+        hosted,
+        aliases: Vec::new(),
+        explicit: Vec::new(),
+    })
+}
+
+/// The tools `body` declares in body order (each with the parameters of a
+/// function), and those of them the provider runs itself.
+pub fn tools(body: &Value) -> Result<(Declarations<'_>, Vec<String>), Error> {
+    let mut found = Vec::new();
     let mut hosted = Vec::new();
     for (i, t) in array(body.get("tools"), "tools")?.iter().enumerate() {
         let ty = t
@@ -50,7 +72,7 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
             "function" | "custom" => {
                 let name = tool_name(t, &format!("tools[{i}]"))?;
                 let parameters = (ty == "function").then(|| t.get("parameters")).flatten();
-                declared.insert(name.to_string(), Declared::new(parameters));
+                found.push((Cow::Borrowed(name), parameters));
             }
             // Functions and custom tools grouped under a namespace: each is
             // declared (and gated) as `namespace.name`.
@@ -66,7 +88,7 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
                     let parameters = (inner_ty == Some("function"))
                         .then(|| inner.get("parameters"))
                         .flatten();
-                    declared.insert(name, Declared::new(parameters));
+                    found.push((Cow::Owned(name), parameters));
                 }
             }
             other => {
@@ -77,23 +99,11 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
                 if !client {
                     hosted.push(name.to_string());
                 }
-                declared.insert(name.to_string(), Declared::new(None));
+                found.push((Cow::Borrowed(name), None));
             }
         }
     }
-    if let Some(input) = body.get("input") {
-        if !input.is_string() && !input.is_array() && !input.is_null() {
-            return Err(bad("'input' must be a string or an array."));
-        }
-    }
-    Ok(Parsed {
-        body,
-        declared,
-        stream,
-        hosted,
-        aliases: Vec::new(),
-        explicit: Vec::new(),
-    })
+    Ok((found, hosted))
 }
 
 /// A tool's non-empty `name`; `at` says where it is for the error.

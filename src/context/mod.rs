@@ -8,29 +8,8 @@ use std::collections::HashMap;
 use http::HeaderMap;
 use serde_json::Value;
 
-/// A tool the request declares.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Declared {
-    /// The declared JSON Schema of its arguments, if any, as compact JSON
-    /// text: a request's context lives as long as its response, a call
-    /// waiting for a person included, and a schema's tree takes several
-    /// times the room of its text.
-    pub parameters: Option<Box<str>>,
-}
-
-impl Declared {
-    pub fn new(parameters: Option<&Value>) -> Declared {
-        // Written straight into bytes: `to_string` goes through `fmt`, which
-        // cost twice as much. Compact JSON is UTF-8.
-        let text = |p: &Value| {
-            let bytes = serde_json::to_vec(p).unwrap_or_default();
-            String::from_utf8(bytes).unwrap_or_else(|_| p.to_string())
-        };
-        Declared {
-            parameters: parameters.map(|p| text(p).into_boxed_str()),
-        }
-    }
-}
+mod declared;
+pub use declared::{take_schemas, Declared};
 
 /// The principal of every agent when no `[[client]]` is configured: no
 /// client proved who it is, so nothing may be granted to it for later.
@@ -293,14 +272,6 @@ mod tests {
     use super::*;
     use crate::protocol::Protocol;
     use serde_json::json;
-
-    #[test]
-    fn a_declared_schema_is_kept_as_its_compact_text() {
-        let p = json!({"type": "object", "properties": {"q\u{e9}\"": {"type": "string", "enum": ["a\nb", 1.5, null]}}});
-        let d = Declared::new(Some(&p));
-        assert_eq!(d.parameters.as_deref(), Some(p.to_string().as_str()));
-        assert_eq!(Declared::new(None).parameters, None);
-    }
 
     fn body() -> Value {
         json!({"messages": [
