@@ -267,4 +267,23 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_body_written_small_or_in_maps_notes_where_its_marks_went() {
+        let long = "x".repeat(MAP_MIN);
+        for history in ["", long.as_str()] {
+            let v = serde_json::json!({"messages": [{"content": history}],
+                "tools": [{"function": {"name": "a", "parameters": {"type": "object"}}}]});
+            let p = &v["tools"][0]["function"]["parameters"];
+            let text = serde_json::to_vec(&v).unwrap();
+            let marks = Marks {
+                nodes: vec![p],
+                within: &["tools"],
+            };
+            let (body, places) = json_body(&v, text.len(), &marks).unwrap();
+            assert_eq!(body, text);
+            let at = places[0].clone().unwrap();
+            assert_eq!(&body[at], br#"{"type":"object"}"#);
+        }
+    }
 }
