@@ -171,6 +171,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `v` written marking `marks`: what was written, as serde_json writes
+    /// it, and the places.
+    fn written(v: &Value, marks: &[&Value], within: &[&str]) -> (Vec<u8>, Places) {
+        let mut out = Vec::new();
+        let nodes = marks.to_vec();
+        let found = to_writer_marking(&mut out, v, &Marks { nodes, within }).unwrap();
+        assert_eq!(out, serde_json::to_vec(v).unwrap());
+        (out, found)
+    }
+
     fn text<'a>(out: &'a [u8], r: &Option<Range<usize>>) -> Option<&'a str> {
         r.clone().map(|r| std::str::from_utf8(&out[r]).unwrap())
     }
@@ -192,18 +202,7 @@ mod tests {
         let outside = json!({"type": "object"});
         // Marks in any order, one twice, one not in the tree.
         let marks = [params[2], params[0], &outside, params[1], params[0]];
-        let mut out = Vec::new();
-        let nodes = marks.to_vec();
-        let found = to_writer_marking(
-            &mut out,
-            &v,
-            &Marks {
-                nodes,
-                within: &["tools"],
-            },
-        )
-        .unwrap();
-        assert_eq!(out, serde_json::to_vec(&v).unwrap());
+        let (out, found) = written(&v, &marks, &["tools"]);
         for (m, r) in marks.iter().zip(&found) {
             if std::ptr::eq(*m, &outside) {
                 assert_eq!(r, &None);
@@ -217,28 +216,12 @@ mod tests {
     fn marks_the_whole_tree_and_leaves_within_and_nothing_outside() {
         let v = json!({"a": "x", "b": [true], "c": {"d": 1}});
         let marks = [&v, &v["a"], &v["b"][0], &v["c"]["d"]];
-        let mut out = Vec::new();
-        let nodes = marks.to_vec();
-        let found = to_writer_marking(
-            &mut out,
-            &v,
-            &Marks {
-                nodes,
-                within: &["a", "b"],
-            },
-        )
-        .unwrap();
-        assert_eq!(out, serde_json::to_vec(&v).unwrap());
+        let (out, found) = written(&v, &marks, &["a", "b"]);
         let texts: Vec<_> = found.iter().map(|r| text(&out, r)).collect();
         let all = r#"{"a":"x","b":[true],"c":{"d":1}}"#;
         assert_eq!(texts, [Some(all), Some(r#""x""#), Some("true"), None]);
         let scalar = json!(5);
-        let mut out = Vec::new();
-        let marks = Marks {
-            nodes: vec![&scalar],
-            within: &[],
-        };
-        let found = to_writer_marking(&mut out, &scalar, &marks).unwrap();
+        let (out, found) = written(&scalar, &[&scalar], &[]);
         assert_eq!(text(&out, &found[0]), Some("5"));
     }
 }
