@@ -55,7 +55,10 @@ pub async fn build(config: Config) -> Result<State, Error> {
         let injection = InjectionJudge::new(Judge::new(j)?, j.confidence_threshold, reason);
         parts.sensors.push(Arc::new(injection));
     }
-    let fence_secret = fence_secret(&config.fence.key_env);
+    let fence_secret = fence_secret(
+        &config.fence.key_env,
+        config.state.backend == crate::config::Backend::Redis,
+    );
     let keys: Vec<String> = upstreams
         .all()
         .iter()
@@ -124,10 +127,20 @@ pub async fn run(config: Config) -> Result<(), Error> {
 }
 
 /// The fence secret from `key_env`, else 32 random bytes (fence ids then
-/// change across restarts, which costs provider prompt-cache hits).
-fn fence_secret(key_env: &str) -> Vec<u8> {
+/// change across restarts, which costs provider prompt-cache hits; and
+/// replicas sharing state, whose records are sealed under it, cannot read
+/// each other's).
+fn fence_secret(key_env: &str, replicas: bool) -> Vec<u8> {
     if let Some(v) = std::env::var(key_env).ok().filter(|v| !v.is_empty()) {
         return v.into_bytes();
+    }
+    if replicas {
+        tracing::warn!(
+            env = key_env,
+            "no fence key set; using a random one, so other replicas cannot open the records \
+             this one shares in Redis: give every replica the same key"
+        );
+        return crate::digest::random_key().to_vec();
     }
     tracing::info!(
         env = key_env,

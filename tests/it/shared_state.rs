@@ -4,7 +4,8 @@
 //! fails closed with its reason audited while unlimited calls flow, or is
 //! counted on the replica (`on_error = "local"`), and service comes back
 //! with Redis, without a restart; over TLS; a Responses follow-up and a
-//! Messages thread continue on another replica; an approval asked on one
+//! Messages thread continue on another replica, and records forged in
+//! Redis are not read; an approval asked on one
 //! replica (a binary) is decided on another, a forged one is not taken, and
 //! a killed replica's question leaves the list.
 
@@ -285,20 +286,35 @@ async fn on_error_local_counts_on_the_replica_while_redis_is_gone() {
     gate.stop().await;
 }
 
-/// Sets `key` to `value` in Redis on `port`, as anything with access could.
-async fn set(port: u16, key: &str, value: &str) -> bool {
+/// Runs one command in Redis on `port`, as anything with access could: the
+/// start of its reply.
+async fn command(port: u16, args: &[&str]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return false;
+        return String::new();
     };
-    let cmd = format!(
-        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
-        key.len(),
-        value.len()
-    );
-    let mut buf = [0u8; 16];
-    s.write_all(cmd.as_bytes()).await.is_ok()
-        && matches!(s.read(&mut buf).await, Ok(n) if buf[..n].starts_with(b"+OK"))
+    let mut cmd = format!("*{}\r\n", args.len());
+    for a in args {
+        cmd.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    let mut buf = [0u8; 64];
+    if s.write_all(cmd.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let n = s.read(&mut buf).await.unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Sets `key` to `value` in Redis on `port`.
+async fn set(port: u16, key: &str, value: &str) -> bool {
+    command(port, &["SET", key, value]).await.starts_with("+OK")
+}
+
+/// The key of a record of `kind` about `id` under `prefix`, as toolgate
+/// names it (a digest of the id).
+fn record_key(prefix: &str, kind: &str, id: &str) -> String {
+    let hex = toolgate::digest::sha256_hex(id.as_bytes());
+    format!("{prefix}{kind}:{}", &hex[..32])
 }
 
 /// How many keys under `pattern` Redis on `port` holds.
@@ -319,6 +335,19 @@ async fn keys(port: u16, pattern: &str) -> usize {
         .and_then(|r| r.split("\r\n").next())
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
+}
+
+/// The config of replicas sharing records in Redis on `port`: one fence
+/// secret for all of them (the records are sealed under it) and the
+/// `[state]` table, open for a `key_prefix`.
+fn shared_records(port: u16) -> String {
+    std::env::set_var(
+        "TG_IT_RECORDS_FENCE_KEY",
+        "fence-key-the-replicas-share-9876543210",
+    );
+    format!(
+        "[fence]\nkey_env = \"TG_IT_RECORDS_FENCE_KEY\"\n\n[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n"
+    )
 }
 
 fn function_call_response(id: &str, call_id: &str, name: &str) -> Value {
@@ -345,9 +374,7 @@ async fn a_responses_follow_up_on_another_replica_answers_the_withheld_call() {
         Reply::json(200, done.to_string()),
     ])
     .await;
-    let state = format!(
-        "[state]\nbackend = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\nkey_prefix = \"resp:\"\n"
-    );
+    let state = format!("{}key_prefix = \"resp:\"\n", shared_records(port));
     let a = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
     let b = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
     let first = post_chat_at(
@@ -385,6 +412,80 @@ async fn a_responses_follow_up_on_another_replica_answers_the_withheld_call() {
     let known = post_chat_at(&a, "/v1/responses", &follow, &[]).await;
     assert_eq!(known.status, 200, "{}", known.text());
     for g in [a, b, c] {
+        g.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_forged_in_redis_neither_redirect_a_follow_up_nor_answer_a_call() {
+    let port = crate::bin::free_port();
+    let Some(_redis) = redis(port).await else {
+        return;
+    };
+    let done = json!({"id": "resp_B", "object": "response", "status": "completed", "output": []});
+    let mock = start_mock(vec![
+        Reply::json(
+            200,
+            function_call_response("resp_A", "call_X", "shell").to_string(),
+        ),
+        Reply::json(200, done.to_string()),
+    ])
+    .await;
+    let state = format!("{}key_prefix = \"forge:\"\n", shared_records(port));
+    let a = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
+    let b = start_gate(&mock.base_url(), &deny(&["shell"]), &state).await;
+    let tools = json!([{"type": "function", "name": "shell"}]);
+    let first = post_chat_at(
+        &a,
+        "/v1/responses",
+        &json!({"model": "m", "input": "clean up", "tools": tools}),
+        &[],
+    )
+    .await;
+    assert!(!first.text().contains("call_X"), "{}", first.text());
+    let withheld = record_key("forge:", "withheld", "resp_A");
+    for _ in 0..50 {
+        if keys(port, &withheld).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The record holds no call id in the clear.
+    let item = command(port, &["LINDEX", &withheld, "0"]).await;
+    assert!(item.starts_with('$') && !item.contains("call_X"), "{item}");
+    // What anything with access to Redis could write: a rename of resp_A to
+    // another response, and one more call of resp_A to answer.
+    let renamed = record_key("forge:", "renamed", "resp_A");
+    assert!(set(port, &renamed, "resp_EVIL").await);
+    let forged = r#"["call_FORGED","function"]"#;
+    assert!(command(port, &["RPUSH", &withheld, forged])
+        .await
+        .starts_with(':'));
+    let follow = json!({"model": "m", "previous_response_id": "resp_A", "input": "and now?"});
+    let next = post_chat_at(&b, "/v1/responses", &follow, &[]).await;
+    assert_eq!(next.status, 200, "{}", next.text());
+    let seen: Value = serde_json::from_slice(&mock.requests()[1].body).unwrap();
+    assert_eq!(seen["previous_response_id"], "resp_A", "{seen}");
+    let answered: Vec<&Value> = seen["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| &i["call_id"])
+        .collect();
+    assert_eq!(
+        answered,
+        [&json!("call_X")],
+        "only the sealed record counts: {seen}"
+    );
+    let m = send("GET", &format!("{}/metrics", b.admin), &[], "")
+        .await
+        .text();
+    assert!(
+        m.contains(r#"toolgate_state_errors_total{op="recall",then="ignored"} 2"#),
+        "{m}"
+    );
+    for g in [a, b] {
         g.stop().await;
     }
 }

@@ -3,8 +3,12 @@
 //! withheld from it, the response a follow-up continued it as) or of a
 //! Messages thread (what the gates know of it) is written to Redis too, and
 //! a follow-up that lands on another replica reads it from there before it
-//! is rewritten. Responses' records are ids only; a thread's facts hold its
-//! system text and are sealed under a key derived from the fence secret.
+//! is rewritten. Every record is sealed under a key derived from the fence
+//! secret: a thread's facts hold its system text, and a response's records
+//! decide what a follow-up continues from and which calls toolgate answers
+//! in it, so what else can write to Redis can neither read the one nor
+//! forge the others. A response's record names its kind and response id
+//! inside the seal: a sealed record copied under another key does not open.
 
 use std::sync::Arc;
 
@@ -24,6 +28,33 @@ impl State {
     /// fence secret derives the same.
     fn thread_key(&self) -> [u8; 32] {
         crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"shared thread facts"])
+    }
+
+    /// The key responses' records are sealed under.
+    fn records_key(&self) -> [u8; 32] {
+        crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"shared response records"])
+    }
+
+    /// A response's record of `kind` about `id`, sealed: `None` when it
+    /// cannot be (the record then stays this replica's alone).
+    fn seal_record(&self, kind: &str, id: &str, fields: &[&str]) -> Option<String> {
+        seal_record(&self.records_key(), kind, id, fields)
+    }
+
+    /// The `n` fields of a record of `kind` about `id`, or `None` for one
+    /// that does not open ([`open_record`]), which is counted and logged and
+    /// read as no record.
+    fn open_record(&self, sealed: &str, kind: &str, id: &str, n: usize) -> Option<Vec<String>> {
+        let opened = open_record(&self.records_key(), sealed, kind, id, n);
+        if opened.is_none() {
+            self.metrics.state_failed("recall", "ignored");
+            tracing::warn!(
+                kind,
+                "a record shared by replicas did not open (another fence key, or not \
+                 written by toolgate): ignored"
+            );
+        }
+        opened
     }
 
     /// Makes `write` with the shared store in the background (a follow-up
@@ -111,19 +142,28 @@ impl State {
         if self.parts.shared.is_none() {
             return;
         }
-        let items: Vec<String> = w
+        let sealed: Option<Vec<String>> = w
             .calls
             .iter()
-            .map(|(id, kind)| Value::from(vec![id.as_str(), kind.as_str()]).to_string())
+            .map(|(call, kind)| self.seal_record(WITHHELD, &w.response_id, &[call, kind]))
             .collect();
+        let Some(items) = sealed else {
+            return;
+        };
         let id = w.response_id.clone();
         self.write_behind(|s, ttl| async move { s.append(WITHHELD, &id, &items, ttl).await });
     }
 
     /// Writes that stored response `first` was continued as `then`.
     pub(super) fn share_renamed(&self, first: &str, then: &str) {
-        let (first, then) = (first.to_string(), then.to_string());
-        self.write_behind(|s, ttl| async move { s.put(RENAMED, &first, &then, ttl).await });
+        if self.parts.shared.is_none() {
+            return;
+        }
+        let Some(sealed) = self.seal_record(RENAMED, first, &[then]) else {
+            return;
+        };
+        let first = first.to_string();
+        self.write_behind(|s, ttl| async move { s.put(RENAMED, &first, &sealed, ttl).await });
     }
 
     /// Before a request that continues a stored response (or a thread) is
@@ -145,7 +185,11 @@ impl State {
         }
         let read = async {
             let mut id: Arc<str> = Arc::from(prev);
-            if let Some(then) = s.get(RENAMED, prev).await? {
+            let renamed = s.get(RENAMED, prev).await?;
+            let then = renamed
+                .and_then(|v| self.open_record(&v, RENAMED, prev, 1))
+                .and_then(|mut f| f.pop());
+            if let Some(then) = then {
                 let then: Arc<str> = Arc::from(then);
                 self.renamed.insert(prev.to_string(), then.clone());
                 id = then;
@@ -155,7 +199,8 @@ impl State {
                     .items(WITHHELD, &id)
                     .await?
                     .iter()
-                    .filter_map(|item| serde_json::from_str::<(String, String)>(item).ok())
+                    .filter_map(|item| self.open_record(item, WITHHELD, id.as_ref(), 2))
+                    .filter_map(|mut f| Some((f.remove(0), f.pop()?)))
                     .collect();
                 if !calls.is_empty() {
                     self.withheld.insert(id.to_string(), Arc::new(calls));
@@ -167,5 +212,59 @@ impl State {
             Ok(()) => Ok(()),
             Err(e) => self.unreadable(s, &e),
         }
+    }
+}
+
+/// `fields` of a record of `kind` about `id`, sealed under `key` with the
+/// kind and id inside.
+fn seal_record(key: &[u8; 32], kind: &str, id: &str, fields: &[&str]) -> Option<String> {
+    let plain = Value::from([&[kind, id][..], fields].concat()).to_string();
+    crate::state::seal::seal(key, plain.as_bytes())
+}
+
+/// The `n` fields of a record of `kind` about `id` that [`seal_record`]
+/// sealed under `key`; `None` for anything else: another key, a record
+/// changed or written by something else, or one of another kind or id
+/// (copied from under another key).
+fn open_record(
+    key: &[u8; 32],
+    sealed: &str,
+    kind: &str,
+    id: &str,
+    n: usize,
+) -> Option<Vec<String>> {
+    crate::state::seal::open(key, sealed)
+        .and_then(|plain| serde_json::from_slice::<Vec<String>>(&plain).ok())
+        .filter(|f| f.len() == n + 2 && f[0] == kind && f[1] == id)
+        .map(|mut f| f.split_off(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_opens_only_as_sealed_under_its_key_kind_and_id() {
+        let key = [7u8; 32];
+        let sealed = seal_record(&key, RENAMED, "resp_A", &["resp_B"]).unwrap_or_default();
+        assert!(!sealed.contains("resp_B"), "{sealed}");
+        assert_eq!(
+            open_record(&key, &sealed, RENAMED, "resp_A", 1),
+            Some(vec!["resp_B".to_string()])
+        );
+        // Another key, another id, another kind, another shape.
+        assert_eq!(open_record(&[8u8; 32], &sealed, RENAMED, "resp_A", 1), None);
+        assert_eq!(open_record(&key, &sealed, RENAMED, "resp_C", 1), None);
+        assert_eq!(open_record(&key, &sealed, WITHHELD, "resp_A", 1), None);
+        assert_eq!(open_record(&key, &sealed, RENAMED, "resp_A", 2), None);
+        // What was written before records were sealed, or by anything else.
+        assert_eq!(open_record(&key, "resp_B", RENAMED, "resp_A", 1), None);
+        let plain = r#"["call_X","function"]"#;
+        assert_eq!(open_record(&key, plain, WITHHELD, "resp_A", 2), None);
+        let call = seal_record(&key, WITHHELD, "resp_A", &["call_X", "function"]);
+        assert_eq!(
+            call.and_then(|c| open_record(&key, &c, WITHHELD, "resp_A", 2)),
+            Some(vec!["call_X".to_string(), "function".to_string()])
+        );
     }
 }
