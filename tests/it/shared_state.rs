@@ -240,9 +240,7 @@ async fn without_redis_limited_calls_fail_closed_others_flow_and_service_comes_b
         !why.contains("127.0.0.1"),
         "the URL stays out of the audit: {why}"
     );
-    let m = send("GET", &format!("{}/metrics", gate.admin), &[], "")
-        .await
-        .text();
+    let m = metrics(&gate).await;
     assert!(
         m.contains(r#"toolgate_state_errors_total{op="limit",then="fail_closed"}"#),
         "{m}"
@@ -276,14 +274,19 @@ async fn on_error_local_counts_on_the_replica_while_redis_is_gone() {
     let audit = gate.audit_flushed().await;
     assert!(audit[0]["signals"]["rate.error"]["value"].is_string());
     assert_eq!(audit[5]["reason"], "rate_limited");
-    let m = send("GET", &format!("{}/metrics", gate.admin), &[], "")
-        .await
-        .text();
+    let m = metrics(&gate).await;
     assert!(
         m.contains(r#"toolgate_state_errors_total{op="limit",then="local"} 6"#),
         "{m}"
     );
     gate.stop().await;
+}
+
+/// What a replica's admin port reports.
+async fn metrics(gate: &Gate) -> String {
+    send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text()
 }
 
 /// Runs one command in Redis on `port`, as anything with access could: the
@@ -478,9 +481,7 @@ async fn records_forged_in_redis_neither_redirect_a_follow_up_nor_answer_a_call(
         [&json!("call_X")],
         "only the sealed record counts: {seen}"
     );
-    let m = send("GET", &format!("{}/metrics", b.admin), &[], "")
-        .await
-        .text();
+    let m = metrics(&b).await;
     assert!(
         m.contains(r#"toolgate_state_errors_total{op="recall",then="ignored"} 2"#),
         "{m}"
