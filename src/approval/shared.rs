@@ -67,7 +67,7 @@ async fn write(store: Arc<Shared>, mut writes: tokio::sync::mpsc::UnboundedRecei
         match w {
             Write::Publish { id, record, ttl } => {
                 let _ = store.put(QUESTION, &id, &record, ttl).await;
-                let _ = store.index_add(INDEX, &id).await;
+                let _ = store.index_add(INDEX, &id, ttl).await;
             }
             Write::Unpublish { id } => {
                 let _ = store.put(SETTLED, &id, "1", SETTLED_TTL).await;

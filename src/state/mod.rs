@@ -29,6 +29,18 @@ redis.call('SET', KEYS[1], string.format('%.0f', next_tat), 'PX', math.ceil((nex
 return 1
 ";
 
+/// KEYS[1] a set, ARGV[1] a member, ARGV[2] a lifetime (ms): adds the
+/// member, and the set then lives at least that long (a longer lifetime it
+/// has is kept), so members nobody took off go with the set once none has
+/// been added for that long.
+const INDEX_ADD: &str = r"
+redis.call('SADD', KEYS[1], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+";
+
 /// How long after a failed connection attempt the next one waits: calls in
 /// between fail at once instead of each waiting for a connect timeout.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -72,6 +84,7 @@ pub struct Shared {
     pub on_error: config::OnError,
     link: tokio::sync::Mutex<Link>,
     script: redis::Script,
+    index_add: redis::Script,
     /// The last failure logged, so an outage is logged once a second.
     logged: Mutex<Option<Instant>>,
 }
@@ -103,6 +116,7 @@ impl Shared {
             on_error: cfg.on_error,
             link: tokio::sync::Mutex::new(Link::Idle),
             script: redis::Script::new(TAKE),
+            index_add: redis::Script::new(INDEX_ADD),
             logged: Mutex::new(None),
         }))
     }
@@ -262,11 +276,24 @@ impl Shared {
         self.run::<()>(&pipe).await
     }
 
-    /// Adds `member` to the set `name` (its members are not secret).
-    pub async fn index_add(&self, name: &str, member: &str) -> Result<(), Unavailable> {
-        let mut pipe = redis::pipe();
-        pipe.sadd(format!("{}{name}", self.prefix), member).ignore();
-        self.run::<()>(&pipe).await
+    /// Adds `member` to the set `name` (its members are not secret), which
+    /// then lives at least `ttl` ([`INDEX_ADD`]).
+    pub async fn index_add(
+        &self,
+        name: &str,
+        member: &str,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        let mut conn = self.conn().await?;
+        let mut call = self.index_add.prepare_invoke();
+        call.key(format!("{}{name}", self.prefix))
+            .arg(member)
+            .arg(ttl_ms(ttl));
+        match tokio::time::timeout(self.timeout, call.invoke_async::<i64>(&mut conn)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.failed(&e)),
+            Err(_) => Err(Unavailable("timed out".into())),
+        }
     }
 
     /// Removes `member` from the set `name`.

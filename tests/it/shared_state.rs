@@ -529,15 +529,15 @@ async fn an_approval_asked_on_one_replica_is_decided_on_another_and_a_dead_repli
     let asked = tokio::spawn(async move { post_to(&url, &request(false)).await });
     let q = pending(&b, 1).await;
     assert_eq!(q[0]["tool"], "pay", "B lists the question A holds: {q:?}");
+    // The list lives as long as the question (30 s and a beat's 4): what a
+    // replica that died left on it goes with it.
+    let ttl = command(port, &["PTTL", "ask:approvals"]).await;
+    let ms: i64 = ttl.trim_start_matches(':').trim().parse().unwrap_or(-1);
+    assert!((30_000..=34_000).contains(&ms), "{ttl}");
     // An answer written into Redis by anything but a replica (unsigned) is
     // not taken: after several of A's looks the question still waits.
     let id = q[0]["id"].as_str().unwrap();
-    let key = {
-        use sha2::Digest;
-        let d = sha2::Sha256::digest(id.as_bytes());
-        let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("ask:decision:{hex}")
-    };
+    let key = record_key("ask:", "decision", id);
     let forged = r#"00.{"approve":true,"by":"mallory","channel":"api","session":false}"#;
     assert!(set(port, &key, forged).await);
     tokio::time::sleep(Duration::from_millis(700)).await;
