@@ -53,7 +53,7 @@ pub struct Context {
     pub folded: std::sync::OnceLock<Folded>,
     /// Other readings of each tool result (see `gate::injection::readings`).
     pub readings: std::sync::OnceLock<Vec<std::sync::Arc<Vec<String>>>>,
-    /// Each tool result's SHA-256, the key its scan and readings are
+    /// Each tool result's content key, the key its scan and readings are
     /// remembered by across requests (hashed once per request).
     pub result_keys: std::sync::OnceLock<Vec<[u8; 32]>>,
     /// Which follow-up request (`rewrite = "resume"`) the calls come from;
@@ -108,13 +108,14 @@ pub struct Folded {
 }
 
 impl Context {
-    /// Each tool result's SHA-256, in `tool_results`' order.
+    /// Each tool result's content key ([`crate::digest::content_key`]), in
+    /// `tool_results`' order.
     pub fn result_keys(&self) -> &[[u8; 32]] {
         self.result_keys.get_or_init(|| {
             (self.tool_results.iter())
                 .map(|(range, _)| {
                     let text = self.tool_text.get(range.clone()).unwrap_or("");
-                    crate::digest::sha256(text.as_bytes())
+                    crate::digest::content_key(text.as_bytes())
                 })
                 .collect()
         })
@@ -360,7 +361,7 @@ mod tests {
             None,
             texts(&["alpha", "beta", "alpha"]),
         );
-        let sha = |s: &str| crate::digest::sha256(s.as_bytes());
+        let sha = |s: &str| crate::digest::content_key(s.as_bytes());
         assert_eq!(c.result_keys(), [sha("alpha"), sha("beta"), sha("alpha")]);
         // The scans and readings of the next request must not be looked up
         // under this one's keys.

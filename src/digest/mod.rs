@@ -1,5 +1,6 @@
-//! Leaf helpers anyone may import: hex, SHA-256, RFC 3339 timestamps, and
-//! file change stamps ([`stamp`]).
+//! Leaf helpers anyone may import: hex, SHA-256, the content key of texts
+//! that caches remember, RFC 3339 timestamps, and file change stamps
+//! ([`stamp`]).
 
 pub mod stamp;
 
@@ -18,6 +19,13 @@ pub fn hex(bytes: &[u8]) -> String {
         out.push(char::from(DIGITS[usize::from(b & 15)]));
     }
     out
+}
+
+/// The key a cache remembers a text's reading by (BLAKE3: as collision
+/// resistant as SHA-256 is here, and faster on long texts): tool results
+/// are hashed again on every turn of a conversation.
+pub fn content_key(data: &[u8]) -> [u8; 32] {
+    *blake3::hash(data).as_bytes()
 }
 
 /// SHA-256 of `data`.

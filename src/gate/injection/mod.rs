@@ -339,7 +339,7 @@ pub fn readings_without(
     })
 }
 
-/// `read` of each tool result of the request: its SHA-256, its text and
+/// `read` of each tool result of the request: its content key, its text and
 /// its caseless form.
 fn each_result(
     ctx: &crate::context::Context,
@@ -398,12 +398,12 @@ pub fn found(ctx: &crate::context::Context) -> &[Found] {
 static SCANNED: LazyLock<moka::sync::Cache<[u8; 32], Arc<Vec<Span>>>> =
     LazyLock::new(|| moka::sync::Cache::new(20_000));
 
-/// [`scan`], remembered by the text's SHA-256.
+/// [`scan`], remembered by the text's content key.
 pub fn scan_cached(text: &str) -> Arc<Vec<Span>> {
-    scanned(&crate::digest::sha256(text.as_bytes()), text)
+    scanned(&crate::digest::content_key(text.as_bytes()), text)
 }
 
-/// [`scan`] of `text`, remembered by its SHA-256 (`key`).
+/// [`scan`] of `text`, remembered by its content key (`key`).
 fn scanned(key: &[u8; 32], text: &str) -> Arc<Vec<Span>> {
     SCANNED.get_with(*key, || Arc::new(scan(text)))
 }
