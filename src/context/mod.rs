@@ -220,6 +220,11 @@ impl Texts {
         });
     }
 
+    /// Makes room for `bytes` more of tool results' text at once.
+    pub fn reserve_tools(&mut self, bytes: usize) {
+        self.tool.reserve(bytes);
+    }
+
     /// Adds one tool result's text.
     pub fn push_tool(&mut self, call_id: &str, text: &str) {
         let start = self.tool.len();

@@ -76,12 +76,18 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
 /// the assistant turns only when `calls`.
 pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
     let mut t = Texts::default();
-    for m in body
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+    let messages = body.get("messages").and_then(Value::as_array);
+    if all {
+        let results = (messages.into_iter().flatten())
+            .filter(|m| matches!(&*crate::fold::read(m.get("role")), "tool" | "function"));
+        t.reserve_tools(
+            results
+                .filter_map(|m| m.get("content"))
+                .map(crate::protocol::request::text_len)
+                .sum(),
+        );
+    }
+    for m in messages.into_iter().flatten() {
         let text = m.get("content").map(content_text).unwrap_or_default();
         match &*crate::fold::read(m.get("role")) {
             "system" | "developer" => {
@@ -215,6 +221,26 @@ mod tests {
 
     fn parse_chat(b: &[u8]) -> Result<Parsed, Error> {
         crate::protocol::Protocol::Chat.parse(b)
+    }
+
+    #[test]
+    fn the_room_made_for_tool_results_holds_their_text() {
+        use crate::protocol::request::text_len;
+        let body = serde_json::json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "a", "content": "sunny é"},
+            {"role": "tool", "tool_call_id": "b", "content": [
+                {"type": "text", "text": "x\"y"}, {"type": "text", "text": "zz"}]},
+            {"role": "function", "name": "f", "content": ""}]});
+        let t = texts(&body, true, false);
+        let room: usize = (body["messages"].as_array().into_iter().flatten())
+            .filter(|m| m["role"] != "user")
+            .map(|m| text_len(&m["content"]))
+            .sum();
+        assert_eq!(t.tool_results.len(), 3);
+        assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
+        assert_eq!(text_len(&serde_json::json!("abc")), 4);
+        assert_eq!(text_len(&serde_json::json!({"a": ["b", 1, null]})), 2);
     }
 
     #[test]

@@ -156,6 +156,18 @@ pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
     if let Some(s) = body.get("input").and_then(Value::as_str) {
         user(&mut t, s.to_string());
     }
+    if all {
+        let outputs = items(body).iter().filter(|i| {
+            let ty = i.get("type").map(|t| crate::fold::read(Some(t)));
+            ty.is_some_and(|t| OUTPUTS.contains(&&*t))
+        });
+        t.reserve_tools(
+            outputs
+                .filter_map(|i| i.get("output"))
+                .map(crate::protocol::request::text_len)
+                .sum(),
+        );
+    }
     for item in items(body) {
         let ty = match item.get("type") {
             None => Cow::Borrowed("message"),
