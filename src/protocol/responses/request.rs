@@ -340,6 +340,23 @@ mod tests {
     use crate::protocol::Protocol;
 
     #[test]
+    fn the_room_made_for_tool_outputs_holds_their_text() {
+        let body = serde_json::json!({"input": [
+            {"type": "function_call_output", "call_id": "a", "output": "sunny é"},
+            {"type": "function_call_output", "call_id": "b", "output": [
+                {"type": "input_text", "text": "x\"y"}, {"type": "input_text", "text": "zz"}]},
+            {"type": "shell_call_output", "call_id": "c", "output": [{"stdout": "out", "stderr": "err"}]},
+            {"role": "user", "content": "hi"}]});
+        let t = texts(&body, true, false);
+        let room: usize = (body["input"].as_array().into_iter().flatten())
+            .filter_map(|i| i.get("output"))
+            .map(crate::protocol::request::text_len)
+            .sum();
+        assert_eq!(t.tool_results.len(), 3);
+        assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
+    }
+
+    #[test]
     fn declared_tools_include_built_in_ones() {
         let r = Protocol::Responses
             .parse(br#"{"model":"m","tools":[{"type":"function","name":"a","parameters":{"type":"object"}},{"type":"custom","name":"b"},{"type":"web_search_preview"},{"type":"shell"},{"type":"computer_use_preview"}]}"#)

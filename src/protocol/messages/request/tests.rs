@@ -3,6 +3,25 @@ use super::*;
 use crate::protocol::Protocol;
 
 #[test]
+fn the_room_made_for_tool_results_holds_their_text() {
+    let body = json!({"messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "a", "content": "sunny é"},
+        {"type": "tool_result", "tool_use_id": "b", "content": [
+            {"type": "text", "text": "x\"y"}, {"type": "image", "source": {"data": "x"}}]},
+        {"type": "text", "text": "go on"}]}]});
+    let t = texts(&body, true, false);
+    let blocks = body["messages"][0]["content"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    let room: usize = (blocks.filter_map(|b| b.get("content")))
+        .map(crate::protocol::request::text_len)
+        .sum();
+    assert_eq!(t.tool_results.len(), 2);
+    assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
+}
+
+#[test]
 fn declared_tools_include_anthropic_defined_and_server_tools() {
     let r = Protocol::Messages
         .parse(
