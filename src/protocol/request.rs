@@ -30,6 +30,19 @@ pub fn text_len(v: &Value) -> usize {
     }
 }
 
+/// In tests: the `n` tool texts `t` read from `results` fit the room
+/// [`text_len`] makes for them.
+#[cfg(test)]
+pub fn assert_room_holds<'a>(
+    t: &crate::context::Texts,
+    results: impl IntoIterator<Item = &'a Value>,
+    n: usize,
+) {
+    let room: usize = results.into_iter().map(text_len).sum();
+    assert_eq!(t.tool_results.len(), n);
+    assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
+}
+
 /// What parsing `bytes` will take in memory; a body of many tiny values,
 /// which would take many times its size as a tree, is refused before the tree
 /// is built.

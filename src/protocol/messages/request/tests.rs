@@ -14,11 +14,7 @@ fn the_room_made_for_tool_results_holds_their_text() {
         .as_array()
         .into_iter()
         .flatten();
-    let room: usize = (blocks.filter_map(|b| b.get("content")))
-        .map(crate::protocol::request::text_len)
-        .sum();
-    assert_eq!(t.tool_results.len(), 2);
-    assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
+    crate::protocol::request::assert_room_holds(&t, blocks.filter_map(|b| b.get("content")), 2);
 }
 
 #[test]
