@@ -140,11 +140,11 @@ fn fence_secret(key_env: &str, replicas: bool) -> Vec<u8> {
             "no fence key set; using a random one, so other replicas cannot open the records \
              this one shares in Redis: give every replica the same key"
         );
-        return crate::digest::random_key().to_vec();
+    } else {
+        tracing::info!(
+            env = key_env,
+            "no fence key set; using a random one, so fence ids change across restarts"
+        );
     }
-    tracing::info!(
-        env = key_env,
-        "no fence key set; using a random one, so fence ids change across restarts"
-    );
     crate::digest::random_key().to_vec()
 }

@@ -179,6 +179,26 @@ pub fn content_text(content: &Value) -> Cow<'_, str> {
     }
 }
 
+/// At least how long the text read from a tool result's content `v` is:
+/// its strings' lengths and a separator each.
+pub fn text_len(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len() + 1,
+        Value::Array(a) => a.iter().map(text_len).sum(),
+        Value::Object(o) => o.values().map(text_len).sum(),
+        _ => 0,
+    }
+}
+
+/// In tests: the `n` tool texts `t` read from `results` fit the room
+/// [`Texts::reserve_tools`] makes for them.
+#[cfg(test)]
+pub fn assert_room_holds<'a>(t: &Texts, results: impl IntoIterator<Item = &'a Value>, n: usize) {
+    let room: usize = results.into_iter().map(text_len).sum();
+    assert_eq!(t.tool_results.len(), n);
+    assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
+}
+
 fn header(h: &HeaderMap, name: &str) -> Option<String> {
     h.get(name)
         .and_then(|v| v.to_str().ok())
@@ -220,9 +240,11 @@ impl Texts {
         });
     }
 
-    /// Makes room for `bytes` more of tool results' text at once.
-    pub fn reserve_tools(&mut self, bytes: usize) {
-        self.tool.reserve(bytes);
+    /// Makes room at once for the text of the tool results `results` (their
+    /// content values, however the protocol reads them), so it is not grown,
+    /// and copied again, a doubling at a time.
+    pub fn reserve_tools<'a>(&mut self, results: impl IntoIterator<Item = &'a Value>) {
+        self.tool.reserve(results.into_iter().map(text_len).sum());
     }
 
     /// Adds one tool result's text.

@@ -18,31 +18,6 @@ fn bad(m: impl Into<String>) -> Error {
     Error::BadRequest(m.into())
 }
 
-/// About how long the text read from a tool result `v` will be: its
-/// strings' lengths and a separator each (enough room, read once, that the
-/// request's tool texts are not grown, and copied again, a doubling at a time).
-pub fn text_len(v: &Value) -> usize {
-    match v {
-        Value::String(s) => s.len() + 1,
-        Value::Array(a) => a.iter().map(text_len).sum(),
-        Value::Object(o) => o.values().map(text_len).sum(),
-        _ => 0,
-    }
-}
-
-/// In tests: the `n` tool texts `t` read from `results` fit the room
-/// [`text_len`] makes for them.
-#[cfg(test)]
-pub fn assert_room_holds<'a>(
-    t: &crate::context::Texts,
-    results: impl IntoIterator<Item = &'a Value>,
-    n: usize,
-) {
-    let room: usize = results.into_iter().map(text_len).sum();
-    assert_eq!(t.tool_results.len(), n);
-    assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
-}
-
 /// What parsing `bytes` will take in memory; a body of many tiny values,
 /// which would take many times its size as a tree, is refused before the tree
 /// is built.

@@ -46,9 +46,8 @@ pub struct Sniffed<S> {
 pub async fn sniff<S: AsyncRead + Unpin>(mut io: S) -> io::Result<Option<(Proto, Sniffed<S>)>> {
     let mut head = vec![0u8; FIRST_READ];
     let mut len = 0;
-    let mut n;
     let proto = loop {
-        n = io.read(&mut head[len..]).await?;
+        let n = io.read(&mut head[len..]).await?;
         if n == 0 && len == 0 {
             return Ok(None);
         }
@@ -63,15 +62,13 @@ pub async fn sniff<S: AsyncRead + Unpin>(mut io: S) -> io::Result<Option<(Proto,
         }
     };
     head.truncate(len);
-    let drained = len < FIRST_READ;
-    let at = 0;
     Ok(Some((
         proto,
         Sniffed {
             io,
             head,
-            at,
-            drained,
+            at: 0,
+            drained: len < FIRST_READ,
         },
     )))
 }

@@ -284,16 +284,11 @@ impl Shared {
         member: &str,
         ttl: Duration,
     ) -> Result<(), Unavailable> {
-        let mut conn = self.conn().await?;
         let mut call = self.index_add.prepare_invoke();
         call.key(format!("{}{name}", self.prefix))
             .arg(member)
             .arg(ttl_ms(ttl));
-        match tokio::time::timeout(self.timeout, call.invoke_async::<i64>(&mut conn)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(self.failed(&e)),
-            Err(_) => Err(Unavailable("timed out".into())),
-        }
+        self.invoke(&call).await.map(|_| ())
     }
 
     /// Removes `member` from the set `name`.
@@ -330,14 +325,19 @@ impl Shared {
         interval: Duration,
         burst: u32,
     ) -> Result<bool, Unavailable> {
-        let mut conn = self.conn().await?;
         let micros = u64::try_from(interval.as_micros())
             .unwrap_or(u64::MAX)
             .max(1);
         let mut call = self.script.prepare_invoke();
         call.key(self.bucket(limit, key)).arg(micros).arg(burst);
+        Ok(self.invoke(&call).await? == 1)
+    }
+
+    /// Runs a script within the timeout: what it returned.
+    async fn invoke(&self, call: &redis::ScriptInvocation<'_>) -> Result<i64, Unavailable> {
+        let mut conn = self.conn().await?;
         match tokio::time::timeout(self.timeout, call.invoke_async::<i64>(&mut conn)).await {
-            Ok(Ok(n)) => Ok(n == 1),
+            Ok(Ok(n)) => Ok(n),
             Ok(Err(e)) => Err(self.failed(&e)),
             Err(_) => Err(Unavailable("timed out".into())),
         }

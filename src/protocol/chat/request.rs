@@ -80,12 +80,7 @@ pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
     if all {
         let results = (messages.into_iter().flatten())
             .filter(|m| matches!(&*crate::fold::read(m.get("role")), "tool" | "function"));
-        t.reserve_tools(
-            results
-                .filter_map(|m| m.get("content"))
-                .map(crate::protocol::request::text_len)
-                .sum(),
-        );
+        t.reserve_tools(results.filter_map(|m| m.get("content")));
     }
     for m in messages.into_iter().flatten() {
         let text = m.get("content").map(content_text).unwrap_or_default();
@@ -225,7 +220,7 @@ mod tests {
 
     #[test]
     fn the_room_made_for_tool_results_holds_their_text() {
-        use crate::protocol::request::text_len;
+        use crate::context::text_len;
         let body = serde_json::json!({"messages": [
             {"role": "user", "content": "hi"},
             {"role": "tool", "tool_call_id": "a", "content": "sunny é"},
@@ -236,7 +231,7 @@ mod tests {
         let results = (body["messages"].as_array().into_iter().flatten())
             .filter(|m| m["role"] != "user")
             .map(|m| &m["content"]);
-        crate::protocol::request::assert_room_holds(&t, results, 3);
+        crate::context::assert_room_holds(&t, results, 3);
         assert_eq!(text_len(&serde_json::json!("abc")), 4);
         assert_eq!(text_len(&serde_json::json!({"a": ["b", 1, null]})), 2);
     }

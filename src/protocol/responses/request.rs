@@ -161,12 +161,7 @@ pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
             let ty = i.get("type").map(|t| crate::fold::read(Some(t)));
             ty.is_some_and(|t| OUTPUTS.contains(&&*t))
         });
-        t.reserve_tools(
-            outputs
-                .filter_map(|i| i.get("output"))
-                .map(crate::protocol::request::text_len)
-                .sum(),
-        );
+        t.reserve_tools(outputs.filter_map(|i| i.get("output")));
     }
     for item in items(body) {
         let ty = match item.get("type") {
@@ -350,7 +345,7 @@ mod tests {
         let t = texts(&body, true, false);
         let results =
             (body["input"].as_array().into_iter().flatten()).filter_map(|i| i.get("output"));
-        crate::protocol::request::assert_room_holds(&t, results, 3);
+        crate::context::assert_room_holds(&t, results, 3);
     }
 
     #[test]

@@ -192,12 +192,7 @@ pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
             .filter_map(|m| m.get("content").and_then(Value::as_array))
             .flatten()
             .filter(|b| crate::fold::reads_as(b.get("type"), "tool_result"));
-        t.reserve_tools(
-            results
-                .filter_map(|b| b.get("content"))
-                .map(crate::protocol::request::text_len)
-                .sum(),
-        );
+        t.reserve_tools(results.filter_map(|b| b.get("content")));
     }
     for m in messages(body) {
         if !crate::fold::reads_as(m.get("role"), "user") {

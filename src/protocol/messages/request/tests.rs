@@ -14,7 +14,7 @@ fn the_room_made_for_tool_results_holds_their_text() {
         .as_array()
         .into_iter()
         .flatten();
-    crate::protocol::request::assert_room_holds(&t, blocks.filter_map(|b| b.get("content")), 2);
+    crate::context::assert_room_holds(&t, blocks.filter_map(|b| b.get("content")), 2);
 }
 
 #[test]
