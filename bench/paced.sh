@@ -12,6 +12,9 @@
 # each request asking a question of its own; and the peers litellm
 # (LiteLLM's proxy from PyPI, one worker) and portkey (Portkey's gateway
 # from npm, on Node), installed under PEERS=target/bench/peers when missing.
+# `floor` is examples/floor.rs: hyper's server and client carrying the
+# bytes and reading none of them, what any hyper-based proxy costs at the
+# least (plain HTTP upstreams only).
 # DELAY_MS=0 is the unpaced shape (every event at once). toolgate-limit and
 # toolgate-redis take a token from a [[limit]] on every call, counted in
 # memory or in a local redis-server ([state] backend = "redis").
@@ -79,9 +82,10 @@ if [[ " $PROXIES " == *" portkey "* && ! -d "$PEERS/portkey/node_modules/@portke
     { log "Portkey's gateway could not be installed (see $PEERS.portkey.log): left out"; PROXIES=${PROXIES//portkey/}; }
 fi
 log "building toolgate and the load generator"
-cargo build --release --quiet --bin toolgate --example sseload
+cargo build --release --quiet --bin toolgate --example sseload --example floor
 TOOLGATE=${TOOLGATE_BIN:-$PWD/target/release/toolgate}
 LOAD=$PWD/target/release/examples/sseload
+FLOOR=$PWD/target/release/examples/floor
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
@@ -193,6 +197,9 @@ CFG
       BENCH_UPSTREAM_KEY=sk-bench RUST_LOG=error "${ON_PROXY[@]}" "$TOOLGATE" serve \
         --config "$dir/toolgate.toml" >"$dir/proxy.log" 2>&1 &
       PROXY_PID=$! ;;
+    floor)
+      "${ON_PROXY[@]}" "$FLOOR" "127.0.0.1:$PROXY_PORT" "127.0.0.1:$MOCK_PORT" >"$dir/proxy.log" 2>&1 &
+      PROXY_PID=$! ;;
     nginx)
       mkdir -p "$dir/tmp"
       local up="proxy_pass http://mock;"
@@ -279,6 +286,7 @@ for scheme in $UPSTREAMS; do
     for round in $(seq "$ROUNDS"); do
     ROUND_DIR=""; [[ "$ROUNDS" -gt 1 ]] && ROUND_DIR=-r$round
     for name in $PROXIES; do
+      [[ "$name" == floor && "$scheme" == https ]] && continue
       start_proxy "$name" "$scheme" "$n"
       idle=0; [[ -n "$PROXY_PID" ]] && idle=$(rss_of "$PROXY_PID")
       # One load generator: its connections stay open from the warm-up into
