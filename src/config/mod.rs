@@ -335,6 +335,7 @@ impl Config {
             idle_timeout: (raw.upstream.idle_timeout_secs > 0)
                 .then(|| Duration::from_secs(raw.upstream.idle_timeout_secs)),
             ca_file: raw.upstream.ca_file.as_deref().map(resolve),
+            http2: raw.upstream.http2,
         };
         let m = raw.upstream.messages;
         let messages_upstream = Upstream {
@@ -363,6 +364,7 @@ impl Config {
                 .as_deref()
                 .map(resolve)
                 .or_else(|| upstream.ca_file.clone()),
+            http2: m.http2.unwrap_or(upstream.http2),
         };
         Ok(Config {
             deferred,

@@ -212,6 +212,7 @@ pub(crate) struct RawUpstream {
     /// Longest silence between a streamed response's bytes; 0: none.
     pub(crate) idle_timeout_secs: u64,
     pub(crate) ca_file: Option<String>,
+    pub(crate) http2: bool,
     /// `[upstream.messages]`: where `/v1/messages` goes.
     pub(crate) messages: RawMessagesUpstream,
 }
@@ -228,6 +229,7 @@ pub(crate) struct RawMessagesUpstream {
     pub(crate) connect_timeout_secs: Option<u64>,
     pub(crate) idle_timeout_secs: Option<u64>,
     pub(crate) ca_file: Option<String>,
+    pub(crate) http2: Option<bool>,
 }
 
 impl Default for RawMessagesUpstream {
@@ -240,6 +242,7 @@ impl Default for RawMessagesUpstream {
             connect_timeout_secs: None,
             idle_timeout_secs: None,
             ca_file: None,
+            http2: None,
         }
     }
 }
@@ -257,6 +260,7 @@ impl Default for RawUpstream {
             connect_timeout_secs: 10,
             idle_timeout_secs: 300,
             ca_file: None,
+            http2: true,
             messages: RawMessagesUpstream::default(),
         }
     }

@@ -117,6 +117,10 @@ pub struct Upstream {
     /// comments count); past it the stream fails closed. `None`: no limit.
     pub idle_timeout: Option<Duration>,
     pub ca_file: Option<PathBuf>,
+    /// Offer HTTP/2 to a TLS upstream (ALPN), as well as HTTP/1.1: its
+    /// streams then share connections. `false`: HTTP/1.1, a connection per
+    /// stream in flight.
+    pub http2: bool,
 }
 
 #[derive(Debug, Clone)]

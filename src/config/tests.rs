@@ -49,6 +49,18 @@ fn api_key_env_takes_one_name_or_a_list() {
 }
 
 #[test]
+fn http2_is_offered_unless_turned_off_and_messages_follows_upstream() {
+    let on = Config::embedded().unwrap();
+    assert!(on.upstream.http2 && on.messages_upstream.http2);
+    let off = |src: &str| Config::from_toml(src, "t", Path::new(".")).unwrap();
+    let c = off("[upstream]\nhttp2 = false\n");
+    assert!(!c.upstream.http2 && !c.messages_upstream.http2);
+    let c = off("[upstream]\nhttp2 = false\n[upstream.messages]\nhttp2 = true\n");
+    assert!(!c.upstream.http2 && c.messages_upstream.http2);
+    assert!(Config::from_toml("[upstream]\nhttp2 = 1\n", "t", Path::new(".")).is_err());
+}
+
+#[test]
 fn relative_paths_are_relative_to_the_config_file() {
     let c = Config::from_toml(
         "[policy]\ndir = \"p\"\n[audit]\npath = \"a.jsonl\"\n",

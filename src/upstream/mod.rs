@@ -129,6 +129,7 @@ impl Upstream {
             connect_timeout: timeout,
             idle_timeout: None,
             ca_file: ca_file.map(std::path::Path::to_path_buf),
+            http2: true,
         })
     }
 
@@ -189,7 +190,7 @@ impl Upstream {
                 ))
             }
         };
-        let target = stream::Target::new(&authority, tls, cfg.connect_timeout)?;
+        let target = stream::Target::new(&authority, tls, cfg.connect_timeout, cfg.http2)?;
         Ok(Upstream {
             pool: Arc::new(pool::Pool::new(target)),
             scheme,

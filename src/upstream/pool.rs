@@ -85,7 +85,8 @@ pub struct Pool {
     h2: Mutex<Vec<Shared>>,
     /// Held while a connection that may speak HTTP/2 is opened.
     opening: tokio::sync::Mutex<()>,
-    /// A TLS connection chose HTTP/1.1: connections open side by side.
+    /// A TLS connection chose HTTP/1.1, or HTTP/2 is not offered:
+    /// connections open side by side.
     only_h1: AtomicBool,
     /// The last connection opened in turn failed.
     open_failed: AtomicBool,
@@ -93,13 +94,15 @@ pub struct Pool {
 
 impl Pool {
     pub fn new(target: Target) -> Pool {
+        // Without HTTP/2 offered, every connection is HTTP/1.1.
+        let only_h1 = !target.offers_h2();
         Pool {
             target,
             max_idle: AtomicUsize::new(MAX_IDLE),
             idle: Mutex::new(VecDeque::new()),
             h2: Mutex::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
-            only_h1: AtomicBool::new(false),
+            only_h1: AtomicBool::new(only_h1),
             open_failed: AtomicBool::new(false),
         }
     }
@@ -146,8 +149,8 @@ impl Pool {
     }
 
     /// An idle connection or a shared HTTP/2 one (unless `fresh`), or a
-    /// new one. Where HTTP/2 may be spoken (TLS, until a connection chose
-    /// HTTP/1.1), connections open one at a time and a request that waited
+    /// new one. Where HTTP/2 may be spoken (TLS with HTTP/2 offered, until
+    /// a connection chose HTTP/1.1), connections open one at a time and a request that waited
     /// for its turn looks again first: a burst of requests shares the
     /// connection the first of them opened, instead of each opening its own.
     async fn lease(&self, fresh: bool) -> Result<Lease, Error> {
@@ -156,7 +159,7 @@ impl Pool {
                 return Ok(lease);
             }
         }
-        let turn = match self.target.is_tls() && !self.only_h1.load(Ordering::Relaxed) {
+        let turn = match self.target.offers_h2() && !self.only_h1.load(Ordering::Relaxed) {
             true => Some(self.opening.lock().await),
             false => None,
         };
@@ -342,7 +345,7 @@ mod tests {
             }
         });
         let authority: http::uri::Authority = addr.to_string().parse().unwrap();
-        let target = Target::new(&authority, None, Duration::from_secs(5)).unwrap();
+        let target = Target::new(&authority, None, Duration::from_secs(5), true).unwrap();
         (Pool::new(target), held)
     }
 

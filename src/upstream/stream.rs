@@ -20,6 +20,8 @@ pub struct Target {
     resolver: Resolver,
     tls: Option<(TlsConnector, ServerName<'static>)>,
     connect_timeout: Duration,
+    /// HTTP/2 is offered to a TLS upstream.
+    http2: bool,
 }
 
 /// An open connection, and whether TLS chose HTTP/2 for it.
@@ -29,11 +31,13 @@ pub struct Opened {
 }
 
 impl Target {
-    /// `tls` is the client config for an `https` origin (ALPN is set here).
+    /// `tls` is the client config for an `https` origin (ALPN is set here:
+    /// HTTP/2 and HTTP/1.1, or HTTP/1.1 alone without `http2`).
     pub fn new(
         authority: &http::uri::Authority,
         tls: Option<rustls::ClientConfig>,
         connect_timeout: Duration,
+        http2: bool,
     ) -> Result<Target, Error> {
         let host = authority
             .host()
@@ -45,7 +49,10 @@ impl Target {
             .unwrap_or(if tls.is_some() { 443 } else { 80 });
         let tls = match tls {
             Some(mut cfg) => {
-                cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                cfg.alpn_protocols = match http2 {
+                    true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+                    false => vec![b"http/1.1".to_vec()],
+                };
                 let name = ServerName::try_from(host.clone()).map_err(|_| {
                     Error::config("<config>", 1, "the upstream host is not a valid TLS name")
                 })?;
@@ -57,12 +64,13 @@ impl Target {
             resolver: Resolver::new(&host, port),
             tls,
             connect_timeout,
+            http2,
         })
     }
 
-    /// Whether connections are TLS (and so may choose HTTP/2).
-    pub fn is_tls(&self) -> bool {
-        self.tls.is_some()
+    /// Whether connections may choose HTTP/2: TLS, with HTTP/2 offered.
+    pub fn offers_h2(&self) -> bool {
+        self.tls.is_some() && self.http2
     }
 
     /// Opens a connection (name lookup, TCP, TLS) within the connect timeout.

@@ -283,7 +283,14 @@ async fn tls_upstreams_are_reached_over_h2_and_http1() {
     );
     let both: &[&[u8]] = &[b"h2", b"http/1.1"];
     let h1: &[&[u8]] = &[b"http/1.1"];
-    for (alpn, want) in [(both, http::Version::HTTP_2), (h1, http::Version::HTTP_11)] {
+    // `upstream.http2 = false` offers HTTP/1.1 alone, to a server that
+    // offers both.
+    let cases = [
+        (both, "", http::Version::HTTP_2),
+        (h1, "", http::Version::HTTP_11),
+        (both, "upstream.http2 = false\n", http::Version::HTTP_11),
+    ];
+    for (alpn, extra, want) in cases {
         let stream = Bytes::from(one_call_stream("send_email", "{}"));
         let mock = start_mock_tls(
             vec![
@@ -295,7 +302,7 @@ async fn tls_upstreams_are_reached_over_h2_and_http1() {
         )
         .await;
         let url = format!("https://localhost:{}/v1", mock.addr.port());
-        let gate = start_gate(&url, &deny(&["send_email"]), &ca).await;
+        let gate = start_gate(&url, &deny(&["send_email"]), &format!("{ca}{extra}")).await;
         for _ in 0..2 {
             let a = post_chat(&gate, &chat_request(true, &["send_email"])).await;
             assert_eq!(a.status, 200, "{}", a.text());
