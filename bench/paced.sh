@@ -12,6 +12,7 @@
 # each request asking a question of its own; and the peers litellm
 # (LiteLLM's proxy from PyPI, one worker) and portkey (Portkey's gateway
 # from npm, on Node), installed under PEERS=target/bench/peers when missing.
+# toolgate-h1 offers a TLS upstream HTTP/1.1 alone ([upstream] http2 = false).
 # `floor` is examples/floor.rs: hyper's server and client carrying the
 # bytes and reading none of them, what any hyper-based proxy costs at the
 # least (plain HTTP upstreams only).
@@ -138,7 +139,7 @@ start_proxy() { # name scheme streams -> sets PROXY_PID, URL and HDRS
       PROXY_PID=""
       URL=$scheme://$host:$MOCK_PORT/v1/chat/completions
       return 0 ;;
-    toolgate|toolgate-sentinel|toolgate-limit|toolgate-redis)
+    toolgate|toolgate-h1|toolgate-sentinel|toolgate-limit|toolgate-redis)
       local judge=""
       if [[ "$name" == toolgate-limit || "$name" == toolgate-redis ]]; then
         # Every call takes a token from one [[limit]] (never exceeded): in
@@ -184,6 +185,7 @@ admin = "127.0.0.1:$ADMIN_PORT"
 base_url = "$scheme://$host:$MOCK_PORT/v1"
 api_key_env = "BENCH_UPSTREAM_KEY"
 $([[ "$scheme" == https ]] && echo "ca_file = \"$OUT/certs/ca.pem\"")
+$([[ "$name" == toolgate-h1 ]] && echo "http2 = false")
 
 [limits]
 max_streams = $((streams * 2 + 64))

@@ -134,7 +134,8 @@ if series:
     py = lambda y: T + (H - T - B) * (1 - (y - ymin) / (ymax - ymin))
     colors = {"toolgate": "#d62728", "nginx": "#1f77b4", "toolgate-sentinel": "#ff7f0e",
               "toolgate-limit": "#e377c2", "toolgate-redis": "#7f7f7f",
-              "litellm": "#9467bd", "portkey": "#8c564b", "floor": "#2ca02c"}
+              "litellm": "#9467bd", "portkey": "#8c564b", "floor": "#2ca02c",
+              "toolgate-h1": "#bcbd22"}
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{L}" y="18">p99 latency added to the direct p99 (last byte), plain HTTP upstream</text>',
