@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderName};
 use serde_json::Value;
 
 mod declared;
@@ -199,7 +199,14 @@ pub fn assert_room_holds<'a>(t: &Texts, results: impl IntoIterator<Item = &'a Va
     assert!(t.tool.len() <= room, "{} > {room}", t.tool.len());
 }
 
-fn header(h: &HeaderMap, name: &str) -> Option<String> {
+/// The agent's context headers, named once: a name given as text is
+/// checked and lower-cased again on every lookup.
+const PHASE: HeaderName = HeaderName::from_static("x-toolgate-phase");
+const SESSION: HeaderName = HeaderName::from_static("x-toolgate-session");
+const AGENT: HeaderName = HeaderName::from_static("x-toolgate-agent");
+const MISSION: HeaderName = HeaderName::from_static("x-toolgate-mission");
+
+fn header(h: &HeaderMap, name: &HeaderName) -> Option<String> {
     h.get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
@@ -269,20 +276,19 @@ pub fn fill(
     default_phase: Option<&str>,
     t: Texts,
 ) {
-    ctx.phase = header(h, "x-toolgate-phase")
+    ctx.phase = header(h, &PHASE)
         .or_else(|| path_phase.map(String::from))
         .or_else(|| default_phase.map(String::from))
         .unwrap_or_else(|| "unknown".into());
-    ctx.session = header(h, "x-toolgate-session").unwrap_or_else(|| {
+    ctx.session = header(h, &SESSION).unwrap_or_else(|| {
         // Hashed in place: a long system prompt is not copied to be hashed.
         let first_user = t.first_user.as_deref().unwrap_or("");
         let digest =
             crate::digest::sha256_parts(&[t.system.as_bytes(), b"\0", first_user.as_bytes()]);
         format!("fp-{}", crate::digest::hex(&digest[..8]))
     });
-    ctx.agent = header(h, "x-toolgate-agent").unwrap_or_else(|| ctx.principal.clone());
-    ctx.mission = header(h, "x-toolgate-mission")
-        .or_else(|| (!t.system.is_empty()).then(|| t.system.clone()));
+    ctx.agent = header(h, &AGENT).unwrap_or_else(|| ctx.principal.clone());
+    ctx.mission = header(h, &MISSION).or_else(|| (!t.system.is_empty()).then(|| t.system.clone()));
     ctx.original_request = t.last_user.clone();
     ctx.user_text = t.user;
     ctx.system_text = t.system;

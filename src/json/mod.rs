@@ -19,7 +19,7 @@ mod tree;
 mod write;
 pub use check::{is_strict, Checked};
 pub use marked::{to_writer_marking, Marks, Places};
-pub use tree::{lean_value, strict_str, strict_value, tree_cost, Strict};
+pub use tree::{lean_value, strict_str, strict_value, tree_cost, tree_cost_bound, Strict};
 pub use write::{write_key, write_obj, write_string, Sink, Spliced};
 
 /// Keys an object may have before they are looked up in a set rather than
