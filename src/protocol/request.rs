@@ -18,20 +18,30 @@ fn bad(m: impl Into<String>) -> Error {
     Error::BadRequest(m.into())
 }
 
-/// Below this size no body can be refused for its tree: even a `{` in
-/// every byte (640 bytes of tree each) stays under [`TREE_SLACK`]. Such a
-/// body is charged [`json::tree_cost_bound`], one pass that does not tell
-/// strings apart (and so never undercounts), instead of the exact scan:
-/// that scan is a search per string, and it ran before every request went
-/// upstream, where each microsecond costs (`docs/PERFORMANCE.md`).
-const BOUNDED_MAX: usize = TREE_SLACK / 641;
+/// Bodies up to this size are first counted by [`json::tree_cost_bound`]:
+/// one pass that does not tell strings apart, so it never undercounts, at a
+/// fraction of the exact scan's cost (a search per string). That scan ran
+/// before every request went upstream, where each microsecond costs
+/// (`docs/PERFORMANCE.md`).
+const BOUND_MAX: usize = 16 << 10;
+
+/// A bound at most this far over the body's size is charged as it is: it
+/// overcharges by no more than this, and no body it fits can be refused
+/// (its tree stays under [`TREE_SLACK`]). A body whose strings hold many
+/// braces, commas or colons (code, say) gets the exact scan instead, so it
+/// is not charged for them while its answer is awaited.
+const BOUND_ROOM: usize = 64 << 10;
+const _: () = assert!(BOUND_ROOM <= TREE_SLACK, "a charged bound could be refused");
 
 /// What parsing `bytes` will take in memory; a body of many tiny values,
 /// which would take many times its size as a tree, is refused before the tree
 /// is built.
 pub fn tree_cost(bytes: &[u8]) -> Result<usize, Error> {
-    if bytes.len() <= BOUNDED_MAX {
-        return Ok(json::tree_cost_bound(bytes));
+    if bytes.len() <= BOUND_MAX {
+        let bound = json::tree_cost_bound(bytes);
+        if bound <= bytes.len() + BOUND_ROOM {
+            return Ok(bound);
+        }
     }
     let cost = json::tree_cost(bytes);
     if cost > MAX_TREE_FACTOR * bytes.len() + TREE_SLACK {
@@ -157,12 +167,22 @@ mod tests {
     }
 
     #[test]
-    fn no_body_charged_the_bound_could_have_been_refused() {
-        // The worst body that short: a `{` in every byte.
-        let worst = vec![b'{'; BOUNDED_MAX];
-        assert!(json::tree_cost(&worst) <= MAX_TREE_FACTOR * worst.len() + TREE_SLACK);
-        assert!(tree_cost(&worst).unwrap() >= json::tree_cost(&worst));
-        // Longer ones are scanned, and refused as before.
+    fn a_small_body_is_charged_the_bound_only_when_it_is_close() {
+        let chat = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[]}"#;
+        assert_eq!(tree_cost(chat).unwrap(), json::tree_cost_bound(chat));
+        // Code in a string: the bound would count every brace in it.
+        let code = format!(
+            r#"{{"messages":[{{"role":"tool","content":"{}"}}]}}"#,
+            "fn f() { g(a, b) }\n".repeat(600)
+        );
+        assert!(code.len() <= BOUND_MAX);
+        assert!(json::tree_cost_bound(code.as_bytes()) > code.len() + BOUND_ROOM);
+        assert_eq!(
+            tree_cost(code.as_bytes()).unwrap(),
+            json::tree_cost(code.as_bytes())
+        );
+        // The worst short body still meets the exact scan, and is refused.
+        assert!(tree_cost(&vec![b'{'; BOUND_MAX]).is_err());
         let long = vec![b'{'; 64 * 1024];
         assert!(tree_cost(&long).is_err());
         let fine = format!("{{\"a\":\"{}\"}}", "{".repeat(64 * 1024));
