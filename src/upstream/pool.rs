@@ -149,17 +149,18 @@ impl Pool {
     }
 
     /// An idle connection or a shared HTTP/2 one (unless `fresh`), or a
-    /// new one. Where HTTP/2 may be spoken (TLS with HTTP/2 offered, until
-    /// a connection chose HTTP/1.1), connections open one at a time and a request that waited
-    /// for its turn looks again first: a burst of requests shares the
-    /// connection the first of them opened, instead of each opening its own.
+    /// new one. Where HTTP/2 may be spoken (not [`Pool::only_h1`]: TLS with
+    /// HTTP/2 offered, until a connection chose HTTP/1.1), connections open
+    /// one at a time and a request that waited for its turn looks again
+    /// first: a burst of requests shares the connection the first of them
+    /// opened, instead of each opening its own.
     async fn lease(&self, fresh: bool) -> Result<Lease, Error> {
         if !fresh {
             if let Some(lease) = self.kept() {
                 return Ok(lease);
             }
         }
-        let turn = match self.target.offers_h2() && !self.only_h1.load(Ordering::Relaxed) {
+        let turn = match !self.only_h1.load(Ordering::Relaxed) {
             true => Some(self.opening.lock().await),
             false => None,
         };
