@@ -7,9 +7,12 @@
 //! stopped beating died with its connection and leaves the list.
 //! Unreachable Redis leaves every replica deciding its own questions.
 //!
-//! Answers and session approvals left in Redis are signed with the
-//! approvals API's token (every replica has it): what else can write to
-//! Redis cannot approve a call.
+//! Questions, answers and session approvals left in Redis are signed with
+//! the approvals API's token (every replica has it): what else can write to
+//! Redis can neither show a person another call than the one held nor
+//! approve one. A question that does not verify is not listed, and an
+//! answer carries the digest of the question it answered, which the
+//! replica holding the call checks against that call.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -123,18 +126,30 @@ impl Approvals {
         tokio::spawn(look(weak));
     }
 
-    /// Publishes a waiting question.
+    /// Publishes a waiting question, signed (without the API's token no
+    /// replica could answer it, so it is not published).
     pub(super) fn publish(&self, q: &super::Question) {
         let Some(s) = self.shared.get() else { return };
         let mut shown = json!(q);
         shown["request"] = Value::Null;
         let record = json!({"replica": s.replica, "question": shown}).to_string();
+        let Some(sig) = self.sign(QUESTION, &q.id, &record) else {
+            return;
+        };
         let ttl = self.timeout() + BEAT_TTL;
         let _ = s.writes.send(Write::Publish {
             id: q.id.clone(),
-            record,
+            record: format!("{sig}.{record}"),
             ttl,
         });
+    }
+
+    /// A published question's record, when its signature holds.
+    fn question_record(&self, id: &str, signed: &str) -> Option<Value> {
+        let record = self.verified(QUESTION, id, signed)?;
+        serde_json::from_str::<Value>(&record)
+            .ok()
+            .filter(|r| r["replica"].is_string() && r["question"]["id"] == id)
     }
 
     /// Takes a settled question off the shared list.
@@ -174,11 +189,14 @@ impl Approvals {
         };
         let mut remote = Vec::new();
         for (id, record) in ids.iter().zip(records) {
-            let parsed = record.and_then(|r| serde_json::from_str::<Value>(&r).ok());
-            match parsed {
-                Some(r) if r["replica"].is_string() => remote.push((id.clone(), r)),
-                // Expired or unreadable: off the list.
-                _ => {
+            let written = record.is_some();
+            match record.and_then(|r| self.question_record(id, &r)) {
+                Some(r) => remote.push((id.clone(), r)),
+                // Expired, unreadable or not signed by a replica: off the list.
+                None => {
+                    if written {
+                        tracing::warn!(id = %id, "an unsigned question in the shared state was not listed");
+                    }
                     let _ = s.store.index_remove(INDEX, id).await;
                 }
             }
@@ -217,7 +235,7 @@ impl Approvals {
             return local;
         };
         let record = match s.store.get(QUESTION, id).await {
-            Ok(Some(r)) => serde_json::from_str::<Value>(&r).map_err(|_| Refused::Unknown)?,
+            Ok(Some(r)) => self.question_record(id, &r).ok_or(Refused::Unknown)?,
             Ok(None) if matches!(s.store.get(SETTLED, id).await, Ok(Some(_))) => {
                 return Err(Refused::Settled)
             }
@@ -239,7 +257,12 @@ impl Approvals {
         if a.approve && a.session && q["principal"] == crate::context::ANONYMOUS {
             return Err(Refused::Anonymous);
         }
-        let answer = json!({"approve": a.approve, "by": a.by, "channel": a.channel.as_str(), "session": a.session}).to_string();
+        // The digest of the question the person was shown: the holder
+        // takes the answer only for the call with that digest.
+        let Some(shown) = q["digest"].as_str() else {
+            return Err(Refused::Unknown);
+        };
+        let answer = json!({"approve": a.approve, "by": a.by, "channel": a.channel.as_str(), "session": a.session, "digest": shown}).to_string();
         let Some(sig) = self.sign(DECISION, id, &answer) else {
             return Err(Refused::Unknown);
         };
@@ -258,15 +281,19 @@ impl Approvals {
     /// Answers this replica's questions from what other replicas left:
     /// answers given there and session approvals of the same call.
     async fn take_answers(&self, s: &Sharing) {
-        let open: Vec<(String, [u8; 32])> = {
+        let open: Vec<(String, [u8; 32], [u8; 32])> = {
             let p = self.lock();
-            p.open.iter().map(|(id, e)| (id.clone(), e.grant)).collect()
+            p.open
+                .iter()
+                .map(|(id, e)| (id.clone(), e.grant, e.digest))
+                .collect()
         };
         if open.is_empty() {
             return;
         }
-        let ids: Vec<String> = open.iter().map(|(id, _)| id.clone()).collect();
-        let grants: Vec<String> = open.iter().map(|(_, g)| hex(g)).collect();
+        let ids: Vec<String> = open.iter().map(|(id, _, _)| id.clone()).collect();
+        let grants: Vec<String> = open.iter().map(|(_, g, _)| hex(g)).collect();
+        let digests: Vec<String> = open.iter().map(|(_, _, d)| hex(d)).collect();
         let (Ok(answers), Ok(granted)) = (
             s.store.get_many(DECISION, &ids).await,
             s.store.get_many(GRANT, &grants).await,
@@ -275,22 +302,27 @@ impl Approvals {
         };
         let tries = ids
             .iter()
-            .zip(&grants)
+            .zip(grants.iter().zip(&digests))
             .zip(answers.into_iter().zip(granted));
-        for ((id, key), (answer, grant)) in tries {
-            // Unsigned or forged: not an answer, and removed so that it
-            // does not stand in the way of a real one.
+        for ((id, (key, digest)), (answer, grant)) in tries {
+            // Unsigned, forged, or given to another call than the one held
+            // here: not an answer, and removed so that it does not stand in
+            // the way of a real one.
             let written = answer.is_some();
-            let answer = answer.and_then(|a| self.verified(DECISION, id, &a));
+            let answer = answer
+                .and_then(|a| self.verified(DECISION, id, &a))
+                .and_then(|a| serde_json::from_str::<Value>(&a).ok())
+                .filter(|a| {
+                    a["digest"]
+                        .as_str()
+                        .is_some_and(|d| crate::digest::same(d.as_bytes(), digest.as_bytes()))
+                });
             if written && answer.is_none() {
-                tracing::warn!(id = %id, "an unsigned answer in the shared state was ignored");
+                tracing::warn!(id = %id, "an answer in the shared state that is unsigned or about another call was ignored");
                 let _ = s.store.remove(DECISION, id).await;
             }
             let grant = grant.and_then(|g| self.verified(GRANT, key, &g));
-            let a = match (
-                answer.and_then(|a| serde_json::from_str::<Value>(&a).ok()),
-                grant,
-            ) {
+            let a = match (answer, grant) {
                 (Some(a), _) => Answer {
                     approve: a["approve"] == true,
                     by: a["by"].as_str().unwrap_or_default().to_string(),

@@ -286,6 +286,12 @@ impl Metrics {
         }
     }
 
+    /// Counts a provider fault found after its answer was passed on (an
+    /// answer id given to two threads), under `kind`.
+    pub fn provider_fault(&self, kind: &'static str) {
+        self.upstream_faults.get_or_create(&Kind { kind }).inc();
+    }
+
     /// Counts shared state that could not be read or written for `op`
     /// (`limit`, `remember`, `recall`) and what followed (`fail_closed`, `local`).
     pub fn state_failed(&self, op: &'static str, then: &'static str) {

@@ -72,14 +72,16 @@ pub fn handle<'a>(
         // A thread's continue declares nothing: the thread's facts stand in.
         let held = protocol.held(&req.body);
         let continued = match &held {
-            Held::From(prev) => Some(match state.thread(prev, &ctx.principal) {
-                Some(facts) => facts,
-                // Another replica may hold it.
-                None => state
-                    .recall_thread(prev, &ctx.principal)
-                    .await?
-                    .ok_or(Error::ThreadNotFound)?,
-            }),
+            Held::From(prev) => {
+                // This replica's record, or another replica's.
+                let facts = state.thread(prev).await?;
+                // Another client's, or an id the provider gave to two threads.
+                Some(
+                    facts
+                        .filter(|f| f.belongs_to(&ctx.principal))
+                        .ok_or(Error::ThreadNotFound)?,
+                )
+            }
             Held::Not | Held::New => None,
         };
         ctx.structured_output = structured_output(&req.body);

@@ -275,18 +275,32 @@ impl State {
         self.withheld.insert(w.response_id, Arc::new(calls));
     }
 
-    /// Records a thread's facts under the id of an answer in it.
+    /// Records a thread's facts under the id of an answer in it. An id
+    /// already bound to other facts is not rebound: the provider gave it
+    /// to two threads, and no thread continues from it.
     pub fn remember_thread(&self, answer: String, facts: crate::proxy::threads::Shared) {
-        if !answer.is_empty() {
-            self.share_thread(&answer, &facts);
-            self.threads.insert(answer, facts);
+        use crate::proxy::threads::Facts;
+        if answer.is_empty() {
+            return;
         }
-    }
-
-    /// The facts of the thread holding answer `id`, when `principal` may
-    /// continue it.
-    pub fn thread(&self, id: &str, principal: &str) -> Option<crate::proxy::threads::Shared> {
-        self.threads.get(id).filter(|f| f.belongs_to(principal))
+        let mut reused = false;
+        self.threads
+            .entry(answer.clone())
+            .and_upsert_with(|known| match known {
+                None => facts.clone(),
+                Some(k) if k.value().same_as(&facts) => k.into_value(),
+                Some(_) => {
+                    reused = true;
+                    Arc::new(Facts::reused())
+                }
+            });
+        if reused {
+            self.metrics.provider_fault("answer_id_reused");
+            tracing::warn!(
+                "the provider gave one answer id to two threads: no thread continues from it"
+            );
+        }
+        self.share_thread(&answer, &facts, reused);
     }
 
     /// Records that stored response `first` was continued as `then`.

@@ -4,7 +4,9 @@
 //! created the thread, under the id of each answer in it, and given back to
 //! the request that continues from that answer. An answer toolgate does not
 //! know (expired, another client's) is a lost thread: the SDK replays the
-//! conversation under a new one, which toolgate reads whole.
+//! conversation under a new one, which toolgate reads whole. An answer id
+//! the provider gave to two threads is a provider fault: it is not rebound,
+//! and no thread continues from it (the SDK replays, read whole).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,9 +25,35 @@ pub struct Facts {
     system_text: String,
     session: String,
     mission: Option<String>,
+    /// The answer id these facts were remembered under was given to two
+    /// threads: nobody continues from it.
+    reused: bool,
 }
 
 impl Facts {
+    /// What an answer id given to two threads is remembered with.
+    pub fn reused() -> Facts {
+        Facts {
+            principal: String::new(),
+            declared: HashMap::new(),
+            system_text: String::new(),
+            session: String::new(),
+            mission: None,
+            reused: true,
+        }
+    }
+
+    /// Whether these are the facts of an answer id given to two threads.
+    pub fn is_reused(&self) -> bool {
+        self.reused
+    }
+
+    /// Whether `other` are the same facts (the same thread answering
+    /// again under an id it had: nothing to rebind).
+    pub fn same_as(&self, other: &Facts) -> bool {
+        !self.reused && !other.reused && self.to_json() == other.to_json()
+    }
+
     /// The facts of a request that creates or continues a thread (its
     /// hidden tools already taken out of what it declares).
     pub fn of(ctx: &Context) -> Facts {
@@ -35,6 +63,7 @@ impl Facts {
             system_text: ctx.system_text.clone(),
             session: ctx.session.clone(),
             mission: ctx.mission.clone(),
+            reused: false,
         }
     }
 
@@ -93,12 +122,14 @@ impl Facts {
             system_text: text("system_text")?,
             session: text("session")?,
             mission: text("mission"),
+            reused: false,
         })
     }
 
-    /// Whether `principal` may continue the thread.
+    /// Whether `principal` may continue the thread (nobody continues from
+    /// an answer id given to two threads).
     pub fn belongs_to(&self, principal: &str) -> bool {
-        self.principal == principal
+        !self.reused && self.principal == principal
     }
 
     /// Gives a continuing request the thread's facts: its declared tools,
@@ -141,6 +172,7 @@ mod tests {
             system_text: "You pay bills.".into(),
             session: "s1".into(),
             mission: None,
+            reused: false,
         };
         let back = Facts::from_json(&f.to_json()).unwrap_or_else(|| panic!("unreadable"));
         assert_eq!(back.declared, f.declared);

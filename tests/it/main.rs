@@ -75,6 +75,8 @@ pub mod sentinel;
 mod sentinel_ahead;
 // Replicas sharing rate limits in a real Redis; Redis gone and back.
 mod shared_state;
+// What a Redis writer cannot make replicas do.
+mod shared_forgery;
 // Client authentication and the non-loopback refusal.
 mod auth;
 // The TLS listener, mutual TLS and certificate reload.

@@ -19,7 +19,7 @@ use crate::accumulate::Acc;
 use crate::support::*;
 
 /// A `redis-server` on `port`, without persistence; killed when dropped.
-struct Redis(Child);
+pub struct Redis(Child);
 
 impl Drop for Redis {
     fn drop(&mut self) {
@@ -32,7 +32,7 @@ use crate::approval_ui::tool;
 
 /// Starts Redis on `port` and waits until it answers (`None`: a skip,
 /// never in CI, when `redis-server` is not installed).
-async fn redis(port: u16) -> Option<Redis> {
+pub async fn redis(port: u16) -> Option<Redis> {
     let Some(bin) = tool("redis-server") else {
         assert!(
             std::env::var("CI").is_err(),
@@ -291,7 +291,7 @@ async fn metrics(gate: &Gate) -> String {
 
 /// Runs one command in Redis on `port`, as anything with access could: the
 /// start of its reply.
-async fn command(port: u16, args: &[&str]) -> String {
+pub async fn command(port: u16, args: &[&str]) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return String::new();
@@ -309,19 +309,19 @@ async fn command(port: u16, args: &[&str]) -> String {
 }
 
 /// Sets `key` to `value` in Redis on `port`.
-async fn set(port: u16, key: &str, value: &str) -> bool {
+pub async fn set(port: u16, key: &str, value: &str) -> bool {
     command(port, &["SET", key, value]).await.starts_with("+OK")
 }
 
 /// The key of a record of `kind` about `id` under `prefix`, as toolgate
 /// names it (a digest of the id).
-fn record_key(prefix: &str, kind: &str, id: &str) -> String {
+pub fn record_key(prefix: &str, kind: &str, id: &str) -> String {
     let hex = toolgate::digest::sha256_hex(id.as_bytes());
     format!("{prefix}{kind}:{}", &hex[..32])
 }
 
 /// How many keys under `pattern` Redis on `port` holds.
-async fn keys(port: u16, pattern: &str) -> usize {
+pub async fn keys(port: u16, pattern: &str) -> usize {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
         return 0;
@@ -343,7 +343,7 @@ async fn keys(port: u16, pattern: &str) -> usize {
 /// The config of replicas sharing records in Redis on `port`: one fence
 /// secret for all of them (the records are sealed under it) and the
 /// `[state]` table, open for a `key_prefix`.
-fn shared_records(port: u16) -> String {
+pub fn shared_records(port: u16) -> String {
     std::env::set_var(
         "TG_IT_RECORDS_FENCE_KEY",
         "fence-key-the-replicas-share-9876543210",

@@ -7,8 +7,9 @@
 //! secret: a thread's facts hold its system text, and a response's records
 //! decide what a follow-up continues from and which calls toolgate answers
 //! in it, so what else can write to Redis can neither read the one nor
-//! forge the others. A response's record names its kind and response id
-//! inside the seal: a sealed record copied under another key does not open.
+//! forge the others. Every record names its kind and id (the response's,
+//! the thread's answer) inside the seal: a sealed record copied under
+//! another key does not open.
 
 use std::sync::Arc;
 
@@ -22,6 +23,8 @@ use crate::protocol::{Protocol, Withheld};
 const WITHHELD: &str = "withheld";
 const RENAMED: &str = "renamed";
 const THREAD: &str = "thread";
+/// A thread record's field for an answer id given to two threads.
+const REUSED: &str = "reused";
 
 impl State {
     /// The key threads' facts are sealed under: every replica with the same
@@ -79,45 +82,92 @@ impl State {
         });
     }
 
-    /// Writes a thread's facts under the id of an answer in it.
-    pub(super) fn share_thread(&self, answer: &str, facts: &crate::proxy::threads::Facts) {
+    /// Writes a thread's facts under the id of an answer in it, sealed
+    /// with their kind and that id inside; an id another replica bound to
+    /// other facts (or that was given to two threads, `reused`) is written
+    /// as given to two threads, so that no replica continues from it.
+    pub(super) fn share_thread(
+        &self,
+        answer: &str,
+        facts: &crate::proxy::threads::Facts,
+        reused: bool,
+    ) {
         if self.parts.shared.is_none() {
             return;
         }
-        let Some(sealed) =
-            crate::state::seal::seal(&self.thread_key(), facts.to_json().to_string().as_bytes())
-        else {
+        let key = self.thread_key();
+        let plain = facts.to_json().to_string();
+        let (Some(sealed), Some(tombstone)) = (
+            seal_record(&key, THREAD, answer, &[&plain]),
+            seal_record(&key, THREAD, answer, &[REUSED]),
+        ) else {
             return;
         };
         let answer = answer.to_string();
-        self.write_behind(|s, ttl| async move { s.put(THREAD, &answer, &sealed, ttl).await });
+        self.write_behind(move |s, ttl| async move {
+            if !reused && s.put_new(THREAD, &answer, &sealed, ttl).await? {
+                return Ok(());
+            }
+            if !reused {
+                let known = s.get(THREAD, &answer).await?;
+                let same = known
+                    .and_then(|k| open_record(&key, &k, THREAD, &answer, 1))
+                    .is_some_and(|f| f[0] == plain);
+                if same {
+                    return Ok(());
+                }
+                tracing::warn!(
+                    "the provider gave one answer id to two threads (seen on another replica): \
+                     no thread continues from it"
+                );
+            }
+            s.put(THREAD, &answer, &tombstone, ttl).await
+        });
     }
 
-    /// The facts of a thread another replica holds, continued from answer
-    /// `id` by `principal`: `None` when no replica knows it (or it is
-    /// another client's), which the agent's SDK recovers from by replaying.
-    pub async fn recall_thread(
-        &self,
-        id: &str,
-        principal: &str,
-    ) -> Result<Option<crate::proxy::threads::Shared>, Error> {
+    /// The facts of the thread holding answer `id`: `None` when no replica
+    /// knows it, which the agent's SDK recovers from by replaying. With
+    /// shared state, what Redis holds comes first (another replica may
+    /// have found the id given to two threads); this replica's own record
+    /// stands when Redis has none or cannot be read. Whose it is, and
+    /// whether the id was given to two threads, the caller checks
+    /// ([`Facts::belongs_to`]).
+    ///
+    /// [`Facts::belongs_to`]: crate::proxy::threads::Facts::belongs_to
+    pub async fn thread(&self, id: &str) -> Result<Option<crate::proxy::threads::Shared>, Error> {
+        use crate::proxy::threads::Facts;
+        let local = self.threads.get(id);
         let Some(s) = &self.parts.shared else {
-            return Ok(None);
+            return Ok(local);
         };
         let sealed = match s.get(THREAD, id).await {
-            Ok(v) => v,
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(local),
+            Err(_) if local.is_some() => return Ok(local),
             Err(e) => return self.unreadable(s, &e).map(|()| None),
         };
-        let facts = sealed
-            .and_then(|v| crate::state::seal::open(&self.thread_key(), &v))
-            .and_then(|plain| serde_json::from_slice::<Value>(&plain).ok())
-            .and_then(|v| crate::proxy::threads::Facts::from_json(&v))
-            .map(Arc::new);
-        let Some(facts) = facts else {
-            return Ok(None);
+        let Some(mut fields) = open_record(&self.thread_key(), &sealed, THREAD, id, 1) else {
+            self.metrics.state_failed("recall", "ignored");
+            tracing::warn!(
+                kind = THREAD,
+                "a record shared by replicas did not open (another fence key, another \
+                 record's, or not written by toolgate): ignored"
+            );
+            return Ok(local);
+        };
+        let plain = fields.pop().unwrap_or_default();
+        let facts = if plain == REUSED {
+            Some(Facts::reused())
+        } else {
+            serde_json::from_str::<Value>(&plain)
+                .ok()
+                .and_then(|v| Facts::from_json(&v))
+        };
+        let Some(facts) = facts.map(Arc::new) else {
+            return Ok(local);
         };
         self.threads.insert(id.to_string(), facts.clone());
-        Ok(facts.belongs_to(principal).then_some(facts))
+        Ok(Some(facts))
     }
 
     /// Shared state that could not be read: an error (`fail_closed`) or
