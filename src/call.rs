@@ -65,6 +65,10 @@ pub struct Call {
     pub oversized: bool,
     /// The name went over [`MAX_NAME_BYTES`]; it was dropped and the call must be rejected.
     pub name_too_long: bool,
+    /// The name came as a namespace and a name (`namespace.name`): it
+    /// counts only when the request declared that namespace tool, since a
+    /// client that reads no namespace runs the bare name.
+    pub namespaced: bool,
 }
 
 /// The longest tool name a call may have (providers allow 64 bytes); a longer

@@ -3,7 +3,11 @@
 //! within limits, and that every JSON reader reads the same way: no object
 //! whose keys repeat or collide under case folding, at any depth
 //! (`{"path": …, "PATH": …}` is one key to Go's or .NET's decoders).
-//! Whether the tool is declared, and its schema, are signals for the policy.
+//! A call inside a namespace is evaluated only when the request declared
+//! that namespace tool: a client that reads no namespace runs the bare
+//! name, which no rule written for the namespaced one would match.
+//! Whether the tool is declared, and its schema, are otherwise signals for
+//! the policy.
 
 use super::{BoxFuture, Gate, Outcome};
 use crate::call::{Call, Kind};
@@ -45,8 +49,14 @@ impl Gate for Integrity {
         "integrity"
     }
 
-    fn check<'a>(&'a self, call: &'a Call, _ctx: &'a Context) -> BoxFuture<'a, Outcome> {
-        let o = Integrity::check(call);
+    fn check<'a>(&'a self, call: &'a Call, ctx: &'a Context) -> BoxFuture<'a, Outcome> {
+        let o = match Integrity::check(call) {
+            o if o.verdict > crate::policy::Verdict::Ask => o,
+            _ if call.namespaced && !ctx.declared.contains_key(&call.name) => {
+                Outcome::reject("undeclared_namespace")
+            }
+            o => o,
+        };
         Box::pin(async move { o })
     }
 }
@@ -55,6 +65,29 @@ impl Gate for Integrity {
 mod tests {
     use super::*;
     use crate::policy::Verdict;
+
+    #[tokio::test]
+    async fn a_namespace_counts_only_when_the_request_declared_it() {
+        let mut ctx = Context::default();
+        ctx.declared
+            .insert("crm.find".into(), crate::context::Declared::default());
+        let call = |name: &str, namespaced: bool| Call {
+            name: name.into(),
+            arguments: "{}".into(),
+            namespaced,
+            ..Call::default()
+        };
+        let reason = |c: Call| {
+            let ctx = &ctx;
+            async move { Gate::check(&Integrity, &c, ctx).await.reason }
+        };
+        assert_eq!(reason(call("crm.find", true)).await, "well_formed");
+        assert_eq!(reason(call("x.find", true)).await, "undeclared_namespace");
+        // A bare name is the policy's to judge (declared or not).
+        assert_eq!(reason(call("x.find", false)).await, "well_formed");
+        // A call refused for its form keeps that reason.
+        assert_eq!(reason(call("", true)).await, "no_tool_name");
+    }
 
     #[test]
     fn each_failure_has_its_reason() {

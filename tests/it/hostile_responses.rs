@@ -98,6 +98,10 @@ fn scenarios() -> Vec<(&'static str, String)> {
     ns_find["namespace"] = json!("crm");
     let mut spelled = evil();
     spelled["type"] = json!("function_call ");
+    // A namespace the request never declared, on a declared, denied tool:
+    // a client that reads no namespace runs `delete_file`.
+    let mut undeclared_ns = evil();
+    undeclared_ns["namespace"] = json!("x");
     vec![
         ("clean", stream_of(&[read_call()], |_| {})),
         (
@@ -152,6 +156,7 @@ fn scenarios() -> Vec<(&'static str, String)> {
         ),
         ("namespaced-denied", stream_of(&[ns_item], |_| {})),
         ("namespaced-allowed", stream_of(&[ns_find], |_| {})),
+        ("namespace-undeclared", stream_of(&[undeclared_ns], |_| {})),
         (
             "spelled-type",
             stream_of(&[spelled], |e| {
@@ -371,6 +376,57 @@ async fn real_clients_read_only_gated_calls_from_a_hostile_provider() {
             .iter()
             .any(|a| a["kind"] == "function_call " && a["verdict"] == "reject"),
         "an item type toolgate does not know is rejected and audited: {audit:#?}"
+    );
+}
+
+/// A policy of deny rules under `[defaults] verdict = "allow"` (no
+/// `undeclared-tool` rule to catch it by accident): a call given a
+/// namespace the request never declared is not released, whichever client
+/// reads it, and is audited under the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_the_request_never_declared_is_rejected_under_any_policy() {
+    let mock = start_mock(vec![func(Arc::new(provider), Duration::ZERO)]).await;
+    let policy = format!(
+        "[defaults]\nverdict = \"allow\"\n\n{}",
+        deny(&["delete_file", "crm.delete_contact"])
+    );
+    let bin = Bin::start(&mock.base_url(), &[("50-deny.toml", policy.as_str())], "").await;
+    let names = ["clean", "namespace-undeclared"];
+    let mut args = vec![format!("{}/v1", bin.url)];
+    args.extend(names.iter().map(|n| n.to_string()));
+    let Some(r) = run_sdk("hostile_check.py", args).await else {
+        return;
+    };
+    let s = &r["namespace-undeclared"];
+    assert!(s.get("harness").is_none(), "{s:#}");
+    for judge in ["snapshot", "completed", "langchain"] {
+        for key in ["calls", "final"] {
+            for c in s[judge][key].as_array().into_iter().flatten() {
+                assert!(gated(c), "{judge} {key} read {c}: {s:#}");
+            }
+        }
+    }
+    for ran in s["agents"]["ran"].as_array().into_iter().flatten() {
+        assert!(gated(ran), "the Agents SDK ran {ran}: {s:#}");
+    }
+    assert_eq!(
+        r["clean"]["agents"]["ran"],
+        json!([["read_file", READ]]),
+        "{r:#}"
+    );
+    let audit = bin.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a["tool"] == "x.delete_file" && a["reason"] == "undeclared_namespace"),
+        "{audit:#?}"
+    );
+    assert!(
+        audit
+            .iter()
+            .filter(|a| a["verdict"] == "allow")
+            .all(|a| a["tool"] == "read_file"),
+        "{audit:#?}"
     );
 }
 

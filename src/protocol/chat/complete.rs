@@ -427,6 +427,7 @@ fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
         name_too_long,
         arguments: if oversized { String::new() } else { arguments },
         oversized,
+        namespaced: false,
     })
 }
 

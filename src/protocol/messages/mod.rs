@@ -111,6 +111,7 @@ pub fn call_of(block: &Map<String, Value>, input: String, max: usize) -> Result<
         arguments: if oversized { String::new() } else { input },
         oversized,
         name_too_long,
+        namespaced: false,
     })
 }
 

@@ -154,6 +154,8 @@ pub fn call_of(item: &Value, max: usize) -> Result<Call, Error> {
             str_field(item, "name")?,
         ))
     };
+    let namespaced = matches!(t, "function_call" | "custom_tool_call")
+        && !str_field(item, "namespace")?.is_empty();
     let (kind, name, arguments) = match t {
         "function_call" => (
             Kind::Function,
@@ -186,6 +188,7 @@ pub fn call_of(item: &Value, max: usize) -> Result<Call, Error> {
         arguments: if oversized { String::new() } else { arguments },
         oversized,
         name_too_long,
+        namespaced,
     })
 }
 
