@@ -71,6 +71,11 @@ pub struct Call {
     pub namespaced: bool,
 }
 
+/// The longest call id a response may carry (providers' are tens of
+/// bytes): a longer one fails the response, as it arrives, so that ids
+/// cannot make a stream hold more than its budgets allow.
+pub const MAX_CALL_ID_BYTES: usize = 512;
+
 /// The longest tool name a call may have (providers allow 64 bytes); a longer
 /// one is dropped as it arrives and the call rejected.
 pub const MAX_NAME_BYTES: usize = 256;

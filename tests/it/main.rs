@@ -91,6 +91,8 @@ mod deploy;
 mod output;
 // The black-box audit's holes, each through the real binary.
 mod holes;
+// What the second black-box audit found outside shared state.
+mod audit_two;
 // What the agent and the upstream receive is only what toolgate parsed.
 mod differential;
 // Slow peers and full limits over real sockets.

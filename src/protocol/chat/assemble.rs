@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::keys::{ENTRY, FUNCTION};
 use super::{ChatCall, Site};
-use crate::call::{Call, MAX_NAME_BYTES};
+use crate::call::{Call, MAX_CALL_ID_BYTES, MAX_NAME_BYTES};
 use crate::error::Error;
 use crate::protocol::malformed;
 use crate::protocol::map_guard;
@@ -333,6 +333,9 @@ impl Assembler {
         let call = &mut slot.calls[idx].1;
         let extra_bytes = &mut slot.extra_bytes[idx];
         if let Some(id) = id.filter(|s| !s.is_empty()) {
+            if id.len() > MAX_CALL_ID_BYTES {
+                return Err(malformed("a tool call's id is too long"));
+            }
             if call.id.is_empty() {
                 call.id = id.into_owned();
             } else if call.id != id {

@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 
 use super::keys::{CHOICE, ENTRY, FUNCTION, MESSAGE, TOP};
 use super::{kind_of, Site};
-use crate::call::{Call, Release, MAX_NAME_BYTES};
+use crate::call::{Call, Release, MAX_CALL_ID_BYTES, MAX_NAME_BYTES};
 use crate::error::Error;
 use crate::json::{self, is_null, write_key, write_obj, write_string, Obj, Sink};
 use crate::protocol::malformed;
@@ -414,11 +414,15 @@ fn call(choice: u32, e: &Obj, max: usize) -> Result<Call, Error> {
             .ok_or_else(|| malformed("tool call arguments are not a string"))?,
     };
     let name = string_field(f.as_ref().and_then(|f| f.get("name")))?;
+    let id = string_field(e.get("id"))?;
+    if id.len() > MAX_CALL_ID_BYTES {
+        return Err(malformed("a tool call's id is too long"));
+    }
     let oversized = arguments.len() > max;
     let name_too_long = name.len() > MAX_NAME_BYTES;
     Ok(Call {
         choice,
-        id: string_field(e.get("id"))?,
+        id,
         kind: match e.present("type") {
             None => kind_of(None),
             Some(v) => kind_of(Some(&string_field(Some(v))?)),

@@ -25,7 +25,7 @@ pub mod stream;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
-use crate::call::{Call, Kind, MAX_NAME_BYTES};
+use crate::call::{Call, Kind, MAX_CALL_ID_BYTES, MAX_NAME_BYTES};
 use crate::error::Error;
 use crate::protocol::malformed;
 
@@ -87,6 +87,16 @@ fn str_field<'a>(block: &'a Map<String, Value>, key: &str) -> Result<&'a str, Er
     }
 }
 
+/// A call block's id, within [`MAX_CALL_ID_BYTES`] (a longer one fails
+/// the response as the block starts).
+pub fn call_block_id(block: &Map<String, Value>) -> Result<&str, Error> {
+    let id = str_field(block, "id")?;
+    if id.len() > MAX_CALL_ID_BYTES {
+        return Err(malformed("a tool_use block's id is too long"));
+    }
+    Ok(id)
+}
+
 /// The canonical call of a call block (classified [`BlockClass::Call`])
 /// whose input is the JSON text `input`; over `max` bytes it is dropped and
 /// marked.
@@ -97,11 +107,12 @@ pub fn call_of(block: &Map<String, Value>, input: String, max: usize) -> Result<
         other => Kind::Other(other.to_string()),
     };
     let name = str_field(block, "name")?;
+    let id = call_block_id(block)?;
     let oversized = input.len() > max;
     let name_too_long = name.len() > MAX_NAME_BYTES;
     Ok(Call {
         choice: 0,
-        id: str_field(block, "id")?.to_string(),
+        id: id.to_string(),
         kind,
         name: if name_too_long {
             String::new()

@@ -27,7 +27,7 @@ pub mod stream;
 
 use serde_json::{json, Value};
 
-use crate::call::{Call, Kind, MAX_NAME_BYTES};
+use crate::call::{Call, Kind, MAX_CALL_ID_BYTES, MAX_NAME_BYTES};
 use crate::error::Error;
 use crate::protocol::malformed;
 
@@ -212,10 +212,14 @@ pub fn fingerprint(item_id: &str, item_type: &str, call: &Call) -> [u8; 32] {
 
 /// The id a client answers a call item with: `call_id`, else the item `id`.
 pub fn call_id(item: &Value) -> Result<&str, Error> {
-    match str_field(item, "call_id")? {
-        "" => str_field(item, "id"),
-        id => Ok(id),
+    let id = match str_field(item, "call_id")? {
+        "" => str_field(item, "id")?,
+        id => id,
+    };
+    if id.len() > MAX_CALL_ID_BYTES {
+        return Err(malformed("a call item's call_id is too long"));
     }
+    Ok(id)
 }
 
 /// Ids of the messages that replace withheld calls: shaped like the

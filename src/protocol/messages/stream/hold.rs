@@ -45,6 +45,7 @@ impl StreamRewriter {
         map_guard(block, &BLOCK_KEYS)?;
         let class = classify(block_type(&ev.obj)?);
         if class == BlockClass::Call {
+            super::super::call_block_id(block)?;
             let slot = Slot {
                 in_index: index,
                 // Charged while held: about twice its text as a tree.

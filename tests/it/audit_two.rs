@@ -1,0 +1,167 @@
+//! What the second black-box audit found outside shared state, each through
+//! the binary: call ids without bounds, and the partial findings whose
+//! promise now holds.
+
+use serde_json::{json, Value};
+
+use crate::bin::Bin;
+use crate::support::*;
+
+const DEFAULT: &str = toolgate::policy::DEFAULT_POLICY;
+
+/// An event stream in 64 KiB pieces (a megabyte id in 64-byte ones would
+/// take the mock seconds).
+fn sse(body: impl Into<bytes::Bytes>) -> Reply {
+    Reply::Sse {
+        body: body.into(),
+        chunk: 64 * 1024,
+        delay: std::time::Duration::ZERO,
+        reset: false,
+        gzip: false,
+    }
+}
+
+/// The provider's answer in `format` (`chat`, `responses`, `messages`),
+/// streamed or whole, holding one `lookup` call under `id`.
+fn answer(format: &str, stream: bool, id: &str) -> Reply {
+    match (format, stream) {
+        ("chat", true) => sse(
+            [
+                chunk(0, call_delta(0, id, "lookup", "{}"), None),
+                chunk(0, json!({}), Some("tool_calls")),
+                "data: [DONE]\n\n".into(),
+            ]
+            .concat(),
+        ),
+        ("chat", false) => Reply::json(
+            200,
+            json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+                    "tool_calls": [{"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}}]})
+            .to_string(),
+        ),
+        ("responses", s) => {
+            let item = json!({"id": "fc_1", "type": "function_call", "status": "completed",
+                "call_id": id, "name": "lookup", "arguments": "{}"});
+            let response = |status: &str, output: Value| {
+                json!({"id": "resp_1", "object": "response", "created_at": 1, "model": "m",
+                    "status": status, "output": output})
+            };
+            if !s {
+                return Reply::json(200, response("completed", json!([item])).to_string());
+            }
+            let mut added = item.clone();
+            added["arguments"] = json!("");
+            added["status"] = json!("in_progress");
+            sse(numbered_events([
+                json!({"type": "response.created", "response": response("in_progress", json!([]))}),
+                json!({"type": "response.output_item.added", "output_index": 0, "item": added}),
+                json!({"type": "response.function_call_arguments.delta", "output_index": 0, "item_id": "fc_1", "delta": "{}"}),
+                json!({"type": "response.function_call_arguments.done", "output_index": 0, "item_id": "fc_1", "arguments": "{}"}),
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+                json!({"type": "response.completed", "response": response("completed", json!([item]))}),
+            ]))
+        }
+        (_, false) => Reply::json(
+            200,
+            json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                "content": [{"type": "tool_use", "id": id, "name": "lookup", "input": {}}],
+                "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}})
+            .to_string(),
+        ),
+        (_, true) => {
+            let events = [
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+                    "model": "m", "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+                json!({"type": "content_block_start", "index": 0,
+                    "content_block": {"type": "tool_use", "id": id, "name": "lookup", "input": {}}}),
+                json!({"type": "content_block_delta", "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
+                json!({"type": "content_block_stop", "index": 0}),
+                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                    "usage": {"output_tokens": 1}}),
+                json!({"type": "message_stop"}),
+            ];
+            sse(
+                events
+                    .iter()
+                    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+                    .collect::<String>(),
+            )
+        }
+    }
+}
+
+/// The agent's request in `format`, declaring `lookup`.
+fn request(format: &str, stream: bool) -> (&'static str, Value) {
+    match format {
+        "chat" => ("/v1/chat/completions", chat_request(stream, &["lookup"])),
+        "responses" => (
+            "/v1/responses",
+            json!({"model": "m", "input": "hi", "stream": stream,
+                "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]}),
+        ),
+        _ => (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 10, "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"name": "lookup", "input_schema": {"type": "object"}}]}),
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_id_over_its_bound_fails_the_response_on_every_format() {
+    let long = format!("call_{}", "i".repeat(1 << 20));
+    let short = "call_0123456789abcdef";
+    for format in ["chat", "responses", "messages"] {
+        for stream in [true, false] {
+            let mock = start_mock(vec![
+                answer(format, stream, short),
+                answer(format, stream, &long),
+            ])
+            .await;
+            let bin = Bin::start(
+                &mock.base_url(),
+                &[("00-default.toml", DEFAULT)],
+                &messages_upstream(&mock.base_url()),
+            )
+            .await;
+            let (path, body) = request(format, stream);
+            let (url, text) = (format!("{}{path}", bin.url), body.to_string());
+            let post = || {
+                send(
+                    "POST",
+                    &url,
+                    &[
+                        ("content-type", "application/json"),
+                        ("anthropic-version", "2023-06-01"),
+                    ],
+                    text.clone(),
+                )
+            };
+            let ok = post().await;
+            assert_eq!(ok.status, 200, "{format} {stream}: {}", ok.text());
+            assert!(
+                ok.text().contains(short),
+                "{format} {stream}: {}",
+                ok.text()
+            );
+            let a = post().await;
+            let text = a.text();
+            assert!(
+                !text.contains("iiiiiiii"),
+                "{format} {stream}: a call with an unbounded id reached the agent"
+            );
+            if stream {
+                assert!(
+                    text.contains("error"),
+                    "{format}: the stream ends with the format's error: {text}"
+                );
+            } else {
+                assert_eq!(a.status, 502, "{format}: {text}");
+            }
+        }
+    }
+}
