@@ -247,8 +247,7 @@ async fn pass(
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let resp = Box::pin(upstream.send(up)).await?;
     let (mut head, body) = resp.into_parts();
-    if !head.status.is_success() && !head.status.is_redirection() && !head.status.is_informational()
-    {
+    if !head.status.is_success() && !head.status.is_redirection() {
         let status = upstream_status(state, head.status, &head.headers, body, deadline);
         return Err(Box::pin(status).await);
     }

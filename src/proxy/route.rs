@@ -63,6 +63,9 @@ enum Target {
 const STORED: &str =
     "Stored responses are not served here: they hold tool calls that were not checked. \
     Use the response returned by POST /v1/responses.";
+const CANCEL: &str =
+    "Background responses are not served here, so there is none to cancel: its answer would \
+    be a whole response whose tool calls were not checked.";
 const CONVERSATIONS: &str = "The Conversations API is not served here.";
 const BATCHES: &str =
     "Message batches are not served here: their results hold tool calls that were not checked. \
@@ -98,7 +101,7 @@ const TABLE: &[(&str, &str, Target)] = &[
     ),
     ("*", "messages/batches", Target::Refuse(BATCHES)),
     ("*", "messages/batches/*", Target::Refuse(BATCHES)),
-    ("POST", "responses/+/cancel", PASS),
+    ("*", "responses/+/cancel", Target::Refuse(CANCEL)),
     ("DELETE", "responses/+", PASS),
     ("GET", "responses/+", Target::Refuse(STORED)),
     ("GET", "responses/+/input_items", Target::Refuse(STORED)),
@@ -292,10 +295,10 @@ mod tests {
             Some((Route::Gated(Protocol::Responses), Some("x".into())))
         );
         let with = |m: Method, p: &str| route(&m, p).map(|r| r.route);
-        assert_eq!(
-            with(Method::POST, "/v1/responses/resp_1/cancel").ok(),
-            Some(Route::Pass(Protocol::Chat))
-        );
+        assert!(matches!(
+            with(Method::POST, "/v1/responses/resp_1/cancel"),
+            Err(Error::NotServed(_))
+        ));
         assert_eq!(
             with(Method::DELETE, "/v1/responses/resp_1").ok(),
             Some(Route::Pass(Protocol::Chat))

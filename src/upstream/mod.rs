@@ -283,6 +283,11 @@ impl Upstream {
     pub async fn send(&self, req: Request<UpstreamBody>) -> Result<Response<ResponseBody>, Error> {
         match tokio::time::timeout(self.timeout, self.pool.send(req)).await {
             Err(_) => Err(Error::UpstreamTimeout),
+            // toolgate never asks the provider to switch protocols (it sends
+            // no `Upgrade`): a 1xx answer is a provider fault on every route.
+            Ok(Ok(r)) if r.status().is_informational() => Err(Error::UpstreamUnreadable(
+                "an informational status (an upgrade nobody asked for)",
+            )),
             Ok(r) => r,
         }
     }

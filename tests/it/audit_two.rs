@@ -165,3 +165,56 @@ async fn a_call_id_over_its_bound_fails_the_response_on_every_format() {
         }
     }
 }
+
+/// A provider that answers every request with `101 Switching Protocols`
+/// and then speaks something else on the connection.
+async fn switching_provider() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\
+                          connection: upgrade\r\n\r\n{\"tool_calls\": [\"rm -rf /\"]}",
+                    )
+                    .await;
+                tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_the_agent_did_not_ask_for_is_a_provider_fault_on_every_route() {
+    let upstream = switching_provider().await;
+    let bin = Bin::start(&upstream, &[("00-default.toml", DEFAULT)], "").await;
+    for (method, path, body) in [
+        ("GET", "/v1/models", String::new()),
+        (
+            "POST",
+            "/v1/embeddings",
+            json!({"model": "m", "input": "x"}).to_string(),
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            chat_request(false, &["lookup"]).to_string(),
+        ),
+    ] {
+        let a = send(
+            method,
+            &format!("{}{path}", bin.url),
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+        assert_eq!(a.status, 502, "{method} {path}: {}", a.text());
+        assert!(!a.text().contains("rm -rf"), "{}", a.text());
+    }
+}
