@@ -108,15 +108,26 @@ async fn answer(
     Ok(format!("{id}: {decision} ({scope}) by {by}\n"))
 }
 
-/// A cell of the table: what a model or an agent wrote, its control
-/// characters shown escaped (a terminal would act on them).
+/// A cell of the table: what a model or an agent wrote, shown as
+/// [`shown`] shows it.
 fn cell(v: &Value, key: &str) -> String {
-    let text = v.get(key).and_then(Value::as_str).unwrap_or("-");
+    shown(v.get(key).and_then(Value::as_str).unwrap_or("-"))
+}
+
+/// `text` as a person may read it in a terminal: control characters
+/// escaped (a terminal would act on them), and characters that change how
+/// text reads without being seen (bidi controls, zero-width and other
+/// format characters, variation selectors, tags: [`crate::fold::IGNORABLE`])
+/// as a visible `⟨U+XXXX⟩`, as the approvals page shows them.
+fn shown(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        match c.is_control() {
-            true => out.extend(c.escape_default()),
-            false => out.push(c),
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else if crate::fold::is_ignorable(c) {
+            out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
+        } else {
+            out.push(c);
         }
     }
     out
@@ -127,8 +138,8 @@ fn cell(v: &Value, key: &str) -> String {
 fn arguments(v: &Value) -> String {
     let text = v.get("arguments").and_then(Value::as_str).unwrap_or("");
     let shown = match serde_json::from_str::<Value>(text) {
-        Ok(parsed) => parsed.to_string(),
-        Err(_) => text.escape_debug().to_string(),
+        Ok(parsed) => shown(&parsed.to_string()),
+        Err(_) => shown(&text.escape_debug().to_string()),
     };
     let mut clipped: String = shown.chars().take(SHOWN_ARGS).collect();
     if clipped.len() < shown.len() {
@@ -220,5 +231,21 @@ mod tests {
         );
         assert!(text.contains(r"s\u{1b}[2J"), "{text}");
         assert_eq!(listing(&json!({"pending": []})), "nothing is waiting\n");
+    }
+
+    #[test]
+    fn characters_that_hide_text_are_shown_as_marks() {
+        // A right-to-left override, a zero-width space, and a variation
+        // selector of the supplement (which hid `attacker-acct` after `acme`).
+        let args = "{\"to\": \"acme\u{E0100}attacker-acct\", \"x\": \"a\u{202E}b\u{200B}c\"}";
+        let v = json!({"pending": [{"id": "a1", "tool": "pay\u{200B}", "arguments": args}]});
+        let text = listing(&v);
+        for raw in ['\u{E0100}', '\u{202E}', '\u{200B}'] {
+            assert!(!text.contains(raw), "{raw:?} printed raw: {text:?}");
+        }
+        for mark in ["⟨U+E0100⟩", "⟨U+202E⟩", "⟨U+200B⟩"] {
+            assert!(text.contains(mark), "{mark}: {text}");
+        }
+        assert!(text.contains("pay⟨U+200B⟩"), "{text}");
     }
 }

@@ -220,4 +220,51 @@ mod tests {
             assert!(read_decision(bad.as_bytes()).is_err(), "{bad}");
         }
     }
+
+    /// The ranges of the page's `HIDDEN` class, as `(first, last)`.
+    fn hidden_ranges() -> Vec<(u32, u32)> {
+        let line = SCRIPT
+            .lines()
+            .find(|l| l.starts_with("const HIDDEN = /["))
+            .unwrap_or_default();
+        let class = line
+            .trim_start_matches("const HIDDEN = /[")
+            .split(']')
+            .next()
+            .unwrap_or_default();
+        let cp = |s: &str| u32::from_str_radix(s.trim_matches(|c| c == '{' || c == '}'), 16).ok();
+        // `\u{0000}-\u{0008}\u{00AD}…`: each piece a code point, and
+        // whether a range opens after it.
+        class
+            .split("\\u")
+            .filter_map(|piece| {
+                let (a, dash) = piece.split_once('}')?;
+                Some((cp(a)?, dash == "-"))
+            })
+            .fold(Vec::new(), |mut out: Vec<(u32, u32)>, (c, opens)| {
+                match out.last_mut() {
+                    Some(last) if last.1 == u32::MAX => last.1 = c,
+                    _ => out.push((c, if opens { u32::MAX } else { c })),
+                }
+                out
+            })
+    }
+
+    #[test]
+    fn the_page_marks_every_character_no_reader_counts() {
+        let ranges = hidden_ranges();
+        assert!(ranges.len() > 10, "{ranges:?}");
+        let marked = |c: u32| ranges.iter().any(|&(a, b)| (a..=b).contains(&c));
+        for (lo, hi) in crate::fold::IGNORABLE {
+            for c in lo..=hi {
+                assert!(marked(c), "U+{c:04X} is not marked on the page");
+            }
+        }
+        // Controls but tab and newline, and the variation selectors
+        // supplement that hid `attacker-acct` after `acme`.
+        for c in [0x00, 0x1B, 0x7F, 0x9F, 0x202E, 0xE0100, 0xE01EF] {
+            assert!(marked(c), "U+{c:04X}");
+        }
+        assert!(!marked(0x09) && !marked(0x0A) && !marked(u32::from('a')));
+    }
 }

@@ -248,7 +248,7 @@ async fn the_page_shows_a_clipped_argument_and_hidden_characters_as_they_are() {
     // A right-to-left override makes "echo \u{202e}fdp.exe" read as
     // "echo exe.pdf"; the arguments run past what the page shows.
     let args =
-        json!({"memo": "echo \u{202e}fdp.exe\u{202c} and\u{200b}more", "pad": "x".repeat(20_000)})
+        json!({"memo": "echo \u{202e}fdp.exe\u{202c} and\u{200b}more to acme\u{E0100}attacker-acct", "pad": "x".repeat(20_000)})
             .to_string();
     let args: &'static str = Box::leak(args.into_boxed_str());
     let calls: &'static [(&str, &str, &str)] = Box::leak(Box::new([("pay", "call_1", args)]));
@@ -276,7 +276,7 @@ async fn the_page_shows_a_clipped_argument_and_hidden_characters_as_they_are() {
     assert!(clipped.contains(&args.len().to_string()), "{shown}");
     assert_eq!(
         shown[1],
-        json!(["⟨U+202E⟩", "⟨U+202C⟩", "⟨U+200B⟩"]),
+        json!(["⟨U+202E⟩", "⟨U+202C⟩", "⟨U+200B⟩", "⟨U+E0100⟩"]),
         "{shown}"
     );
     assert_eq!(shown[2], false, "the override itself is not in the text");

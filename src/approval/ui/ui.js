@@ -31,10 +31,12 @@ function pretty(args) {
 
 // Characters that change how text reads without being seen: bidirectional
 // controls (a right-to-left override shows `rm -rf /` as something else),
-// zero-width and other format characters, control characters but tab and
-// newline. Each is shown as a visible ⟨U+XXXX⟩ mark, so what a person reads
-// is what the agent runs.
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g;
+// zero-width and other format characters, variation selectors (the
+// supplement's too, U+E0100–E01EF), tags, control characters but tab and
+// newline: toolgate's table of characters no reader counts, and more. Each
+// is shown as a visible ⟨U+XXXX⟩ mark, so what a person reads is what the
+// agent runs. (A unit test holds this class to that table.)
+const HIDDEN = /[\u{0000}-\u{0008}\u{000B}-\u{001F}\u{007F}-\u{009F}\u{00AD}\u{034F}\u{061C}\u{115F}-\u{1160}\u{17B4}-\u{17B5}\u{180B}-\u{180F}\u{200B}-\u{200F}\u{202A}-\u{202E}\u{2060}-\u{206F}\u{3164}\u{FE00}-\u{FE0F}\u{FEFF}\u{FFA0}\u{FFF0}-\u{FFFB}\u{1BCA0}-\u{1BCA3}\u{1D173}-\u{1D17A}\u{E0000}-\u{E0FFF}]/gu;
 
 // `text` into `el` as text nodes, each hidden character as a marked span.
 function visible(el, text) {
