@@ -11,8 +11,10 @@
 //! /audit/head` on the admin port), and by a **seal** record it writes at
 //! rotation and shutdown. Every file starts with an `opened` record naming
 //! the file it follows, and a rotated file ends in a seal naming its
-//! successor, so rotation reads apart from deletion. [`verify`] checks one
-//! file, or a rotated set given oldest first, against a head if given.
+//! successor, so rotation reads apart from deletion. An `opened` record
+//! says whether the trail is keyed, and a keyed trail is good only when
+//! verified under its key. [`verify`] checks one file, or a rotated set
+//! given oldest first, against a head if given.
 
 use std::io::{BufRead, Read as _};
 use std::path::{Path, PathBuf};
@@ -265,6 +267,15 @@ pub fn verify(
                 }
             };
             let opens = r.event.as_deref() == Some("opened");
+            // A trail that says it is keyed is good only under its key: the
+            // same lines chained again with SHA-256 would hold without it.
+            if opens
+                && key.is_none()
+                && r.value.get("keyed") == Some(&serde_json::Value::Bool(true))
+            {
+                out.broken = at("this trail is keyed (its opened record says so): verify it with its key (--key-env)");
+                return Ok(out);
+            }
             if n == 0 && k > 0 {
                 let after = r.value.get("after_file").and_then(|a| a.as_str());
                 if !opens || after.is_none() || after.map(str::to_string) != follows {

@@ -118,7 +118,7 @@ impl AuditLog {
         if went_on.is_none() {
             let mut s = log.lock();
             let opened = serde_json::json!({"ts": crate::digest::now_rfc3339(), "event": "opened",
-                "file_id": s.file_id, "after_file": null});
+                "file_id": s.file_id, "after_file": null, "keyed": s.key.is_some()});
             // A sink failing already fails each record as it comes (logged there).
             if s.write(chain::Line::of(opened.to_string().as_bytes()))
                 .is_err()
@@ -272,7 +272,8 @@ impl Sink {
                 self.file = Some((path.clone(), 0));
                 self.file_id = new_file_id();
                 let opened = serde_json::json!({"ts": crate::digest::now_rfc3339(),
-                    "event": "opened", "file_id": self.file_id, "after_file": sealed});
+                    "event": "opened", "file_id": self.file_id, "after_file": sealed,
+                    "keyed": self.key.is_some()});
                 if let Err(e) = self.write_one(chain::Line::of(opened.to_string().as_bytes())) {
                     tracing::error!(sink = %self.name, error = %e, "the new audit file could not be opened with its record");
                 }

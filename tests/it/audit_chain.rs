@@ -159,4 +159,23 @@ async fn the_end_of_a_keyed_trail_is_checked_against_its_head_and_seal() {
     let (code, _, err) = verify_with(files, &with_head, &key);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("is not the one the head names"), "{err}");
+
+    // The whole trail chained again with SHA-256, as anyone who can write
+    // the file can: it says it is keyed, so without its key it is not good.
+    let mut prev = toolgate::audit::chain::GENESIS.to_string();
+    let mut again = String::new();
+    for line in &t {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v.as_object_mut().unwrap().remove("prev");
+        let linked = toolgate::audit::chain::link(&prev, v.to_string().as_bytes());
+        prev = toolgate::audit::chain::hash(None, &linked);
+        again.push_str(std::str::from_utf8(&linked).unwrap());
+        again.push('\n');
+    }
+    std::fs::write(&path, again).unwrap();
+    let (code, _, err) = verify(files);
+    assert_eq!(code, 1, "a keyed trail rewritten unkeyed passed: {err}");
+    assert!(err.contains("keyed"), "{err}");
+    let (code, _, err) = verify_with(files, &keyed, &key);
+    assert_eq!(code, 1, "{err}");
 }
