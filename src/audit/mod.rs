@@ -25,6 +25,11 @@
 
 pub mod chain;
 
+/// The log target the trail's head is published under, and nothing else:
+/// a reader takes `audit_head` only from lines of this target, where
+/// neither an agent's request id nor a provider's message can write.
+pub const HEAD_TARGET: &str = "toolgate::audit_head";
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

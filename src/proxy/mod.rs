@@ -114,9 +114,9 @@ pub fn busy(req: Request<Incoming>, limit: &'static str) -> Response<ProxyBody> 
     resp
 }
 
-/// The agent's `x-request-id` when it reads as an id (1 to 128 visible ASCII
-/// characters), else a new one: an id is echoed in headers and logs, so
-/// nothing else of the agent's is.
+/// The agent's `x-request-id` when it reads as an id ([`id_text`]), else a
+/// new one: an id is echoed in headers and logs, so nothing else of the
+/// agent's is.
 fn request_id(state: &State, h: &HeaderMap) -> String {
     h.get(REQUEST_ID)
         .and_then(|v| id_text(v.as_bytes()))
@@ -133,9 +133,12 @@ pub fn provider_request_id(h: &HeaderMap) -> Option<String> {
         .map(str::to_string)
 }
 
-/// `b` when it reads as an id: 1 to 128 visible ASCII characters.
+/// `b` when it reads as an id: 1 to 128 letters, digits and `-_.:`. An
+/// id goes into every log line of its request, so it holds nothing that
+/// could imitate a field there (no `=`, quote or space).
 fn id_text(b: &[u8]) -> Option<&str> {
-    if (1..=128).contains(&b.len()) && b.iter().all(|c| c.is_ascii_graphic()) {
+    let id_char = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b':');
+    if (1..=128).contains(&b.len()) && b.iter().all(id_char) {
         std::str::from_utf8(b).ok()
     } else {
         None
@@ -306,7 +309,8 @@ async fn upstream_status(
         .redactor
         .redact(&message, &mut counts)
         .unwrap_or(message);
-    tracing::warn!(status = status.as_u16(), provider_message = %message, "the provider answered with an error");
+    // Quoted (`?`): the provider's words cannot pass for a field of the line.
+    tracing::warn!(status = status.as_u16(), provider_message = ?message, "the provider answered with an error");
     Error::UpstreamStatus {
         status,
         limits: Box::new(limits),

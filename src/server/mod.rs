@@ -92,7 +92,7 @@ impl Running {
         // The trail's end, sealed: a reader can tell nothing was cut from it.
         self.state.audit.seal("shutdown");
         let head = self.state.audit.head();
-        tracing::info!(audit_head = %head, "audit trail sealed");
+        tracing::info!(target: crate::audit::HEAD_TARGET, audit_head = %head, "audit trail sealed");
         if let Err(e) = self.state.audit.flush().await {
             tracing::error!(error = %e, "audit flush failed at shutdown");
         }

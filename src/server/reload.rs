@@ -177,7 +177,7 @@ pub async fn watch(
             // the file against it later.
             let head = state.audit.head();
             if logged_head.as_ref() != Some(&head) {
-                tracing::info!(audit_head = %head, "audit head");
+                tracing::info!(target: crate::audit::HEAD_TARGET, audit_head = %head, "audit head");
                 logged_head = Some(head);
             }
         }

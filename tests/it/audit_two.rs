@@ -218,3 +218,57 @@ async fn an_upgrade_the_agent_did_not_ask_for_is_a_provider_fault_on_every_route
         assert!(!a.text().contains("rm -rf"), "{}", a.text());
     }
 }
+
+#[tokio::test]
+async fn the_published_head_is_where_neither_an_agent_nor_a_provider_can_write() {
+    let forged = format!("9:{}", "f".repeat(64));
+    let message = format!("boom\" audit_head={forged} x=\"");
+    let mock = start_mock(vec![Reply::json(
+        400,
+        json!({"error": {"message": message, "type": "invalid_request_error"}}).to_string(),
+    )])
+    .await;
+    let mut bin = Bin::start(
+        &mock.base_url(),
+        &[("00-default.toml", DEFAULT)],
+        "[log]\nformat = \"json\"\n",
+    )
+    .await;
+    let id = format!("audit_head={forged}");
+    let a = send(
+        "POST",
+        &format!("{}/v1/chat/completions", bin.url),
+        &[("content-type", "application/json"), ("x-request-id", &id)],
+        chat_request(false, &["lookup"]).to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    let echoed = a.headers["x-request-id"].to_str().unwrap().to_string();
+    assert!(!echoed.contains('='), "the agent's id was kept: {echoed}");
+    assert!(bin.terminate().await);
+    let log = bin.stderr();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let heads: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["fields"].get("audit_head").is_some())
+        .collect();
+    assert!(
+        !heads.is_empty(),
+        "the head is published at shutdown: {log}"
+    );
+    for h in &heads {
+        assert_eq!(h["target"], "toolgate::audit_head", "{h}");
+        assert_ne!(h["fields"]["audit_head"], json!(forged), "{h}");
+    }
+    // Nothing else is logged under the head's target.
+    assert!(lines
+        .iter()
+        .filter(|l| l["target"] == "toolgate::audit_head")
+        .all(|l| l["fields"].get("audit_head").is_some()));
+    // The provider's words are in the log, but only inside its own field.
+    assert!(log.contains("boom"), "{log}");
+    assert!(!log.contains("request_id\":\"audit_head"), "{log}");
+}
