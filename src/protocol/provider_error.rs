@@ -1,7 +1,11 @@
 //! The provider's own errors, read from any of the wire formats' error
 //! shapes and written again in the shape of the route the agent called:
-//! status, type, code, param, message and details as the provider sent
-//! them, every string passed through the caller's redaction and bounded.
+//! status, type, code, param, message, request id, and of `details` and
+//! `metadata` only the scalar fields clients recover from (an error code,
+//! retry hints, the routed provider's name), every string passed through
+//! the caller's redaction (after JSON escapes are undone) and bounded. A
+//! structured call or a raw body inside an error (`details.tool_calls`,
+//! OpenRouter's `metadata.raw`) never passes.
 //!
 //! Errors the provider produced are not the gate's secrets: a client
 //! recovers by reading them (Claude Code compacts on `prompt is too long`,
@@ -18,8 +22,16 @@ use super::Protocol;
 const MAX_MESSAGE: usize = 4096;
 /// Longest type, code or param kept.
 const MAX_SHORT: usize = 256;
-/// Largest `details` / `metadata` kept, serialized; larger ones are dropped.
-const MAX_DETAILS: usize = 4096;
+/// The fields of `details` kept (Anthropic's `error_code`, retry hints).
+const DETAILS_KEPT: &[&str] = &[
+    "error_code",
+    "retry_after",
+    "retry_after_ms",
+    "retry_after_seconds",
+    "retryDelay",
+];
+/// The fields of OpenRouter's `metadata` kept.
+const METADATA_KEPT: &[&str] = &["provider_name", "retry_after", "retry_after_seconds"];
 
 /// What a provider said in an error body or error event.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -54,9 +66,69 @@ fn short(v: Option<&Value>) -> Option<String> {
         .map(|s| cut(s.to_string(), MAX_SHORT))
 }
 
-fn bounded(v: Option<&Value>) -> Option<Value> {
-    let v = v.filter(|v| v.is_object() || v.is_array())?;
-    (v.to_string().len() <= MAX_DETAILS).then(|| v.clone())
+/// Of the object `v`, the fields named in `kept` whose values are scalars
+/// (strings bounded): never a nested object or array, which could hold a
+/// call; `None` when nothing is kept.
+fn kept(v: Option<&Value>, kept: &[&str]) -> Option<Value> {
+    let m = v?.as_object()?;
+    let out: Map<String, Value> = kept
+        .iter()
+        .filter_map(|k| {
+            let v = match m.get(*k)? {
+                Value::String(s) => json!(cut(s.clone(), MAX_SHORT)),
+                v @ (Value::Number(_) | Value::Bool(_)) => v.clone(),
+                _ => return None,
+            };
+            Some((k.to_string(), v))
+        })
+        .collect();
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// `s` with the `\uXXXX` escapes (surrogate pairs too) and `\\`, `\/`
+/// of JSON text undone, others left as they are: a provider's message or
+/// field quoting JSON cannot hide a key from redaction (`sk\u002dlive…`).
+fn unescaped(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('\\') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let hex4 = |t: &str| t.get(..4).and_then(|h| u32::from_str_radix(h, 16).ok());
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let esc = &rest[at + 1..];
+        let (c, used) = match esc.chars().next() {
+            Some(c @ ('\\' | '/')) => (Some(c), 1),
+            Some('u') => match hex4(&esc[1..]) {
+                Some(hi @ 0xD800..=0xDBFF) => {
+                    let lo = esc[5..].strip_prefix("\\u").and_then(hex4);
+                    match lo {
+                        Some(lo @ 0xDC00..=0xDFFF) => (
+                            char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)),
+                            11,
+                        ),
+                        _ => (None, 0),
+                    }
+                }
+                Some(cp) => (char::from_u32(cp), 5),
+                None => (None, 0),
+            },
+            _ => (None, 0),
+        };
+        match c {
+            Some(c) => {
+                out.push(c);
+                rest = &esc[used..];
+            }
+            None => {
+                out.push('\\');
+                rest = esc;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// Every string in `v`, keys and values, through `f`.
@@ -108,15 +180,17 @@ impl ProviderError {
             message: message.map(|m| cut(m, MAX_MESSAGE)),
             code,
             param: short(err.get("param")),
-            details: bounded(err.get("details")),
-            metadata: bounded(err.get("metadata")),
+            details: kept(err.get("details"), DETAILS_KEPT),
+            metadata: kept(err.get("metadata"), METADATA_KEPT),
             request_id,
         })
     }
 
     /// Every string through `f` (the deployment's redaction: keys,
-    /// secrets, personal data, as in tool results).
+    /// secrets, personal data, as in tool results), its JSON escapes
+    /// undone first.
     pub fn redacted(mut self, f: &dyn Fn(&str) -> String) -> ProviderError {
+        let f = &|s: &str| f(&unescaped(s));
         for s in [
             &mut self.kind,
             &mut self.message,
@@ -271,6 +345,52 @@ mod tests {
         let out = e.body(Protocol::Chat, StatusCode::BAD_REQUEST);
         assert!(!String::from_utf8_lossy(&out).contains("rm"), "{out:?}");
         assert!(ProviderError::read(br#"{"id":"x"}"#).is_none());
+    }
+
+    #[test]
+    fn json_escapes_are_undone_before_redaction() {
+        for (given, want) in [
+            (r"sk\u002dlive", "sk-live"),
+            (r"a\\b\/c", "a\\b/c"),
+            (r"\ud83d\ude00 ok", "\u{1F600} ok"),
+            (r"lone \ud83d here", r"lone \ud83d here"),
+            (r"\n and \u12", r"\n and \u12"),
+            ("plain", "plain"),
+        ] {
+            assert_eq!(unescaped(given), want, "{given}");
+        }
+    }
+
+    #[test]
+    fn a_call_or_a_raw_body_inside_an_error_never_passes() {
+        let raw = r#"{"choices":[{"message":{"tool_calls":[{"function":{"name":"shell_exec","arguments":"{\"cmd\":\"rm -rf /\"}"}}]}}]}"#;
+        let body = json!({"error": {"message": "Provider returned error", "code": 502,
+            "type": "server_error",
+            "details": {"error_code": "x1", "tool_calls": [{"function": {"name": "shell_exec"}}]},
+            "metadata": {"provider_name": "Acme", "raw": raw, "retry_after": 3}}});
+        let e = ProviderError::read(body.to_string().as_bytes()).unwrap_or_default();
+        for p in [Protocol::Chat, Protocol::Responses, Protocol::Messages] {
+            for out in [e.body(p, StatusCode::BAD_GATEWAY), e.event(p)] {
+                let text = String::from_utf8_lossy(&out);
+                assert!(
+                    !text.contains("shell_exec") && !text.contains("rm -rf"),
+                    "{text}"
+                );
+            }
+        }
+        let v: Value = serde_json::from_slice(&e.body(Protocol::Chat, StatusCode::BAD_GATEWAY))
+            .unwrap_or_default();
+        assert_eq!(
+            v["error"]["metadata"],
+            json!({"provider_name": "Acme", "retry_after": 3})
+        );
+        assert_eq!(v["error"]["details"], json!({"error_code": "x1"}));
+        // A key hidden behind an escape is redacted once the escape is undone.
+        let hidden = json!({"error": {"message": r"bad key sk\u002dlive\u002d123"}});
+        let e = ProviderError::read(hidden.to_string().as_bytes())
+            .unwrap_or_default()
+            .redacted(&|s: &str| s.replace("sk-live-123", "[REDACTED]"));
+        assert_eq!(e.message.as_deref(), Some("bad key [REDACTED]"));
     }
 
     #[test]
