@@ -293,7 +293,7 @@ impl Default for RawPolicy {
             reload_secs: 2,
             reload: super::ReloadMode::Watch,
             settle_ms: 1000,
-            reload_drops: super::ReloadDrops::Warn,
+            reload_drops: super::ReloadDrops::Refuse,
         }
     }
 }

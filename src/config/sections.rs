@@ -150,10 +150,13 @@ pub struct Policy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReloadDrops {
-    /// Loaded, with a warning naming the rules.
-    Warn,
-    /// Refused: the last policy stays, and the refusal is logged and counted.
+    /// Refused (the default): the last policy stays, and the refusal is
+    /// logged and counted. A file caught half-written must not release
+    /// what it denied; `POST /reload?drops=apply` applies one such reload.
     Refuse,
+    /// Loaded, with a warning naming the rules (`warn`, its older name).
+    #[serde(alias = "warn")]
+    Apply,
 }
 
 impl Policy {}

@@ -99,6 +99,9 @@ pub struct State {
     next_id: AtomicU64,
     /// Wakes the reload loop (`POST /reload` on the admin port).
     pub reload_requested: tokio::sync::Notify,
+    /// The reload asked for may drop deny, reject or ask rules
+    /// (`POST /reload?drops=apply`); taken by that reload.
+    pub reload_drops_asked: std::sync::atomic::AtomicBool,
     /// Body bytes in flight (request bodies, whole response bodies).
     pub budget: crate::proxy::budget::Budget,
     /// Upstream exchanges in flight (`[limits] max_streams`).
@@ -188,6 +191,7 @@ impl State {
             id_prefix: crate::digest::sha256_hex(seed.as_bytes())[..10].to_string(),
             next_id: AtomicU64::new(1),
             reload_requested: tokio::sync::Notify::new(),
+            reload_drops_asked: std::sync::atomic::AtomicBool::new(false),
             budget,
             auth_failures: crate::proxy::auth::Failures::default(),
             withheld,

@@ -8,8 +8,9 @@
 //! way of reloading reads the same settled files. A load is compiled and
 //! swapped in atomically; a bad file (an empty one included) keeps the last
 //! good set, is logged with `file:line` and counted; a new set that drops
-//! deny, reject or ask rules is logged at `warn` with their names, or kept
-//! out (`reload_drops = "refuse"`). A file written in place can still be
+//! deny, reject or ask rules is kept out, logged with their names and
+//! counted, unless the operator says so (`reload_drops = "apply"`, or
+//! `POST /reload?drops=apply` for one reload). A file written in place can still be
 //! caught between two writes that each parse: write a new file and rename
 //! it over the old one (as Kubernetes ConfigMap volumes do), which no
 //! reader sees half-done. The same loop prunes idle rate-limiter keys and
@@ -33,16 +34,21 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// changing before it gives up (and keeps the last policy).
 const MAX_SETTLE_WAITS: usize = 30;
 
-/// Loads the policy dir again; on success swaps it in, on failure keeps the old set.
-pub fn reload(state: &State, dir: &Path) -> Result<String, Error> {
+/// Loads the policy dir again; on success swaps it in, on failure keeps the
+/// old set. A set that drops deny, reject or ask rules is loaded only when
+/// `[policy] reload_drops = "apply"` or this reload was asked to
+/// (`drops_asked`, `POST /reload?drops=apply`).
+pub fn reload(state: &State, dir: &Path, drops_asked: bool) -> Result<String, Error> {
     match PolicySet::load(Some(dir)) {
         Ok(p) => {
             let version = p.version.clone();
             let dropped = dropped_blocking_rules(state.gates().policy(), &p);
             if !dropped.is_empty() {
-                if state.config.policy.reload_drops == crate::config::ReloadDrops::Refuse {
+                let apply = drops_asked
+                    || state.config.policy.reload_drops == crate::config::ReloadDrops::Apply;
+                if !apply {
                     state.metrics.policy_reload_failures.inc();
-                    tracing::error!(rules = %dropped.join(", "), policy = %version, "policy reload refused (reload_drops = \"refuse\"): it would drop these deny/reject/ask rules; keeping the last policy");
+                    tracing::error!(rules = %dropped.join(", "), policy = %version, "policy reload refused: it would drop these deny/reject/ask rules (a file caught half-written?); keeping the last policy. To drop them, POST /reload?drops=apply or set [policy] reload_drops = \"apply\"");
                     return Err(Error::Config(vec![crate::error::Diagnostic {
                         file: dir.display().to_string(),
                         line: 0,
@@ -207,7 +213,10 @@ pub async fn watch(
                 continue;
             }
             last = Some(now);
-            let _ = reload(&state, dir);
+            let drops = state
+                .reload_drops_asked
+                .swap(false, std::sync::atomic::Ordering::SeqCst);
+            let _ = reload(&state, dir, drops);
             continue;
         }
         if !watching {
@@ -222,7 +231,7 @@ pub async fn watch(
             Some(p) if p.stamp == now && p.since.elapsed() >= settle => {
                 pending = None;
                 last = Some(now);
-                let _ = reload(&state, dir);
+                let _ = reload(&state, dir, false);
             }
             Some(p) if p.stamp == now => {}
             _ => {

@@ -485,7 +485,7 @@ async fn a_policy_edit_is_loaded_on_its_file_event_without_waiting_for_the_poll(
 
 // 7. Policy reload: dropped deny rules are told; `reload = "signal"` waits to be asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked() {
+async fn dropping_deny_rules_is_refused_unless_asked_and_signal_mode_reloads_only_when_asked() {
     let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let bin = start(
         &mock,
@@ -494,19 +494,21 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
     )
     .await;
     std::fs::write(bin.path("policies/50-test.toml"), "rule = []\n").unwrap();
-    let mut warned = false;
+    let mut refused = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if bin
-            .stderr()
-            .contains("no longer has these deny/reject/ask rules")
-        {
-            warned = true;
+        if bin.stderr().contains("policy reload refused") {
+            refused = true;
             break;
         }
     }
-    assert!(warned, "{}", bin.stderr());
+    assert!(refused, "{}", bin.stderr());
     assert!(bin.stderr().contains("test-deny"));
+    let a = ask(&bin, false, &["shell"]).await;
+    assert!(
+        calls_read_leniently(&a.body).is_empty(),
+        "a reload dropping a deny rule is refused by default"
+    );
 
     let mock = start_mock(vec![Reply::json(200, completion("shell", "{}"))]).await;
     let f = files(&deny(&["shell"]));
@@ -531,6 +533,15 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
     let token = [("authorization", "Bearer admin-token-7")];
     let r = send("POST", &reload, &token, "").await;
     assert_eq!(r.status, 202);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let a = post(&bin, "/v1/chat/completions", &req, &[]).await;
+    assert!(
+        calls_read_leniently(&a.body).is_empty(),
+        "a reload that drops a deny rule is refused unless asked"
+    );
+    // The operator means it.
+    let r = send("POST", &format!("{reload}?drops=apply"), &token, "").await;
+    assert_eq!(r.status, 202);
     let mut released = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -540,7 +551,7 @@ async fn dropping_deny_rules_is_logged_and_signal_mode_reloads_only_when_asked()
             break;
         }
     }
-    assert!(released, "POST /reload loaded the new policy");
+    assert!(released, "POST /reload?drops=apply loaded the new policy");
 }
 
 // 8. Audit write failure.

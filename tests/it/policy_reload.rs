@@ -1,7 +1,7 @@
 //! Policy reload through the binary: `POST /reload` reads settled files as
-//! the watcher does (a file caught mid-write is not loaded), and
-//! `reload_drops = "refuse"` keeps the last policy when a new one would drop
-//! a deny rule.
+//! the watcher does (a file caught mid-write is not loaded), and by
+//! default (`reload_drops = "refuse"`) the last policy stays when a new one
+//! would drop a deny rule.
 
 use std::time::Duration;
 
@@ -74,9 +74,7 @@ async fn a_requested_reload_waits_for_the_files_to_settle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_drops_refuse_keeps_the_deny_rules() {
-    let (bin, _mock) =
-        start("policy.reload = \"signal\"\npolicy.settle_ms = 0\npolicy.reload_drops = \"refuse\"")
-            .await;
+    let (bin, _mock) = start("policy.reload = \"signal\"\npolicy.settle_ms = 0").await;
     std::fs::write(bin.path("policies/50-test.toml"), FIRST_PART).unwrap();
     reload(&bin).await;
     let mut refused = false;

@@ -62,6 +62,11 @@ fn respond(
     let (status, ctype, body) = match req.uri().path() {
         "/reload" if req.method() == http::Method::POST => match guard.token(req.headers()) {
             Ok(()) => {
+                if req.uri().query() == Some("drops=apply") {
+                    state
+                        .reload_drops_asked
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 state.reload_requested.notify_one();
                 (
                     StatusCode::ACCEPTED,
