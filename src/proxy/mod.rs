@@ -240,12 +240,13 @@ async fn pass(
 ) -> Result<Response<ProxyBody>, Error> {
     let (parts, body) = req.into_parts();
     let upstream = state.upstream_for(protocol);
+    let sent_by = tokio::time::Instant::now() + state.config.limits.request_body_timeout;
     let up = upstream.request(
         parts.method,
         rest,
         parts.uri.query(),
         parts.headers,
-        body.boxed(),
+        body::Deadline::request(body, sent_by).boxed(),
     )?;
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let resp = Box::pin(upstream.send(up)).await?;

@@ -24,7 +24,9 @@ use http_body_util::combinators::BoxBody;
 use crate::config::{self, AuthMode, KeyHeader};
 use crate::error::Error;
 
-pub type UpstreamBody = BoxBody<Bytes, hyper::Error>;
+/// A request body sent upstream; its error ends the request (a
+/// pass-through body past its deadline, say).
+pub type UpstreamBody = BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 pub struct Upstream {
     pool: Arc<pool::Pool>,

@@ -332,3 +332,44 @@ async fn a_provider_error_keeps_what_clients_recover_from_and_never_a_call() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_pass_through_body_gets_the_request_body_timeout_and_frees_its_slot() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = start_mock(vec![Reply::json(200, "{\"data\": []}")]).await;
+    let bin = Bin::start(
+        &mock.base_url(),
+        &[("00-default.toml", DEFAULT)],
+        "limits.request_body_timeout_secs = 1\nlimits.max_streams = 1\nupstream.timeout_secs = 600",
+    )
+    .await;
+    let addr = bin.url.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // A body announced at 100 bytes, of which 10 come, then nothing.
+    s.write_all(
+        b"POST /v1/embeddings HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+          content-length: 100\r\n\r\n{\"model\":",
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = vec![0u8; 4096];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), s.read(&mut buf)).await;
+    let head = match read {
+        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Ok(Err(_)) => String::new(),
+        Err(_) => panic!("a stalled pass-through body held its request past 20 s"),
+    };
+    assert!(!head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    drop(s);
+    // The one stream slot is free again: a gated request goes through.
+    let a = send(
+        "POST",
+        &format!("{}/v1/embeddings", bin.url),
+        &[("content-type", "application/json")],
+        json!({"model": "m", "input": "x"}).to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+}

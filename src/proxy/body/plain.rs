@@ -1,5 +1,6 @@
 //! Bodies without gates: [`Pieces`] (a rewritten whole body),
-//! [`Deadline`] (a pass-through body bounded by the upstream timeout) and
+//! [`Deadline`] (a pass-through body bounded by a deadline: a response by
+//! the upstream timeout, a request by the request-body timeout) and
 //! [`Scrubbed`] (a pass-through body with upstream keys masked).
 
 use std::future::Future;
@@ -54,19 +55,33 @@ impl Body for Pieces {
     }
 }
 
-/// A pass-through body bounded by the upstream's total deadline. Past it the
-/// body ends with an error, so the agent sees a cut-off response (a reset, or
-/// no final chunk), never a short body that looks whole.
+/// A pass-through body bounded by a deadline. Past it the body ends with an
+/// error, so its reader sees a cut-off body (the agent a reset or no final
+/// chunk, the provider an aborted request), never a short body that looks
+/// whole.
 pub struct Deadline<B> {
     inner: B,
     sleep: Pin<Box<tokio::time::Sleep>>,
+    late: fn() -> Error,
 }
 
 impl<B> Deadline<B> {
+    /// A response body bounded by the upstream's total deadline.
     pub fn new(inner: B, deadline: Instant) -> Deadline<B> {
         Deadline {
             inner,
             sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            late: || Error::UpstreamTimeout,
+        }
+    }
+
+    /// An agent's request body bounded by `[limits]
+    /// request_body_timeout_secs`, as on the gated routes: a slow one does
+    /// not hold a stream slot until the upstream's timeout.
+    pub fn request(inner: B, deadline: Instant) -> Deadline<B> {
+        Deadline {
+            late: || Error::RequestTimeout,
+            ..Deadline::new(inner, deadline)
         }
     }
 }
@@ -88,7 +103,7 @@ where
             return Poll::Ready(f.map(|r| r.map_err(Into::into)));
         }
         match this.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(Error::UpstreamTimeout)))),
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new((this.late)())))),
             Poll::Pending => Poll::Pending,
         }
     }
