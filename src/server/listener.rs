@@ -8,7 +8,12 @@
 //! limit allows, raised at start to its hard limit), and one over it is
 //! answered 503 with `Retry-After` and closed (given a second for its
 //! head); a failing accept (out of file descriptors) backs off, up to a
-//! second, and is logged at most every ten seconds.
+//! second, and is logged at most every ten seconds. A request head is at
+//! most [`MAX_HEAD`] bytes (a longer one is a 431),
+//! and until its first head is read a connection is charged that much of
+//! `[limits] max_body_bytes_in_flight`: unfinished heads cannot hold more
+//! memory than the budget allows (a connection the budget cannot take is
+//! answered as one over the cap).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,6 +41,11 @@ use crate::proxy::state::State;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest HTTP/1 request head (hyper's `max_header_size`, a 431 past
+/// it, and its read buffer's `max_buf_size`; HTTP/2's header list is
+/// bounded at 16 KiB by hyper's default).
+pub const MAX_HEAD: usize = 32 * 1024;
 
 /// How long a connection over the cap may take to send its request head.
 const BUSY_HEAD_TIMEOUT: Duration = Duration::from_secs(1);
@@ -65,18 +75,24 @@ async fn serve_conn<I>(
     builder: Builder,
     state: Arc<State>,
     watcher: Watcher,
-    permit: Option<OwnedSemaphorePermit>,
+    admitted: Admitted,
     peer: Option<Arc<PeerNames>>,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Admitted { permit, head } = admitted;
     let full = permit.is_none();
     let open = state.metrics.open_connections.clone();
     open.inc();
     let asked = Arc::new(AtomicBool::new(false));
     let heard = asked.clone();
+    // Given back once the first head is read.
+    let head = std::sync::Mutex::new(Some(head));
     let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
         heard.store(true, Ordering::Relaxed);
+        if let Ok(mut h) = head.lock() {
+            h.take();
+        }
         // The connection's client certificate names, for authentication.
         if let Some(p) = &peer {
             req.extensions_mut().insert(p.clone());
@@ -134,6 +150,33 @@ async fn serve_conn<I>(
     drop(permit);
 }
 
+/// What a new connection was admitted with: a connection slot (none: over
+/// the cap, or the budget could not take its head), and its head's charge
+/// to the body budget.
+struct Admitted {
+    permit: Option<OwnedSemaphorePermit>,
+    head: crate::proxy::budget::Charge,
+}
+
+impl Admitted {
+    fn new(state: &State, slots: &Arc<Semaphore>) -> Admitted {
+        let mut head = state.budget.charge();
+        let permit = match slots.clone().try_acquire_owned() {
+            Err(_) => {
+                state.metrics.overloaded("connections");
+                None
+            }
+            Ok(p) if head.grow_to(MAX_HEAD).is_err() => {
+                drop(p);
+                state.metrics.overloaded("body_bytes");
+                None
+            }
+            Ok(p) => Some(p),
+        };
+        Admitted { permit, head }
+    }
+}
+
 /// Serves a connection until it ends; `None` when no request head began by
 /// the deadline (the connection is then dropped, which closes it).
 async fn drive<C, E>(
@@ -176,7 +219,9 @@ fn connection_cap(configured: usize) -> usize {
 fn conn_builder(header_read_timeout: Duration) -> Builder {
     let mut h1 = http1::Builder::new();
     h1.timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(header_read_timeout)
+        .max_header_size(MAX_HEAD)
+        .max_buf_size(MAX_HEAD);
     let mut h2 = http2::Builder::new(TokioExecutor::new());
     h2.timer(TokioTimer::new())
         .keep_alive_interval(header_read_timeout)
@@ -195,7 +240,7 @@ async fn serve_tls(
     builder: Builder,
     state: Arc<State>,
     watcher: Watcher,
-    permit: Option<OwnedSemaphorePermit>,
+    admitted: Admitted,
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(certs.config());
     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -206,7 +251,7 @@ async fn serve_tls(
                 .peer_certificates()
                 .and_then(PeerNames::of)
                 .map(Arc::new);
-            serve_conn(tls, builder, state, watcher, permit, peer).await
+            serve_conn(tls, builder, state, watcher, admitted, peer).await
         }
         Ok(Err(e)) => {
             state.metrics.tls_handshake_failures.inc();
@@ -236,18 +281,15 @@ pub async fn serve(
                 Ok((stream, _)) => {
                     backoff = Duration::ZERO;
                     let _ = stream.set_nodelay(true);
-                    let permit = slots.clone().try_acquire_owned().ok();
-                    if permit.is_none() {
-                        state.metrics.overloaded("connections");
-                    }
-                    let b = match permit {
+                    let admitted = Admitted::new(&state, &slots);
+                    let b = match admitted.permit {
                         Some(_) => builder.clone(),
                         None => busy.clone(),
                     };
                     let (st, w) = (state.clone(), graceful.watcher());
                     match &certs {
-                        Some(c) => tokio::spawn(serve_tls(stream, c.clone(), b, st, w, permit)),
-                        None => tokio::spawn(serve_conn(stream, b, st, w, permit, None)),
+                        Some(c) => tokio::spawn(serve_tls(stream, c.clone(), b, st, w, admitted)),
+                        None => tokio::spawn(serve_conn(stream, b, st, w, admitted, None)),
                     };
                 }
                 Err(e) => {

@@ -373,3 +373,64 @@ async fn a_slow_pass_through_body_gets_the_request_body_timeout_and_frees_its_sl
     .await;
     assert_eq!(a.status, 200, "{}", a.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_heads_are_bounded_and_unfinished_ones_charged_to_the_budget() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mock = start_mock(vec![Reply::json(200, "{\"data\": []}"); 4]).await;
+    let bin = Bin::start(
+        &mock.base_url(),
+        &[("00-default.toml", DEFAULT)],
+        "limits.max_body_bytes_in_flight = 1048576\nlimits.header_read_timeout_secs = 30",
+    )
+    .await;
+    let addr = bin.url.trim_start_matches("http://").to_string();
+    let models = format!("{}/v1/models", bin.url);
+    assert_eq!(send("GET", &models, &[], "").await.status, 200);
+
+    // A head over the bound is refused at once.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let big = format!(
+        "GET /v1/models HTTP/1.1\r\nhost: x\r\nx-pad: {}\r\n\r\n",
+        "p".repeat(40 * 1024)
+    );
+    let _ = s.write_all(big.as_bytes()).await;
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+
+    // Forty connections each holding an unfinished head take the budget
+    // (32 KiB each, 1 MiB in all): a new request is refused, not served
+    // out of memory nobody counted.
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        c.write_all(b"GET /v1/models HTTP/1.1\r\nhost: x\r\nx-pad: ")
+            .await
+            .unwrap();
+        c.write_all(&[b'p'; 8000]).await.unwrap();
+        held.push(c);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let refused = send("GET", &models, &[], "").await;
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    assert!(bin.metrics().await.contains("body_bytes"));
+    // They leave: service is back.
+    drop(held);
+    let mut back = 0;
+    for _ in 0..50 {
+        back = send("GET", &models, &[], "").await.status.as_u16();
+        if back == 200 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(back, 200);
+}
