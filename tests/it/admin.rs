@@ -112,3 +112,25 @@ async fn an_admin_flood_never_stops_the_data_port() {
     assert!(healthy, "the admin port answers once the flood is reaped");
     drop(idle);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_answer_however_many_admin_connections_sit_idle_or_slow() {
+    let mock = start_mock(vec![]).await;
+    let bin = Bin::start(&mock.base_url(), &allow_all(), "").await;
+    let admin = bin.admin.trim_start_matches("http://").to_string();
+    // More than the cap (64), each sending one byte and then nothing, held
+    // for longer than a probe's patience and within the head timeout.
+    let mut slow = Vec::new();
+    for _ in 0..100 {
+        let mut s = tokio::net::TcpStream::connect(&admin).await.unwrap();
+        let _ = s.write_all(b"G").await;
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for probe in ["healthz", "readyz", "healthz"] {
+        let url = format!("{}/{probe}", bin.admin);
+        let got = tokio::time::timeout(Duration::from_secs(2), try_get(&url)).await;
+        assert_eq!(got, Ok(Some(200)), "{probe} while {} sit idle", slow.len());
+    }
+    drop(slow);
+}

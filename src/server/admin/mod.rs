@@ -5,13 +5,16 @@
 //! `approvals.rs`, with its own token).
 //!
 //! As bounded as the data port, and never at its expense: at most `[admin]
-//! max_connections` connections (more are closed at once, so the admin port
-//! cannot take the descriptors the data port keeps room for), each given
-//! `[limits] header_read_timeout_secs` (10 s at most) for every request
-//! head and a minute in all. Every request's `Host` must name this port
-//! ([`guard`]).
+//! max_connections` connections (the admin port cannot take the
+//! descriptors the data port keeps room for), each given `[limits]
+//! header_read_timeout_secs` (10 s at most) for every request head and a
+//! minute in all. One over the cap ends the oldest idle connection and
+//! takes its place ([`idle`]), so idle or slow connections cannot keep a
+//! health probe out; with none idle it is closed at once. Every request's
+//! `Host` must name this port ([`guard`]).
 
 mod guard;
+mod idle;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +37,10 @@ use guard::{Guard, Refusal};
 
 /// The longest an admin connection is served (its requests are short).
 const LIFETIME: Duration = Duration::from_secs(60);
+
+/// How long a connection over the cap waits for the slot of the idle
+/// connection it ended.
+const MAKE_ROOM: Duration = Duration::from_secs(1);
 
 /// The longest wait for a request head on the admin port.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -154,6 +161,7 @@ pub async fn serve(
 ) {
     let guard = Arc::new(Guard::new(&state.config.admin));
     let slots = Arc::new(Semaphore::new(state.config.admin.max_connections));
+    let idle = Arc::new(idle::Idle::default());
     let head = state.config.limits.header_read_timeout.min(HEAD_TIMEOUT);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(head);
@@ -166,17 +174,38 @@ pub async fn serve(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
-                // Over the cap the connection is closed at once.
-                let Ok(slot) = slots.clone().try_acquire_owned() else { continue };
+                let (slots, idle) = (slots.clone(), idle.clone());
                 let (st, rd, g) = (state.clone(), ready.clone(), guard.clone());
-                let svc = service_fn(move |req: Request<Incoming>| {
-                    let (st, rd, g) = (st.clone(), rd.clone(), g.clone());
-                    async move { Ok::<_, Infallible>(answer(req, &st, &rd, &g).await) }
-                });
                 let builder = builder.clone();
                 tokio::spawn(async move {
+                    // Over the cap: the oldest idle connection makes room,
+                    // or, with none idle, this one is closed at once.
+                    let slot = match slots.clone().try_acquire_owned() {
+                        Ok(s) => s,
+                        Err(_) if idle.end_oldest() => {
+                            match tokio::time::timeout(MAKE_ROOM, slots.acquire_owned()).await {
+                                Ok(Ok(s)) => s,
+                                _ => return,
+                            }
+                        }
+                        Err(_) => return,
+                    };
+                    let place = Arc::new(idle.join());
+                    let ended = place.ended.clone();
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let (st, rd, g, place) = (st.clone(), rd.clone(), g.clone(), place.clone());
+                        place.busy();
+                        async move {
+                            let r = answer(req, &st, &rd, &g).await;
+                            place.idle();
+                            Ok::<_, Infallible>(r)
+                        }
+                    });
                     let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                    let _ = tokio::time::timeout(LIFETIME, conn).await;
+                    tokio::select! {
+                        _ = tokio::time::timeout(LIFETIME, conn) => {}
+                        () = ended.notified() => {}
+                    }
                     drop(slot);
                 });
             }
