@@ -210,6 +210,17 @@ def check_gateway(objects):
     cfg = by_kind.get(("ConfigMap", "toolgate-gateway-config"), {}).get("data", {}).get("toolgate.toml", "")
     check('backend = "redis"' in cfg and 'url_env = "TOOLGATE_REDIS_URL"' in cfg,
           "gateway: toolgate.toml does not keep its state in Redis by url_env")
+    # Each agent its own token: session approvals (and limits, rules, the
+    # audit) are bound to the principal a token names.
+    import tomllib
+    clients = tomllib.loads(cfg).get("client", []) if cfg else []
+    envs = [c.get("token_env") for c in clients]
+    check(len(clients) >= 2 and len(set(envs)) == len(envs) and None not in envs,
+          "gateway: toolgate.toml does not give each agent its own [[client]] token")
+    read = {e["name"] for o in objects if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"].get("containers", []) for e in c.get("env", [])}
+    for env in envs:
+        check(env in read, f"gateway: the Deployment does not set {env}")
     secrets = {name: o.get("stringData", {}) for (kind, name), o in by_kind.items() if kind == "Secret"}
     for o in objects:
         if o["kind"] != "Deployment":

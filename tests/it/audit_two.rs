@@ -434,3 +434,63 @@ async fn request_heads_are_bounded_and_unfinished_ones_charged_to_the_budget() {
     }
     assert_eq!(back, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_approval_is_bound_to_the_agent_whose_token_asked() {
+    use crate::accumulate::Acc;
+    use crate::approval::{answer_with, approval_config, decide, pending, request, ARGS, ASK};
+    std::env::set_var("TG_IT_AGENT_A", "agent-a-token-0123456789");
+    std::env::set_var("TG_IT_AGENT_B", "agent-b-token-0123456789");
+    let clients = "[[client]]\nname = \"agent-a\"\ntoken_env = \"TG_IT_AGENT_A\"\n\n\
+                   [[client]]\nname = \"agent-b\"\ntoken_env = \"TG_IT_AGENT_B\"\n";
+    let mock = start_mock(vec![answer_with(&[("pay", "call_1", ARGS)])]).await;
+    let gate = start_gate(
+        &mock.base_url(),
+        ASK,
+        &format!("{}{clients}", approval_config(2.0)),
+    )
+    .await;
+    // Both agents name the same session.
+    let post = |token: &'static str| {
+        let url = format!("{}/v1/chat/completions", gate.url);
+        async move {
+            send(
+                "POST",
+                &url,
+                &[
+                    ("content-type", "application/json"),
+                    ("x-toolgate-session", "s1"),
+                    ("authorization", &format!("Bearer {token}")),
+                ],
+                request(false).to_string(),
+            )
+            .await
+        }
+    };
+    let a = tokio::spawn(post("agent-a-token-0123456789"));
+    let q = pending(&gate, 1).await[0].clone();
+    assert_eq!(q["principal"], "agent-a");
+    let session = json!({"decision": "approve", "by": "ana", "scope": "session"});
+    assert_eq!(
+        decide(&gate, q["id"].as_str().unwrap(), session)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(Acc::from_json(&a.await.unwrap().body).all_calls().len(), 1);
+    // A again: approved by the session. B, naming A's session: asked, and
+    // with nobody answering, a neutral turn.
+    assert_eq!(
+        Acc::from_json(&post("agent-a-token-0123456789").await.body)
+            .all_calls()
+            .len(),
+        1
+    );
+    let b = post("agent-b-token-0123456789").await;
+    assert!(
+        Acc::from_json(&b.body).all_calls().is_empty(),
+        "{}",
+        b.text()
+    );
+    gate.stop().await;
+}
