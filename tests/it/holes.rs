@@ -471,7 +471,8 @@ async fn a_policy_edit_is_loaded_on_its_file_event_without_waiting_for_the_poll(
         "policy.reload_secs = 3600\npolicy.settle_ms = 200",
     )
     .await;
-    std::fs::write(bin.path("policies/50-test.toml"), "rule = []\n").unwrap();
+    // An edit that keeps every deny rule (one that dropped one would be refused).
+    std::fs::write(bin.path("policies/50-test.toml"), deny(&["shell", "rm"])).unwrap();
     let mut reloaded = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
