@@ -67,6 +67,8 @@ mod injection;
 mod injection_eval;
 // Leave-one-family-out over the corpus: each family without the parts only it needs.
 mod injection_lofo;
+// Domains nobody tuned on, measured per domain and style.
+mod injection_domains;
 // The content fence and redaction of tool results.
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.
