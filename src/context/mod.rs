@@ -9,6 +9,7 @@ use http::{HeaderMap, HeaderName};
 use serde_json::Value;
 
 mod declared;
+pub mod shape;
 pub use declared::{take_schemas, Declared};
 
 /// The principal of every agent when no `[[client]]` is configured: no
@@ -51,6 +52,9 @@ pub struct Context {
     /// The texts in caseless form, for entity provenance (made once per
     /// request when a rule reads it).
     pub folded: std::sync::OnceLock<Folded>,
+    /// Each folded tool result read as the structure it has (made once
+    /// per request when a rule reads it; see [`shape`]).
+    pub shapes: std::sync::OnceLock<Vec<shape::Shape>>,
     /// Other readings of each tool result (see `gate::injection::readings`).
     pub readings: std::sync::OnceLock<Vec<std::sync::Arc<Vec<String>>>>,
     /// Each tool result's content key, the key its scan and readings are
@@ -122,6 +126,17 @@ impl Context {
     }
 
     /// The texts in caseless form, folded once per request.
+    /// Each tool result (folded) read as its structure, in `folded().tools`' order.
+    pub fn shapes(&self) -> &[shape::Shape] {
+        self.shapes.get_or_init(|| {
+            self.folded()
+                .tools
+                .iter()
+                .map(|(_, t)| shape::read(t))
+                .collect()
+        })
+    }
+
     pub fn folded(&self) -> &Folded {
         self.folded.get_or_init(|| Folded {
             user: crate::fold::fold(&self.user_text).into_owned(),

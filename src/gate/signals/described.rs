@@ -92,6 +92,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     let mut spans = Vec::new();
     if !actions.is_empty() && !ctx.tool_results.is_empty() {
         let folded = ctx.folded();
+        let shapes = ctx.shapes();
         let readings = crate::gate::injection::readings(ctx);
         let mut leaves = Vec::new();
         leaves_of(args, String::new(), &mut leaves);
@@ -99,10 +100,20 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
             let value = crate::fold::fold(value.trim());
             'found: for needle in needles(&value) {
                 for (i, (call_id, text)) in folded.tools.iter().enumerate() {
-                    let others = readings.get(i).map(|r| r.as_slice()).unwrap_or_default();
-                    let described = std::iter::once(text)
-                        .chain(others)
-                        .any(|t| windows(t, &needle).any(|w| actions.in_text(w)));
+                    let described = match shapes.get(i) {
+                        // A record: only its free text describes, and not
+                        // its own fields (an order's note naming the order).
+                        Some(sh) if sh.structured => sh.prose.iter().any(|p| {
+                            !p.own.contains(&needle)
+                                && windows(&p.text, &needle).any(|w| actions.in_text(w))
+                        }),
+                        _ => {
+                            let others = readings.get(i).map(|r| r.as_slice()).unwrap_or_default();
+                            std::iter::once(text)
+                                .chain(others)
+                                .any(|t| windows(t, &needle).any(|w| actions.in_text(w)))
+                        }
+                    };
                     if described {
                         paths.push(Value::String(path.clone()));
                         spans.push(json!({"path": path, "call_id": call_id}));

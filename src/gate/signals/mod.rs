@@ -22,6 +22,7 @@ mod described;
 mod entities;
 mod pointed;
 mod provenance;
+mod record;
 pub use audit::AuditView;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,6 +429,8 @@ pub fn deterministic(
         }
         if needs.provenance {
             provenance::whole_values(&mut s, ctx, &strings);
+            record::signals(&mut s, ctx, &args);
+            record::described(&mut s, ctx, &args);
         }
         if needs.taint {
             provenance::taint(&mut s, ctx, &args);
