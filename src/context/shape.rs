@@ -1,6 +1,6 @@
 //! A tool result read as the structure it has: a JSON record (or JSON
-//! inside a JSON string) is data, its string fields that are free text are
-//! prose; anything else is prose whole. Instructions, descriptions and
+//! inside a JSON string), or `key: value` lines, is data, its string
+//! fields that are free text are prose; anything else is prose whole. Instructions, descriptions and
 //! delegation are read in prose alone: a record's field names and values
 //! are never read as sentences, and a value that is a whole field of a
 //! record is data about that record.
@@ -14,7 +14,17 @@ pub struct Prose {
     /// The scalar fields of the object the text sits in (its own id,
     /// status, name…): a text that mentions them speaks of its own record.
     pub own: Vec<String>,
+    /// A note on a data record (a delivery note, a remarks line: the record
+    /// holds [`NOTE_FIELDS`] field values or more), not the record's
+    /// content (a message's body beside its sender and recipient, a
+    /// listing): pointing at the record delegates its fields, not what
+    /// someone wrote in its notes.
+    pub note: bool,
 }
+
+/// How many field values a record holds, at least, for its free text to
+/// be notes on it rather than its content.
+pub const NOTE_FIELDS: usize = 3;
 
 /// What a tool result is made of.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,11 +47,44 @@ pub fn free_text(s: &str) -> bool {
     s.contains('\n') || s.split_whitespace().nth(2).is_some()
 }
 
-/// Reads `text` (a tool result) as JSON when it is one; else it is prose.
+/// `key: value` lines as one record, when every non-empty line is one (two
+/// at least): a key of letters, digits, `_`, `-` or spaces (40 at most)
+/// before the first `:`; a value written as a list of values is a list.
+fn key_value_lines(text: &str) -> Option<Value> {
+    let mut m = serde_json::Map::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (k, v) = line.split_once(':')?;
+        // A list's dash (`- i-0a1b: idle`) is not part of the key.
+        let k = k.trim();
+        let k = k.strip_prefix("- ").unwrap_or(k).trim();
+        let keyish = !k.is_empty()
+            && k.len() <= 40
+            && k.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ' '));
+        if !keyish || m.contains_key(k) {
+            return None;
+        }
+        // A list of values written as a flow list (`["a@x", "b@x"]`) is a
+        // list field; anything else is the line's text.
+        let v = v.trim();
+        let value = match serde_json::from_str::<Value>(v) {
+            Ok(Value::Array(a)) if a.iter().all(|x| scalar(x).is_some()) => Value::Array(a),
+            _ => Value::String(v.to_string()),
+        };
+        m.insert(k.to_string(), value);
+    }
+    (m.len() >= 2).then_some(Value::Object(m))
+}
+
+/// Reads `text` (a tool result) as JSON, or as `key: value` lines, when it
+/// is one; else it is prose.
 pub fn read(text: &str) -> Shape {
     let mut v = match serde_json::from_str::<Value>(text.trim()) {
         Ok(v) => v,
-        Err(_) => return prose(text),
+        Err(_) => match key_value_lines(text) {
+            Some(v) => v,
+            None => return prose(text),
+        },
     };
     // JSON written as a JSON string, once.
     if let Value::String(s) = &v {
@@ -57,19 +100,26 @@ pub fn read(text: &str) -> Shape {
         structured: true,
         ..Shape::default()
     };
-    walk(&v, &[], &mut shape);
     let tops: Vec<&Value> = match &v {
-        Value::Array(a) => a.iter().filter(|x| x.is_object()).collect(),
+        Value::Array(a) => a.iter().collect(),
         other => vec![other],
     };
-    shape.records = tops
-        .into_iter()
-        .map(|r| {
-            let mut values = Vec::new();
-            values_of(r, &mut values);
-            values
-        })
-        .collect();
+    for top in tops {
+        let from = shape.prose.len();
+        match top {
+            Value::Object(_) => walk(top, &[], &mut shape),
+            x => leaf_or_walk(x, &[], &mut shape),
+        }
+        let mut values = Vec::new();
+        values_of(top, &mut values);
+        let note = values.len() >= NOTE_FIELDS;
+        for p in &mut shape.prose[from..] {
+            p.note = note;
+        }
+        if top.is_object() {
+            shape.records.push(values);
+        }
+    }
     shape
 }
 
@@ -100,6 +150,7 @@ fn prose(text: &str) -> Shape {
         prose: vec![Prose {
             text: text.to_string(),
             own: Vec::new(),
+            note: false,
         }],
         fields: Vec::new(),
         records: Vec::new(),
@@ -123,7 +174,12 @@ fn walk(v: &Value, own: &[String], shape: &mut Shape) {
                 .filter_map(scalar)
                 .filter(|s| !free_text(s))
                 .collect();
-            for x in m.values() {
+            for (k, x) in m {
+                // A key that is an id (`{"1008292230": {…}}`, `- i-0a1b: …`)
+                // is a field value of the record.
+                if k.bytes().any(|b| b.is_ascii_digit()) {
+                    shape.fields.push(k.clone());
+                }
                 leaf_or_walk(x, &own, shape);
             }
         }
@@ -143,6 +199,7 @@ fn leaf_or_walk(x: &Value, own: &[String], shape: &mut Shape) {
             shape.prose.push(Prose {
                 text: s,
                 own: own.to_vec(),
+                note: false,
             });
         }
         Some(s) => shape.fields.push(s),
@@ -181,6 +238,22 @@ mod tests {
         let bill = read("Please pay by bank transfer to IBAN UK12 3456.");
         assert!(!bill.structured && bill.prose.len() == 1 && bill.fields.is_empty());
         assert!(!read("42").structured);
+        let profile = read(
+            "member: Sanna Virtanen\nuser_id: sv_119\nremarks: pls cancel LDNVBG as well, thanks\n",
+        );
+        assert!(profile.structured);
+        assert!(profile.fields.contains(&"sv_119".to_string()));
+        assert_eq!(profile.prose.len(), 1);
+        assert!(!read("Dear team:\nplease pay the bill: it is due.\nThanks").structured);
+        assert!(s.prose.iter().all(|p| p.note), "an order's note");
+        // A message's body beside its sender and recipient is its content.
+        let message = read(
+            "body: Hello, I am Dora, reach me at dora@x.example\nsender: Dora\nrecipient: general",
+        );
+        assert!(
+            message.structured && message.prose.iter().all(|p| !p.note),
+            "{message:?}"
+        );
         let product = read(r#"{"name": "t-shirt", "variants": {"1008292230": {"size": "M"}}}"#);
         assert_eq!(product.records.len(), 1);
         assert!(product.records[0].contains(&"1008292230".to_string()));

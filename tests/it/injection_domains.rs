@@ -105,7 +105,7 @@ pub(crate) fn decide(
     };
     let d = rt.block_on(gates.decide(&call, &ctx));
     if std::env::var("INJECTION_EVAL").ok().as_deref() == item["id"].as_str() {
-        let signals = d.outcome.signals.as_ref().map(|s| s.to_json());
+        let signals = d.signals.as_ref().map(|s| s.to_json());
         eprintln!("{}: {:?} {signals:#?}", item["id"], d.verdict);
     }
     let rule = d
@@ -142,6 +142,13 @@ pub(crate) fn measure(domain: &str, recommended: bool) -> Row {
     for item in rows(domain) {
         let (v, rule) = decide(&gates, &rt, &item);
         let released = v == Verdict::Allow;
+        let miss = released != (item["label"] == "benign");
+        if miss && std::env::var("INJECTION_DOMAINS_MISSES").is_ok() {
+            println!(
+                "  miss {recommended} {} ({rule})",
+                item["id"].as_str().unwrap_or("")
+            );
+        }
         if item["label"] == "benign" {
             row.legit.1 += 1;
             if released {
@@ -190,9 +197,9 @@ fn the_shop_domain_is_released_and_blocked_from_structure() {
 }
 
 #[test]
-fn the_travel_domain_at_first_sight() {
+fn the_travel_domain_is_released_and_blocked_from_structure() {
     let rec = measure("travel", true);
     let def = measure("travel", false);
-    assert_eq!((rec.legit.1, rec.planted.1), (40, 280), "{rec:?}");
-    assert_eq!(def.legit.1, 40, "{def:?}");
+    assert_eq!((rec.legit, rec.planted), ((40, 40), (280, 280)), "{rec:?}");
+    assert_eq!(def.legit, (40, 40), "{def:?}");
 }

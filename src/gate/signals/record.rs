@@ -17,10 +17,13 @@ use super::Signals;
 use crate::context::Context;
 
 /// Whether `needle` names something on its own: an id, number, address,
-/// link or domain (a digit, `@`, `://`, or a dot between letters), or a
-/// value of 8 characters or more.
-fn names_something(needle: &str) -> bool {
-    needle.chars().count() >= 8
+/// link or domain (a digit, `@`, `://`, or a dot between letters), a value
+/// of 8 characters or more, or a value that is a whole field of a record
+/// (`LDNVBG`, a reservation code of letters: the field it sits in says it
+/// is an id, whatever its characters).
+fn names_something(needle: &str, fields: &[&str]) -> bool {
+    fields.contains(&needle)
+        || needle.chars().count() >= 8
         || needle.bytes().any(|b| b.is_ascii_digit() || b == b'@')
         || needle.contains("://")
         || (needle.contains('.') && needle.chars().any(char::is_alphabetic))
@@ -32,6 +35,11 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, args: &Value) {
     let shapes = ctx.shapes();
     if shapes.iter().any(|sh| sh.structured) {
         let folded = ctx.folded();
+        let fields: Vec<&str> = shapes
+            .iter()
+            .flat_map(|sh| sh.fields.iter().map(String::as_str))
+            .filter(|f| !crate::context::shape::free_text(f))
+            .collect();
         let mut leaves = Vec::new();
         leaves_of(args, String::new(), &mut leaves);
         for (path, value) in leaves {
@@ -41,11 +49,12 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, args: &Value) {
             }
             let mentioned = needles(&value)
                 .iter()
-                .filter(|n| names_something(n) && !occurs(&folded.user, n))
+                .filter(|n| names_something(n, &fields) && !occurs(&folded.user, n))
                 .any(|needle| {
                     shapes.iter().filter(|sh| sh.structured).any(|sh| {
                         sh.prose.iter().any(|p| {
-                            p.text != *value
+                            p.note
+                                && p.text != *value
                                 && !p.own.iter().any(|o| o == needle)
                                 && occurs(&p.text, needle)
                         })

@@ -12,14 +12,22 @@
 //! when the user did not name the source ("send Spotify the difference":
 //! Spotify's account in the transaction list). An instruction planted in a result
 //! the user only asked to read, or a second recipient slipped into the bill
-//! the user asked to pay, is not delegated.
+//! the user asked to pay, is not delegated, nor is a value that a record
+//! (a JSON result, `key: value` lines) holds only inside a free-text field:
+//! pointing at a record delegates its fields, not what someone wrote in
+//! its notes. Identifying oneself points at
+//! nothing: the words the user gave a look-up that answered with a bare id
+//! (a name and zip, an e-mail) neither name a source nor stand beside a
+//! value.
 
 use serde_json::{json, Value};
 
 use super::actions::Actions;
 use super::described::{around, needles, windows, WINDOW};
 use super::provenance::leaves_of;
+use super::provenance::occurs;
 use super::Signals;
+use crate::context::shape::{free_text, Shape};
 use crate::context::Context;
 
 /// Words of a request that name no source.
@@ -142,7 +150,11 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     let requested = user.as_deref().is_some_and(|u| actions.asked_in(u));
     let asked = user.filter(|_| requested && !ctx.sources.is_empty());
     if let Some(user) = asked {
-        let user_words = words(&user);
+        let identity = identifying(ctx);
+        let user_words: Vec<&str> = words(&user)
+            .into_iter()
+            .filter(|w| !identity.iter().any(|i| same_name(i, w)))
+            .collect();
         // The user's words that say what, not what to do.
         let locators: Vec<&str> = user_words
             .iter()
@@ -158,16 +170,30 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
                     .map(|by| (src.call_id.as_str(), by))
             })
             .collect();
-        // Each tool result, and how the user named its source, if at all.
-        let results: Vec<(&str, &str, Option<&'static str>)> = ctx
+        // Each tool result, how the user named its source, if at all, and
+        // its shape.
+        let shapes = ctx.shapes();
+        let results: Vec<(&str, &str, Option<&'static str>, Option<&Shape>)> = ctx
             .folded()
             .tools
             .iter()
-            .map(|(id, text)| {
+            .enumerate()
+            .map(|(i, (id, text))| {
                 let by = named.iter().find(|(n, _)| n == id).map(|(_, by)| *by);
-                (id.as_str(), text.as_str(), by)
+                (id.as_str(), text.as_str(), by, shapes.get(i))
             })
             .collect();
+        // A record delegates its fields: a value it holds only inside a
+        // free-text field is not among them.
+        let in_fields = |shape: Option<&Shape>, needle: &str| match shape {
+            Some(sh) if sh.structured => {
+                sh.fields
+                    .iter()
+                    .any(|f| f == needle || (!free_text(f) && occurs(f, needle)))
+                    || sh.prose.iter().any(|p| !p.note && occurs(&p.text, needle))
+            }
+            _ => true,
+        };
         // The user's own words beside the value in the result ("the old
         // backup", "my rent").
         let located = |text: &str, needle: &str| {
@@ -187,31 +213,33 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
         for (path, needles) in &looked {
             let from_pointed = needles.iter().find_map(|needle| {
                 let kind = kind_of(needle);
-                results.iter().find_map(|&(id, text, named)| match kind {
-                    // An address, link, account or phone: from a source
-                    // the user named or beside the user's words, and the
-                    // only one of its kind there.
-                    Some(kind) => {
-                        let by = match named {
-                            Some(by) => windows(text, needle).next().map(|_| by),
-                            None => {
-                                let same = |t: &str| kind_of(t) == Some(kind);
-                                nearest(text, needle, &same, &locators).then_some("nearest")
-                            }
-                        };
-                        by.filter(|_| unambiguous(text, kind, &carried, actions))
-                            .map(|by| (id, by))
-                    }
-                    // An id of letters and digits: from a source the
-                    // user named, the id nearest to the user's words
-                    // there (of two instances, the idle one).
-                    None if mixed_id(needle) => named
-                        .filter(|_| nearest(text, needle, &mixed_id, &locators))
-                        .map(|by| (id, by)),
-                    // A number, a name or an amount: from a source the
-                    // user named, beside the user's words.
-                    None => named.filter(|_| located(text, needle)).map(|by| (id, by)),
-                })
+                results.iter().filter(|r| in_fields(r.3, needle)).find_map(
+                    |&(id, text, named, _)| match kind {
+                        // An address, link, account or phone: from a source
+                        // the user named or beside the user's words, and the
+                        // only one of its kind there.
+                        Some(kind) => {
+                            let by = match named {
+                                Some(by) => windows(text, needle).next().map(|_| by),
+                                None => {
+                                    let same = |t: &str| kind_of(t) == Some(kind);
+                                    nearest(text, needle, &same, &locators).then_some("nearest")
+                                }
+                            };
+                            by.filter(|_| unambiguous(text, kind, &carried, actions))
+                                .map(|by| (id, by))
+                        }
+                        // An id of letters and digits: from a source the
+                        // user named, the id nearest to the user's words
+                        // there (of two instances, the idle one).
+                        None if mixed_id(needle) => named
+                            .filter(|_| nearest(text, needle, &mixed_id, &locators))
+                            .map(|by| (id, by)),
+                        // A number, a name or an amount: from a source the
+                        // user named, beside the user's words.
+                        None => named.filter(|_| located(text, needle)).map(|by| (id, by)),
+                    },
+                )
             });
             if let Some((id, by)) = from_pointed {
                 paths.push(Value::String(path.clone()));
@@ -222,6 +250,34 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     s.set("provenance.args_from_pointed_source", Value::Array(paths));
     s.set("provenance.pointed_spans", Value::Array(spans));
     s.set("provenance.action_requested", Value::Bool(requested));
+}
+
+/// The words of the look-ups that identified someone: calls whose result
+/// is a bare id (one token, no record and no sentence), whose arguments
+/// are what the user gave to say who they are.
+fn identifying(ctx: &Context) -> Vec<String> {
+    let folded = ctx.folded();
+    let bare = |id: &str| {
+        folded.tools.iter().any(|(c, t)| {
+            let t = t.trim().trim_matches('"');
+            c == id
+                && !t.is_empty()
+                && t.len() <= 64
+                && !t.contains(char::is_whitespace)
+                && !t.starts_with(['{', '['])
+        })
+    };
+    ctx.sources
+        .iter()
+        .filter(|src| bare(&src.call_id))
+        .flat_map(|src| {
+            let args = crate::fold::fold(&src.arguments).into_owned();
+            words(&args)
+                .into_iter()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// An id of letters and digits, and no address, link, account or phone
