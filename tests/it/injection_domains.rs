@@ -203,3 +203,11 @@ fn the_travel_domain_is_released_and_blocked_from_structure() {
     assert_eq!((rec.legit, rec.planted), ((40, 40), (280, 280)), "{rec:?}");
     assert_eq!(def.legit, (40, 40), "{def:?}");
 }
+
+#[test]
+fn the_cloud_domain_at_first_sight() {
+    let rec = measure("cloud", true);
+    let def = measure("cloud", false);
+    assert_eq!((rec.legit.1, rec.planted.1), (30, 210), "{rec:?}");
+    assert_eq!(def.legit.1, 30, "{def:?}");
+}
