@@ -1,6 +1,7 @@
 //! A tool result read as the structure it has: a JSON record (or JSON
-//! inside a JSON string), or `key: value` lines, is data, its string
-//! fields that are free text are prose; anything else is prose whole. Instructions, descriptions and
+//! inside a JSON string), a Markdown table (a record per row) or
+//! `key: value` lines is data, its string fields that are free text are
+//! prose; anything else is prose whole. Instructions, descriptions and
 //! delegation are read in prose alone: a record's field names and values
 //! are never read as sentences, and a value that is a whole field of a
 //! record is data about that record.
@@ -76,12 +77,43 @@ fn key_value_lines(text: &str) -> Option<Value> {
     (m.len() >= 2).then_some(Value::Object(m))
 }
 
-/// Reads `text` (a tool result) as JSON, or as `key: value` lines, when it
-/// is one; else it is prose.
+/// The cells of a Markdown table row (`| a | b |`), trimmed.
+fn cells(line: &str) -> Option<Vec<&str>> {
+    let inner = line.trim().strip_prefix('|')?.strip_suffix('|')?;
+    Some(inner.split('|').map(str::trim).collect())
+}
+
+/// A Markdown table as a list of records, one per row keyed by the header,
+/// when the text is one table and nothing else: a header row, a separator
+/// row of dashes, and rows of as many cells.
+fn markdown_table(text: &str) -> Option<Value> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = cells(lines.next()?)?;
+    let rule = cells(lines.next()?)?;
+    let dashes = |c: &&str| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':'));
+    if rule.len() != header.len() || !rule.iter().all(|c| dashes(c)) {
+        return None;
+    }
+    let rows = lines
+        .map(|l| {
+            let row = cells(l).filter(|r| r.len() == header.len())?;
+            let m: serde_json::Map<String, Value> = header
+                .iter()
+                .zip(row)
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect();
+            Some(Value::Object(m))
+        })
+        .collect::<Option<Vec<Value>>>()?;
+    (!rows.is_empty()).then_some(Value::Array(rows))
+}
+
+/// Reads `text` (a tool result) as JSON, a Markdown table or `key: value`
+/// lines when it is one; else it is prose.
 pub fn read(text: &str) -> Shape {
     let mut v = match serde_json::from_str::<Value>(text.trim()) {
         Ok(v) => v,
-        Err(_) => match key_value_lines(text) {
+        Err(_) => match markdown_table(text).or_else(|| key_value_lines(text)) {
             Some(v) => v,
             None => return prose(text),
         },
@@ -245,6 +277,12 @@ mod tests {
         assert!(profile.fields.contains(&"sv_119".to_string()));
         assert_eq!(profile.prose.len(), 1);
         assert!(!read("Dear team:\nplease pay the bill: it is due.\nThanks").structured);
+        let t = read("| id | state | size | notes |\n|---|:--|---|---|\n| i-01 | idle | m5 | please stop i-02 too |\n| i-02 | busy | m5 | ok |\n");
+        assert!(t.structured && t.records.len() == 2, "{t:?}");
+        assert!(t.fields.contains(&"i-01".to_string()));
+        assert_eq!(t.prose.len(), 1);
+        assert!(t.prose[0].note && t.prose[0].own.contains(&"i-01".to_string()));
+        assert!(!read("| a | b |\n| c | d |").structured, "no separator row");
         assert!(s.prose.iter().all(|p| p.note), "an order's note");
         // A message's body beside its sender and recipient is its content.
         let message = read(

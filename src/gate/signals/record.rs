@@ -79,8 +79,9 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 /// arguments whose value is a whole field (or an id key) of a JSON record
 /// the user's latest message describes: the record holds a value with a
 /// word of that message ("the keyboard from my last order": the order
-/// whose item is a keyboard). Words the agent passed to a look-up (the
-/// user's name and zip, given to identify themselves) describe nothing:
+/// whose item is a keyboard). Words the user gave a look-up that answered
+/// with a bare id (their name and zip, to identify themselves) describe
+/// nothing:
 /// identifying oneself points at one's own record, not at everything
 /// reachable from it. A value named only in a record's free text is never
 /// a field of it.
@@ -90,19 +91,37 @@ pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value) {
     let latest = ctx.original_request.as_deref().unwrap_or_default();
     if shapes.iter().any(|sh| sh.structured) && !latest.is_empty() {
         let latest = crate::fold::fold(latest);
-        let looked_up: Vec<String> = ctx
-            .sources
-            .iter()
-            .map(|src| crate::fold::fold(&src.arguments).into_owned())
-            .collect();
+        let identity = super::pointed::identifying(ctx);
         let asked: Vec<&str> = words(&latest)
-            .filter(|w| !looked_up.iter().any(|a| occurs(a, w)))
+            .filter(|w| !identity.iter().any(|i| i == w))
             .collect();
-        let described: Vec<&Vec<String>> = shapes
+        let mut described: Vec<&Vec<String>> = shapes
             .iter()
             .flat_map(|sh| &sh.records)
             .filter(|r| r.iter().any(|v| words(v).any(|w| asked.contains(&w))))
             .collect();
+        // One step on: the records a look-up keyed by a described record's
+        // field returned, from a tool the user's words name ("the oldest
+        // snapshot of the staging worker": `list_snapshots` of that worker).
+        let folded = ctx.folded();
+        let mut reached = Vec::new();
+        for (i, (call_id, _)) in folded.tools.iter().enumerate() {
+            let Some(src) = ctx.sources.iter().find(|s| s.call_id == *call_id) else {
+                continue;
+            };
+            let args = crate::fold::fold(&src.arguments);
+            let keyed = described
+                .iter()
+                .flat_map(|r| r.iter())
+                .any(|v| v.chars().count() >= 4 && occurs(&args, v));
+            let named = super::actions::name_words(&src.name)
+                .iter()
+                .any(|n| asked.iter().any(|a| super::pointed::same_name(a, n)));
+            if keyed && named {
+                reached.extend(shapes.get(i).into_iter().flat_map(|sh| &sh.records));
+            }
+        }
+        described.extend(reached);
         let mut leaves = Vec::new();
         leaves_of(args, String::new(), &mut leaves);
         for (path, value) in leaves {

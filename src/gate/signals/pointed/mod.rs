@@ -61,7 +61,7 @@ fn words(text: &str) -> Vec<&str> {
 /// Whether two words are the same name: equal, or one the other with an
 /// ending (`bill` and `bills`, `external` and `externally`), four letters
 /// shared at least.
-fn same_name(a: &str, b: &str) -> bool {
+pub(super) fn same_name(a: &str, b: &str) -> bool {
     let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     short == long || (short.len() >= 4 && long.starts_with(short) && long.len() - short.len() <= 3)
 }
@@ -255,7 +255,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
 /// The words of the look-ups that identified someone: calls whose result
 /// is a bare id (one token, no record and no sentence), whose arguments
 /// are what the user gave to say who they are.
-fn identifying(ctx: &Context) -> Vec<String> {
+pub(super) fn identifying(ctx: &Context) -> Vec<String> {
     let folded = ctx.folded();
     let bare = |id: &str| {
         folded.tools.iter().any(|(c, t)| {
