@@ -91,7 +91,7 @@ fn markdown_table(text: &str) -> Option<Value> {
     let header = cells(lines.next()?)?;
     let rule = cells(lines.next()?)?;
     let dashes = |c: &&str| !c.is_empty() && c.chars().all(|ch| matches!(ch, '-' | ':'));
-    if rule.len() != header.len() || !rule.iter().all(|c| dashes(c)) {
+    if rule.len() != header.len() || !rule.iter().all(dashes) {
         return None;
     }
     let rows = lines
