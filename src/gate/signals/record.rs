@@ -79,9 +79,11 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 /// arguments whose value is a whole field (or an id key) of a JSON record
 /// the user's latest message describes: the record holds a value with a
 /// word of that message ("the keyboard from my last order": the order
-/// whose item is a keyboard). Words the user gave a look-up that answered
-/// with a bare id (their name and zip, to identify themselves) describe
-/// nothing:
+/// whose item is a keyboard), a record one step on from it by a look-up of
+/// a kind the user named, or the record of whoever the user named (the one
+/// fetched by the id an identifying look-up answered: its own fields, no
+/// step on). Words the user gave a look-up that answered with a bare id
+/// (their name and zip, to identify themselves) describe nothing else:
 /// identifying oneself points at one's own record, not at everything
 /// reachable from it. A value named only in a record's free text is never
 /// a field of it.
@@ -122,6 +124,27 @@ pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value) {
             }
         }
         described.extend(reached);
+        // Who was named points at their own record (the one fetched by
+        // the id the identifying look-up answered), not at anything
+        // reached from it: its own fields, and no step on.
+        let ids: Vec<&str> = ctx
+            .sources
+            .iter()
+            .filter(|s| super::pointed::identifies(ctx, &s.call_id))
+            .filter_map(|s| folded.tools.iter().find(|(c, _)| *c == s.call_id))
+            .map(|(_, t)| t.trim().trim_matches('"'))
+            .collect();
+        for (i, (call_id, _)) in folded.tools.iter().enumerate() {
+            let by_id = ctx.sources.iter().any(|s| {
+                s.call_id == *call_id && {
+                    let args = crate::fold::fold(&s.arguments);
+                    ids.iter().any(|id| occurs(&args, id))
+                }
+            });
+            if by_id {
+                described.extend(shapes.get(i).into_iter().flat_map(|sh| &sh.records));
+            }
+        }
         let mut leaves = Vec::new();
         leaves_of(args, String::new(), &mut leaves);
         for (path, value) in leaves {

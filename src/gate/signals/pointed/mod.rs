@@ -252,24 +252,26 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     s.set("provenance.action_requested", Value::Bool(requested));
 }
 
+/// Whether call `id` identified someone: its result is a bare id (one
+/// token, no record and no sentence).
+pub(super) fn identifies(ctx: &Context, id: &str) -> bool {
+    ctx.folded().tools.iter().any(|(c, t)| {
+        let t = t.trim().trim_matches('"');
+        c == id
+            && !t.is_empty()
+            && t.len() <= 64
+            && !t.contains(char::is_whitespace)
+            && !t.starts_with(['{', '['])
+    })
+}
+
 /// The words of the look-ups that identified someone: calls whose result
 /// is a bare id (one token, no record and no sentence), whose arguments
 /// are what the user gave to say who they are.
 pub(super) fn identifying(ctx: &Context) -> Vec<String> {
-    let folded = ctx.folded();
-    let bare = |id: &str| {
-        folded.tools.iter().any(|(c, t)| {
-            let t = t.trim().trim_matches('"');
-            c == id
-                && !t.is_empty()
-                && t.len() <= 64
-                && !t.contains(char::is_whitespace)
-                && !t.starts_with(['{', '['])
-        })
-    };
     ctx.sources
         .iter()
-        .filter(|src| bare(&src.call_id))
+        .filter(|src| identifies(ctx, &src.call_id))
         .flat_map(|src| {
             let args = crate::fold::fold(&src.arguments).into_owned();
             words(&args)
