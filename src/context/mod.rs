@@ -72,6 +72,14 @@ pub struct Context {
     pub trace: Option<crate::telemetry::RequestTrace>,
     /// Set when the agent has gone away: calls waiting for a person end.
     pub left: std::sync::Arc<Left>,
+    /// The request continues a conversation by reference (a stored
+    /// response, a thread) whose earlier turns toolgate does not know (an
+    /// expired record, another replica's): `context.history_complete` is
+    /// false.
+    pub history_incomplete: bool,
+    /// The calls decided in this request's answer, the sources of the tool
+    /// results a follow-up by reference sends back.
+    pub decided: std::sync::Arc<std::sync::Mutex<Vec<Source>>>,
 }
 
 /// A call earlier in the conversation, whose result a tool result is.
@@ -230,7 +238,7 @@ fn header(h: &HeaderMap, name: &HeaderName) -> Option<String> {
 }
 
 /// What the request's messages say, by role (each protocol reads its own).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Texts {
     pub system: String,
     pub first_user: Option<String>,
@@ -267,6 +275,68 @@ impl Texts {
     /// and copied again, a doubling at a time.
     pub fn reserve_tools<'a>(&mut self, results: impl IntoIterator<Item = &'a Value>) {
         self.tool.reserve(results.into_iter().map(text_len).sum());
+    }
+
+    /// These texts as the continuation of `earlier` (a conversation sent by
+    /// reference: the earlier turns toolgate remembered, then this
+    /// request's own), read as though the conversation had come whole.
+    pub fn after(self, earlier: &Texts) -> Texts {
+        let shift = earlier.tool.len();
+        let mut tool = String::with_capacity(shift + self.tool.len());
+        tool.push_str(&earlier.tool);
+        tool.push_str(&self.tool);
+        let tool_results = earlier
+            .tool_results
+            .iter()
+            .cloned()
+            .chain(
+                self.tool_results
+                    .into_iter()
+                    .map(|(r, id)| (r.start + shift..r.end + shift, id)),
+            )
+            .collect();
+        Texts {
+            system: if self.system.is_empty() {
+                earlier.system.clone()
+            } else {
+                self.system
+            },
+            first_user: earlier.first_user.clone().or(self.first_user),
+            last_user: self.last_user.or_else(|| earlier.last_user.clone()),
+            user: earlier.user.clone() + &self.user,
+            tool,
+            tool_results,
+            sources: earlier
+                .sources
+                .iter()
+                .cloned()
+                .chain(self.sources)
+                .collect(),
+        }
+    }
+
+    /// These texts with `calls` (the calls decided in their answer) as
+    /// sources: what a follow-up by reference continues from.
+    pub fn answered_with(mut self, calls: &[Source]) -> Texts {
+        self.sources.extend_from_slice(calls);
+        self
+    }
+
+    /// The bytes the texts hold, about.
+    pub fn weight(&self) -> usize {
+        let sources: usize = self
+            .sources
+            .iter()
+            .map(|s| s.call_id.len() + s.name.len() + s.arguments.len() + 48)
+            .sum();
+        self.system.len()
+            + self.user.len()
+            + self.tool.len()
+            + self.tool_results.len() * 48
+            + self.first_user.as_ref().map_or(0, String::len)
+            + self.last_user.as_ref().map_or(0, String::len)
+            + sources
+            + 128
     }
 
     /// Adds one tool result's text.

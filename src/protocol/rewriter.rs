@@ -71,7 +71,7 @@ pub enum Update {
     /// continuing from `first` is sent on from `then`.
     Renamed { first: String, then: String },
     /// The id of the answer, which a later request may continue from (a
-    /// Messages thread), as soon as it is read.
+    /// Messages thread, a stored Responses response), as soon as it is read.
     Answered(String),
 }
 

@@ -92,6 +92,22 @@ pub fn handle<'a>(
             policy.reads("provenance") || policy.reads("context") || policy.requires("injection"),
             policy.reads_signal("provenance.args_from_pointed_source"),
         );
+        // A conversation sent by reference is read as though it had come
+        // whole: the earlier turns' texts this replica remembers, then the
+        // request's own; when it remembers none, the signals say so.
+        let texts = match protocol.stored_from(&req.body) {
+            Some(prev) => match state.history(&prev) {
+                Some(earlier) => texts.after(&earlier),
+                None => {
+                    ctx.history_incomplete = true;
+                    texts
+                }
+            },
+            None => texts,
+        };
+        // What a follow-up by reference will continue from.
+        let history = (protocol == Protocol::Responses || !matches!(held, Held::Not))
+            .then(|| Arc::new(texts.clone()));
         let default_phase = state.config.policy.default_phase.as_deref();
         context::fill(
             &mut ctx,
@@ -168,6 +184,7 @@ pub fn handle<'a>(
                 deadline,
                 ctx,
                 thread,
+                history,
             };
             let b = body::gated_stream(protocol, state.clone(), gates, sent, follow.take());
             return Ok(Response::from_parts(
@@ -189,6 +206,10 @@ pub fn handle<'a>(
         let round = complete::gate(state, &gates, &ctx, protocol, &raw, more).await?;
         if let (Some(facts), Some(id)) = (thread, &round.id) {
             state.remember_thread(id.clone(), facts);
+        }
+        if let (Some(h), Some(id)) = (&history, &round.id) {
+            let decided = ctx.decided.lock().map(|d| d.clone()).unwrap_or_default();
+            state.remember_history(id, h, &decided);
         }
         let body = match (round.again, follow) {
             (Some(r), Some(f)) => {

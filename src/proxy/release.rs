@@ -158,6 +158,14 @@ impl Batch {
 /// person about those decided `ask`.
 pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) -> Batch {
     let decisions = gates.decide_all(calls, ctx).await;
+    // What a follow-up by reference sends results back for.
+    if let Ok(mut d) = ctx.decided.lock() {
+        d.extend(calls.iter().map(|c| crate::context::Source {
+            call_id: c.id.clone(),
+            name: c.name.clone(),
+            arguments: c.arguments.clone(),
+        }));
+    }
     let version = &gates.policy().version;
     let monitor = state.monitor();
     let mut allowed = Vec::with_capacity(calls.len());

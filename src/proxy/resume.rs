@@ -61,6 +61,9 @@ pub struct Sent {
     /// The facts of the thread the answer belongs to (a Messages thread),
     /// remembered under the answer's id.
     pub thread: Option<crate::proxy::threads::Shared>,
+    /// The conversation's texts, remembered under the answer's id with the
+    /// calls decided in it (a stored response, a thread).
+    pub history: Option<Arc<crate::context::Texts>>,
 }
 
 pub type Sending = Pin<Box<dyn Future<Output = (FollowUp, Result<Sent, Error>)> + Send>>;
@@ -133,6 +136,7 @@ async fn make(
         deadline,
         ctx: Arc::new(next),
         thread: None,
+        history: None,
     })
 }
 

@@ -122,6 +122,10 @@ pub struct State {
     /// What the gates know of each Messages thread, by the id of each
     /// answer in it.
     threads: moka::sync::Cache<String, crate::proxy::threads::Shared>,
+    /// The texts the signals read of each stored response's conversation
+    /// (a Responses id, a thread's answer), so that a follow-up by
+    /// reference is read as though it had come whole.
+    history: moka::sync::Cache<String, Arc<crate::context::Texts>>,
 }
 
 impl State {
@@ -137,11 +141,12 @@ impl State {
         let seed = format!("{nanos}-{}", std::process::id());
         let budget = crate::proxy::budget::Budget::new(config.limits.max_body_bytes_in_flight);
         let streams = Arc::new(tokio::sync::Semaphore::new(config.limits.max_streams));
-        // Bounded by bytes and by count at once: each of the three records
-        // has a third of the bytes, and every entry weighs its bytes, and at
-        // least its share of them when `remember_max` entries are kept.
+        // Bounded by bytes and by count at once: the conversations' texts
+        // have half the bytes, each of the three other records a sixth, and
+        // every entry weighs its bytes, and at least its share of them when
+        // `remember_max` entries are kept.
         let r = config.responses;
-        let third = r.remember_max_bytes / 3;
+        let third = r.remember_max_bytes / 6;
         let floor = match r.remember_max {
             0 => u64::MAX,
             // Rounded up: `third / floor` entries at most, never more than `n`.
@@ -171,6 +176,18 @@ impl State {
             })
             .time_to_live(r.remember_ttl)
             .build();
+        let half = if r.remember_max == 0 {
+            0
+        } else {
+            r.remember_max_bytes / 2
+        };
+        let history = moka::sync::Cache::builder()
+            .max_capacity(half)
+            .weigher(move |k: &String, v: &Arc<crate::context::Texts>| {
+                u32::try_from(k.len() + v.weight()).unwrap_or(u32::MAX)
+            })
+            .time_to_live(r.remember_ttl)
+            .build();
         let id_key =
             crate::fence::marker::hmac_sha256(&b.fence_secret, &[b"replacement message ids"]);
         State {
@@ -197,6 +214,7 @@ impl State {
             withheld,
             renamed,
             threads,
+            history,
         }
     }
 
@@ -307,6 +325,27 @@ impl State {
         self.share_thread(&answer, &facts, reused);
     }
 
+    /// Remembers the texts of the conversation stored response (or thread
+    /// answer) `id` ends, with the calls decided in it.
+    pub fn remember_history(
+        &self,
+        id: &str,
+        texts: &crate::context::Texts,
+        decided: &[crate::context::Source],
+    ) {
+        if id.is_empty() {
+            return;
+        }
+        let remembered = texts.clone().answered_with(decided);
+        self.history.insert(id.to_string(), Arc::new(remembered));
+    }
+
+    /// The texts of the conversation stored response `id` ends, when this
+    /// replica remembers them.
+    pub fn history(&self, id: &str) -> Option<Arc<crate::context::Texts>> {
+        self.history.get(id)
+    }
+
     /// Records that stored response `first` was continued as `then`.
     pub fn remember_renamed(&self, first: String, then: String) {
         if !first.is_empty() && !then.is_empty() && first != then {
@@ -320,7 +359,11 @@ impl State {
         self.withheld.run_pending_tasks();
         self.renamed.run_pending_tasks();
         self.threads.run_pending_tasks();
-        self.withheld.weighted_size() + self.renamed.weighted_size() + self.threads.weighted_size()
+        self.history.run_pending_tasks();
+        self.withheld.weighted_size()
+            + self.renamed.weighted_size()
+            + self.threads.weighted_size()
+            + self.history.weighted_size()
     }
 
     /// The upstream a protocol's requests go to.

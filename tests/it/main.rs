@@ -69,6 +69,8 @@ mod injection_eval;
 mod injection_lofo;
 // Domains nobody tuned on, measured per domain and style.
 mod injection_domains;
+// The same verdict whole or by reference (`previous_response_id`).
+mod by_reference;
 // The content fence and redaction of tool results.
 mod fence;
 // The sentinel: its scenarios, judge failures, injections, cache.

@@ -124,6 +124,8 @@ pub struct StreamRewriter {
     kept: usize,
     withheld: Vec<(String, String)>,
     response_id: String,
+    /// The response's id, once read, to report ([`Update::Answered`]).
+    answered: Option<String>,
     /// The response as `response.created` announced it, for a failure ending.
     snapshot: Option<Snapshot>,
     uses_seq: bool,
@@ -161,6 +163,7 @@ impl StreamRewriter {
             kept: 0,
             withheld: Vec::new(),
             response_id: String::new(),
+            answered: None,
             snapshot: None,
             uses_seq: false,
             last_seq: None,
@@ -451,6 +454,9 @@ impl Rewriter for StreamRewriter {
     fn poll(&mut self) -> Option<Update> {
         if std::mem::take(&mut self.call_delta) {
             return Some(Update::CallRead);
+        }
+        if let Some(id) = self.answered.take() {
+            return Some(Update::Answered(id));
         }
         if !self.withheld.is_empty() && !self.response_id.is_empty() {
             return Some(Update::Withheld(Withheld {

@@ -22,6 +22,9 @@ impl Drop for GatedBody {
                 rt.spawn(chore);
             }
         }
+        if let Some(id) = self.answer.take() {
+            self.remember_history(&id);
+        }
         let totals = self.rw.totals();
         totals.usage.count(&self.state.metrics);
         let late = totals.late_deltas;

@@ -124,6 +124,11 @@ pub struct GatedBody {
     protocol: Protocol,
     /// The facts of the thread the answer belongs to, remembered under its id.
     thread: Option<crate::proxy::threads::Shared>,
+    /// The conversation's texts, remembered under the answer's id (with the
+    /// calls decided in it) when it is one a follow-up may continue.
+    history: Option<Arc<crate::context::Texts>>,
+    /// The answer's id, once the rewriter read it.
+    answer: Option<String>,
     /// Judges asked ahead of their calls' decisions (`foresight.rs`),
     /// driven beside the stream.
     foresight: Vec<Chore>,
@@ -149,6 +154,8 @@ pub fn gated_stream(
     GatedBody {
         protocol,
         thread: upstream.thread,
+        history: upstream.history,
+        answer: None,
         timeouts: idle::Timeouts::new(upstream.deadline, quiet),
         stirred: stirred::Stirred::new(),
         held: state.budget.charge(),

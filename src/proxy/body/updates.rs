@@ -8,6 +8,20 @@ use super::GatedBody;
 use crate::protocol::Update;
 
 impl GatedBody {
+    /// Remembers the conversation's texts under answer `id`, with the calls
+    /// decided so far.
+    pub(super) fn remember_history(&self, id: &str) {
+        if let Some(h) = &self.history {
+            let decided = self
+                .ctx
+                .decided
+                .lock()
+                .map(|d| d.clone())
+                .unwrap_or_default();
+            self.state.remember_history(id, h, &decided);
+        }
+    }
+
     /// Takes every update the rewriter has, in order. Called after each
     /// step of the rewriter, before anything that step wrote goes out (so a
     /// request continuing from a stored response finds its record).
@@ -21,8 +35,12 @@ impl GatedBody {
                 Update::Renamed { first, then } => self.state.remember_renamed(first, then),
                 Update::Answered(id) => {
                     if let Some(facts) = &self.thread {
-                        self.state.remember_thread(id, facts.clone());
+                        self.state.remember_thread(id.clone(), facts.clone());
                     }
+                    // Remembered now (a follow-up may come as soon as the
+                    // answer ends), and again with its calls at the end.
+                    self.remember_history(&id);
+                    self.answer = Some(id);
                 }
             }
         }

@@ -62,6 +62,7 @@ impl StreamRewriter {
         if let Some(id) = id {
             if self.response_id.is_empty() {
                 self.response_id = id.to_string();
+                self.answered = Some(id.to_string());
                 self.kept += id.len();
             }
         }
