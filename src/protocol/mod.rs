@@ -151,6 +151,17 @@ impl Protocol {
     /// Whether the provider holds the conversation of a (parsed) request
     /// with its declared tools and system text (a Messages thread): then a
     /// continuing request declares nothing itself.
+    /// Whether a later request may continue this one's answer by
+    /// reference (a stored Responses response, a Messages thread): then
+    /// what the signals read of the conversation is remembered.
+    pub fn continued_by_reference(self, body: &Value) -> bool {
+        match self {
+            Protocol::Responses => true,
+            Protocol::Messages => !matches!(self.held(body), Held::Not),
+            Protocol::Chat => false,
+        }
+    }
+
     pub fn held(self, body: &Value) -> Held {
         match self {
             Protocol::Messages => match messages::request::thread(body) {

@@ -71,6 +71,7 @@ pub fn handle<'a>(
         ctx.declared = std::mem::take(&mut req.declared);
         // A thread's continue declares nothing: the thread's facts stand in.
         let held = protocol.held(&req.body);
+        let by_reference_later = protocol.continued_by_reference(&req.body);
         let continued = match &held {
             Held::From(prev) => {
                 // This replica's record, or another replica's.
@@ -106,8 +107,7 @@ pub fn handle<'a>(
             None => texts,
         };
         // What a follow-up by reference will continue from.
-        let history = (protocol == Protocol::Responses || !matches!(held, Held::Not))
-            .then(|| Arc::new(texts.clone()));
+        let history = by_reference_later.then(|| Arc::new(texts.clone()));
         let default_phase = state.config.policy.default_phase.as_deref();
         context::fill(
             &mut ctx,
