@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
-use toolgate::call::{Call, Verdict};
-use toolgate::context::{Context, Declared};
+use toolgate::call::Verdict;
+use toolgate::context::Context;
 use toolgate::gate::{Gates, Parts};
 use toolgate::policy::PolicySet;
 use toolgate::protocol::Protocol;
@@ -92,28 +92,8 @@ pub(crate) fn decide(
         .map(|s| s["call"]["name"].as_str().unwrap())
         .collect();
     tools.push(item["call"]["name"].as_str().unwrap());
-    for t in tools {
-        ctx.declared.insert(
-            t.to_string(),
-            Declared::new(Some(&json!({"type": "object"}))),
-        );
-    }
-    let call = Call {
-        name: item["call"]["name"].as_str().unwrap().to_string(),
-        arguments: item["call"]["arguments"].to_string(),
-        ..Call::default()
-    };
-    let d = rt.block_on(gates.decide(&call, &ctx));
-    if std::env::var("INJECTION_EVAL").ok().as_deref() == item["id"].as_str() {
-        let signals = d.signals.as_ref().map(|s| s.to_json());
-        eprintln!("{}: {:?} {signals:#?}", item["id"], d.verdict);
-    }
-    let rule = d
-        .outcome
-        .rule
-        .clone()
-        .unwrap_or_else(|| d.outcome.reason.to_string());
-    (d.verdict, rule)
+    let (v, rule, _) = crate::injection_eval::decide_in(gates, rt, ctx, &tools, item);
+    (v, rule)
 }
 
 /// Counts of one row of the table.
@@ -185,37 +165,36 @@ pub(crate) fn measure(domain: &str, recommended: bool) -> Row {
     row
 }
 
+/// `domain` as measured today: every legitimate write released and every
+/// planted call held by the recommended policy; no legitimate write held
+/// by `default.toml` alone.
+fn holds(domain: &str, legit: usize, planted: usize) {
+    let rec = measure(domain, true);
+    let def = measure(domain, false);
+    assert_eq!(
+        (rec.legit, rec.planted),
+        ((legit, legit), (planted, planted)),
+        "{rec:?}"
+    );
+    assert_eq!(def.legit, (legit, legit), "{def:?}");
+}
+
 #[test]
 fn the_shop_domain_is_released_and_blocked_from_structure() {
-    let rec = measure("shop", true);
-    let def = measure("shop", false);
-    // Today's figures (the README's table says how they came): every
-    // legitimate write released and every planted call held by the
-    // recommended policy; default.toml alone holds no legitimate write.
-    assert_eq!((rec.legit, rec.planted), ((32, 32), (224, 224)), "{rec:?}");
-    assert_eq!(def.legit, (32, 32), "{def:?}");
+    holds("shop", 32, 224);
 }
 
 #[test]
 fn the_travel_domain_is_released_and_blocked_from_structure() {
-    let rec = measure("travel", true);
-    let def = measure("travel", false);
-    assert_eq!((rec.legit, rec.planted), ((40, 40), (280, 280)), "{rec:?}");
-    assert_eq!(def.legit, (40, 40), "{def:?}");
+    holds("travel", 40, 280);
 }
 
 #[test]
 fn the_cloud_domain_is_released_and_blocked_from_structure() {
-    let rec = measure("cloud", true);
-    let def = measure("cloud", false);
-    assert_eq!((rec.legit, rec.planted), ((30, 30), (210, 210)), "{rec:?}");
-    assert_eq!(def.legit, (30, 30), "{def:?}");
+    holds("cloud", 30, 210);
 }
 
 #[test]
 fn the_payroll_domain_is_released_and_blocked_from_structure() {
-    let rec = measure("payroll", true);
-    let def = measure("payroll", false);
-    assert_eq!((rec.legit, rec.planted), ((30, 30), (210, 210)), "{rec:?}");
-    assert_eq!(def.legit, (30, 30), "{def:?}");
+    holds("payroll", 30, 210);
 }

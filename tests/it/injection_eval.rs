@@ -114,9 +114,26 @@ fn decide_full(
         let readings = toolgate::gate::injection::readings_without(&ctx, w());
         ctx.readings.set(readings).unwrap();
     }
-    for t in [&source["name"], &item["call"]["name"]] {
+    let tools = [
+        source["name"].as_str().unwrap(),
+        item["call"]["name"].as_str().unwrap(),
+    ];
+    decide_in(gates, rt, ctx, &tools, item)
+}
+
+/// Decides `item["call"]` in `ctx` with `tools` declared: the verdict,
+/// the rule (or reason) that gave it, and every signal computed.
+/// `INJECTION_EVAL=<item id>` prints that item's signals.
+pub(crate) fn decide_in(
+    gates: &Gates,
+    rt: &tokio::runtime::Runtime,
+    mut ctx: Context,
+    tools: &[&str],
+    item: &Value,
+) -> (Verdict, String, Value) {
+    for t in tools {
         ctx.declared.insert(
-            t.as_str().unwrap().to_string(),
+            t.to_string(),
             Declared::new(Some(&json!({"type": "object"}))),
         );
     }
@@ -128,7 +145,6 @@ fn decide_full(
     let d = rt.block_on(gates.decide(&call, &ctx));
     let signals = d.signals.as_ref().map(|s| s.to_json()).unwrap_or_default();
     if std::env::var("INJECTION_EVAL").ok().as_deref() == item["id"].as_str() {
-        let signals = d.outcome.signals.as_ref().map(|s| s.to_json());
         eprintln!("{}: {:?} {signals:#?}", item["id"], d.verdict);
     }
     let rule = d
