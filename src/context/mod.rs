@@ -322,6 +322,68 @@ impl Texts {
         self
     }
 
+    /// The texts as JSON, for replicas that share them (sealed: they hold
+    /// prompts and tool results).
+    pub fn to_json(&self) -> Value {
+        let results: Vec<Value> = self
+            .tool_results
+            .iter()
+            .map(|(r, id)| serde_json::json!([r.start, r.end, id]))
+            .collect();
+        let sources: Vec<Value> = self
+            .sources
+            .iter()
+            .map(|s| serde_json::json!([s.call_id, s.name, s.arguments]))
+            .collect();
+        serde_json::json!({"system": self.system, "first_user": self.first_user,
+            "last_user": self.last_user, "user": self.user, "tool": self.tool,
+            "results": results, "sources": sources})
+    }
+
+    /// Texts another replica wrote with [`Texts::to_json`]; `None` for
+    /// anything else (a range outside the tool text included).
+    pub fn from_json(v: &Value) -> Option<Texts> {
+        let text = |k: &str| v.get(k)?.as_str().map(str::to_string);
+        let opt = |k: &str| match v.get(k)? {
+            Value::Null => Some(None),
+            Value::String(s) => Some(Some(s.clone())),
+            _ => None,
+        };
+        let tool = text("tool")?;
+        let tool_results = v
+            .get("results")?
+            .as_array()?
+            .iter()
+            .map(|r| {
+                let (start, end) = (r.get(0)?.as_u64()?, r.get(1)?.as_u64()?);
+                let (start, end) = (usize::try_from(start).ok()?, usize::try_from(end).ok()?);
+                tool.get(start..end)?;
+                Some((start..end, r.get(2)?.as_str()?.to_string()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let sources = v
+            .get("sources")?
+            .as_array()?
+            .iter()
+            .map(|s| {
+                Some(Source {
+                    call_id: s.get(0)?.as_str()?.to_string(),
+                    name: s.get(1)?.as_str()?.to_string(),
+                    arguments: s.get(2)?.as_str()?.to_string(),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Texts {
+            system: text("system")?,
+            first_user: opt("first_user")?,
+            last_user: opt("last_user")?,
+            user: text("user")?,
+            tool,
+            tool_results,
+            sources,
+        })
+    }
+
     /// The bytes the texts hold, about.
     pub fn weight(&self) -> usize {
         let sources: usize = self
@@ -399,6 +461,16 @@ mod tests {
             {"role": "tool", "tool_call_id": "c", "content": "bob@example.com"},
             {"role": "user", "content": "now"}
         ]})
+    }
+
+    #[test]
+    fn texts_read_back_from_their_json_as_they_were() {
+        let mut t = Protocol::Chat.texts(&body(), true);
+        t.push_call("c", "send", "{\"to\":\"bob\"}");
+        assert_eq!(Texts::from_json(&t.to_json()).as_ref(), Some(&t));
+        let mut bad = t.to_json();
+        bad["results"] = json!([[0, 100000, "c"]]);
+        assert_eq!(Texts::from_json(&bad), None, "a range outside the text");
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub fn handle<'a>(
         // whole: the earlier turns' texts this replica remembers, then the
         // request's own; when it remembers none, the signals say so.
         let texts = match protocol.stored_from(&req.body) {
-            Some(prev) => match state.history(&prev) {
+            Some(prev) => match state.history(&prev).await? {
                 Some(earlier) => texts.after(&earlier),
                 None => {
                     ctx.history_incomplete = true;

@@ -337,13 +337,8 @@ impl State {
             return;
         }
         let remembered = texts.clone().answered_with(decided);
+        self.share_history(id, &remembered);
         self.history.insert(id.to_string(), Arc::new(remembered));
-    }
-
-    /// The texts of the conversation stored response `id` ends, when this
-    /// replica remembers them.
-    pub fn history(&self, id: &str) -> Option<Arc<crate::context::Texts>> {
-        self.history.get(id)
     }
 
     /// Records that stored response `first` was continued as `then`.

@@ -57,38 +57,48 @@ fn output_item(i: usize, result: &Value) -> Value {
     json!({"type": "function_call_output", "call_id": format!("call_{i}"), "output": result})
 }
 
-/// The recommended policy with the domains' catalog, and approvals that
-/// nobody answers (an `ask` fails closed within a second).
-async fn gate(mock: &Mock) -> Gate {
+/// The recommended policy with the domains' catalog, approvals that
+/// nobody answers (an `ask` fails closed within a second), and `extra`.
+async fn gate(mock: &Mock, extra: &str) -> Gate {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = shipped(&["default.toml", "examples/taint.toml"]);
     files.push((
         "catalog.toml".into(),
         std::fs::read_to_string(root.join("tests/data/injection/domains/catalog.toml")).unwrap(),
     ));
-    start_gate_files(&mock.base_url(), &files, "[approval]\ntimeout_secs = 1\n").await
+    let config = format!("[approval]\ntimeout_secs = 1\n\n{extra}");
+    start_gate_files(&mock.base_url(), &files, &config).await
 }
 
-/// Whether the final call of `item` reached the agent: driven by
-/// reference, one tool result a request, and sent whole.
-async fn by_reference_and_whole(item: &Value) -> (bool, bool) {
+/// A provider answering `item`'s conversation turn by turn, then the
+/// final call once more for the conversation sent whole.
+async fn provider(item: &Value) -> Mock {
     let steps = item["steps"].as_array().unwrap();
-    let last = &item["call"];
+    let n = steps.len();
     let mut replies: Vec<Reply> = steps
         .iter()
         .enumerate()
         .map(|(i, s)| calling(&format!("resp_{i}"), &format!("call_{i}"), &s["call"]))
         .collect();
+    replies.push(calling(
+        &format!("resp_{n}"),
+        &format!("call_{n}"),
+        &item["call"],
+    ));
+    replies.push(calling("resp_whole", &format!("call_{n}"), &item["call"]));
+    start_mock(replies).await
+}
+
+/// Whether the final call of `item` reached the agent: driven by
+/// reference, one tool result a request (the turns through `early`, the
+/// last request through `late`), and sent whole (through `late`).
+async fn drive(item: &Value, early: &Gate, late: &Gate) -> (bool, bool) {
+    let steps = item["steps"].as_array().unwrap();
     let n = steps.len();
-    replies.push(calling(&format!("resp_{n}"), &format!("call_{n}"), last));
-    replies.push(calling("resp_whole", &format!("call_{n}"), last));
-    let mock = start_mock(replies).await;
-    let gate = gate(&mock).await;
     let tools = tools(item);
     let user = json!({"role": "user", "content": item["user"]});
-    // By reference: the user's message, then each tool result alone.
     let first = json!({"model": "m", "input": [user], "tools": tools});
-    let mut a = post_chat_at(&gate, "/v1/responses", &first, &[]).await;
+    let mut a = post_chat_at(early, "/v1/responses", &first, &[]).await;
     for (i, s) in steps.iter().enumerate() {
         assert!(
             a.text().contains(&format!("call_{i}")),
@@ -97,20 +107,31 @@ async fn by_reference_and_whole(item: &Value) -> (bool, bool) {
         );
         let next = json!({"model": "m", "previous_response_id": format!("resp_{i}"),
             "input": [output_item(i, &s["result"])], "tools": tools});
-        a = post_chat_at(&gate, "/v1/responses", &next, &[]).await;
+        let gate = if i + 1 == n { late } else { early };
+        if !std::ptr::eq(gate, early) {
+            // Another replica: the records are written behind the answer,
+            // as an agent's tool takes a moment to run.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        a = post_chat_at(gate, "/v1/responses", &next, &[]).await;
     }
     let by_reference = a.text().contains(&format!("call_{n}"));
-    // Whole: every turn in one request.
     let mut input = vec![user];
     for (i, s) in steps.iter().enumerate() {
         input.push(call_item(i, &s["call"]));
         input.push(output_item(i, &s["result"]));
     }
     let whole = json!({"model": "m", "input": input, "tools": tools});
-    let w = post_chat_at(&gate, "/v1/responses", &whole, &[]).await;
-    let sent_whole = w.text().contains(&format!("call_{n}"));
+    let w = post_chat_at(late, "/v1/responses", &whole, &[]).await;
+    (by_reference, w.text().contains(&format!("call_{n}")))
+}
+
+async fn by_reference_and_whole(item: &Value) -> (bool, bool) {
+    let mock = provider(item).await;
+    let gate = gate(&mock, "").await;
+    let seen = drive(item, &gate, &gate).await;
     gate.stop().await;
-    (by_reference, sent_whole)
+    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +162,7 @@ async fn a_legitimate_write_is_released_by_reference_as_it_is_whole() {
 async fn a_conversation_continued_from_a_response_nobody_remembers_is_held() {
     let it = item("shop-benign-cancel-000");
     let mock = start_mock(vec![calling("resp_x", "call_9", &it["call"])]).await;
-    let gate = gate(&mock).await;
+    let gate = gate(&mock, "").await;
     let body = json!({"model": "m", "previous_response_id": "resp_unknown",
         "input": [{"role": "user", "content": it["user"]}], "tools": tools(&it)});
     let a = post_chat_at(&gate, "/v1/responses", &body, &[]).await;
@@ -153,4 +174,33 @@ async fn a_conversation_continued_from_a_response_nobody_remembers_is_held() {
         "{audit:#?}"
     );
     gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_continued_on_another_replica_is_read_whole() {
+    let port = crate::bin::free_port();
+    let Some(_redis) = crate::shared_state::redis(port).await else {
+        return;
+    };
+    let state = format!(
+        "{}key_prefix = \"byref:\"\n",
+        crate::shared_state::shared_records(port)
+    );
+    for (id, released) in [
+        ("shop-injected-s_remark-006", false),
+        ("shop-benign-return-008", true),
+    ] {
+        let it = item(id);
+        let mock = provider(&it).await;
+        let a = gate(&mock, &state).await;
+        let b = gate(&mock, &state).await;
+        let seen = drive(&it, &a, &b).await;
+        assert_eq!(
+            seen,
+            (released, released),
+            "{id}: (by reference on B, whole)"
+        );
+        a.stop().await;
+        b.stop().await;
+    }
 }

@@ -23,6 +23,8 @@ use crate::protocol::{Protocol, Withheld};
 const WITHHELD: &str = "withheld";
 const RENAMED: &str = "renamed";
 const THREAD: &str = "thread";
+/// A stored response's conversation texts.
+const HISTORY: &str = "history";
 /// A thread record's field for an answer id given to two threads.
 const REUSED: &str = "reused";
 
@@ -168,6 +170,46 @@ impl State {
         };
         self.threads.insert(id.to_string(), facts.clone());
         Ok(Some(facts))
+    }
+
+    /// Writes the conversation texts stored response `id` ends, sealed
+    /// with their kind and id inside (they hold prompts and tool results).
+    pub(super) fn share_history(&self, id: &str, texts: &crate::context::Texts) {
+        if self.parts.shared.is_none() {
+            return;
+        }
+        let Some(sealed) = self.seal_record(HISTORY, id, &[&texts.to_json().to_string()]) else {
+            return;
+        };
+        let id = id.to_string();
+        self.write_behind(|s, ttl| async move { s.put(HISTORY, &id, &sealed, ttl).await });
+    }
+
+    /// The conversation texts stored response `id` ends: this replica's
+    /// own record, else another replica's from the shared state; `None`
+    /// when neither knows it (or the shared state cannot be read and
+    /// `on_error = "local"`).
+    pub async fn history(&self, id: &str) -> Result<Option<Arc<crate::context::Texts>>, Error> {
+        if let Some(h) = self.history.get(id) {
+            return Ok(Some(h));
+        }
+        let Some(s) = &self.parts.shared else {
+            return Ok(None);
+        };
+        let sealed = match s.get(HISTORY, id).await {
+            Ok(v) => v,
+            Err(e) => return self.unreadable(s, &e).map(|()| None),
+        };
+        let texts = sealed
+            .and_then(|v| self.open_record(&v, HISTORY, id, 1))
+            .and_then(|mut f| f.pop())
+            .and_then(|plain| serde_json::from_str::<Value>(&plain).ok())
+            .and_then(|v| crate::context::Texts::from_json(&v))
+            .map(Arc::new);
+        if let Some(t) = &texts {
+            self.history.insert(id.to_string(), t.clone());
+        }
+        Ok(texts)
     }
 
     /// Shared state that could not be read: an error (`fail_closed`) or
