@@ -237,6 +237,39 @@ fn header(h: &HeaderMap, name: &HeaderName) -> Option<String> {
         .map(String::from)
 }
 
+/// One turn of a conversation continued by reference: the texts its own
+/// request carried (with the calls decided in its answer), and the answer
+/// it continued from. A stored response's conversation is its chain of
+/// turns: each is kept once, however long the conversation grows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Turn {
+    pub prev: Option<String>,
+    pub texts: Texts,
+}
+
+impl Turn {
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"prev": self.prev, "texts": self.texts.to_json()})
+    }
+
+    pub fn from_json(v: &Value) -> Option<Turn> {
+        let prev = match v.get("prev")? {
+            Value::Null => None,
+            Value::String(s) => Some(s.clone()),
+            _ => return None,
+        };
+        Some(Turn {
+            prev,
+            texts: Texts::from_json(v.get("texts")?)?,
+        })
+    }
+
+    /// The bytes it holds, about.
+    pub fn weight(&self) -> usize {
+        self.texts.weight() + self.prev.as_ref().map_or(0, String::len)
+    }
+}
+
 /// What the request's messages say, by role (each protocol reads its own).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Texts {
@@ -461,6 +494,35 @@ mod tests {
             {"role": "tool", "tool_call_id": "c", "content": "bob@example.com"},
             {"role": "user", "content": "now"}
         ]})
+    }
+
+    #[test]
+    fn a_conversation_read_back_turn_by_turn_is_the_conversation_whole() {
+        let whole = Protocol::Chat.texts(&body(), true);
+        let first = Protocol::Chat.texts(
+            &json!({"messages": [{"role": "system", "content": "You are a mail assistant."},
+                {"role": "user", "content": [{"type": "text", "text": "Email Bob"}]}]}),
+            true,
+        );
+        let second = Protocol::Chat.texts(
+            &json!({"messages": [{"role": "tool", "tool_call_id": "c", "content": "bob@example.com"},
+                {"role": "user", "content": "now"}]}),
+            true,
+        );
+        let read = second.after(&first.after(&Texts::default()));
+        assert_eq!(read.user, whole.user);
+        assert_eq!(read.tool, whole.tool);
+        assert_eq!(read.tool_results, whole.tool_results);
+        assert_eq!(read.system, whole.system);
+        assert_eq!(
+            (read.first_user.clone(), read.last_user.clone()),
+            (whole.first_user, whole.last_user)
+        );
+        let turn = Turn {
+            prev: Some("resp_1".into()),
+            texts: read,
+        };
+        assert_eq!(Turn::from_json(&turn.to_json()), Some(turn));
     }
 
     #[test]

@@ -96,7 +96,16 @@ pub fn handle<'a>(
         // A conversation sent by reference is read as though it had come
         // whole: the earlier turns' texts this replica remembers, then the
         // request's own; when it remembers none, the signals say so.
-        let texts = match protocol.stored_from(&req.body) {
+        let prev = protocol.stored_from(&req.body);
+        // What a follow-up by reference will continue from: this turn,
+        // linked to the one before.
+        let history = by_reference_later.then(|| {
+            Arc::new(crate::context::Turn {
+                prev: prev.clone(),
+                texts: texts.clone(),
+            })
+        });
+        let texts = match prev {
             Some(prev) => match state.history(&prev).await? {
                 Some(earlier) => texts.after(&earlier),
                 None => {
@@ -106,8 +115,6 @@ pub fn handle<'a>(
             },
             None => texts,
         };
-        // What a follow-up by reference will continue from.
-        let history = by_reference_later.then(|| Arc::new(texts.clone()));
         let default_phase = state.config.policy.default_phase.as_deref();
         context::fill(
             &mut ctx,

@@ -61,9 +61,10 @@ pub struct Sent {
     /// The facts of the thread the answer belongs to (a Messages thread),
     /// remembered under the answer's id.
     pub thread: Option<crate::proxy::threads::Shared>,
-    /// The conversation's texts, remembered under the answer's id with the
-    /// calls decided in it (a stored response, a thread).
-    pub history: Option<Arc<crate::context::Texts>>,
+    /// This request's turn of the conversation, remembered under the
+    /// answer's id with the calls decided in it (a stored response, a
+    /// thread).
+    pub history: Option<Arc<crate::context::Turn>>,
 }
 
 pub type Sending = Pin<Box<dyn Future<Output = (FollowUp, Result<Sent, Error>)> + Send>>;

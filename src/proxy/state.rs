@@ -122,10 +122,11 @@ pub struct State {
     /// What the gates know of each Messages thread, by the id of each
     /// answer in it.
     threads: moka::sync::Cache<String, crate::proxy::threads::Shared>,
-    /// The texts the signals read of each stored response's conversation
-    /// (a Responses id, a thread's answer), so that a follow-up by
-    /// reference is read as though it had come whole.
-    history: moka::sync::Cache<String, Arc<crate::context::Texts>>,
+    /// The turn each stored response (a Responses id, a thread's answer)
+    /// ends, linked to the one before: what the signals read of its
+    /// conversation, so that a follow-up by reference is read as though
+    /// it had come whole.
+    history: moka::sync::Cache<String, Arc<crate::context::Turn>>,
 }
 
 impl State {
@@ -183,7 +184,7 @@ impl State {
         };
         let history = moka::sync::Cache::builder()
             .max_capacity(half)
-            .weigher(move |k: &String, v: &Arc<crate::context::Texts>| {
+            .weigher(move |k: &String, v: &Arc<crate::context::Turn>| {
                 u32::try_from(k.len() + v.weight()).unwrap_or(u32::MAX)
             })
             .time_to_live(r.remember_ttl)
@@ -325,18 +326,21 @@ impl State {
         self.share_thread(&answer, &facts, reused);
     }
 
-    /// Remembers the texts of the conversation stored response (or thread
-    /// answer) `id` ends, with the calls decided in it.
+    /// Remembers the turn stored response (or thread answer) `id` ends,
+    /// with the calls decided in it.
     pub fn remember_history(
         &self,
         id: &str,
-        texts: &crate::context::Texts,
+        turn: &crate::context::Turn,
         decided: &[crate::context::Source],
     ) {
         if id.is_empty() {
             return;
         }
-        let remembered = texts.clone().answered_with(decided);
+        let remembered = crate::context::Turn {
+            prev: turn.prev.clone(),
+            texts: turn.texts.clone().answered_with(decided),
+        };
         self.share_history(id, &remembered);
         self.history.insert(id.to_string(), Arc::new(remembered));
     }

@@ -124,9 +124,10 @@ pub struct GatedBody {
     protocol: Protocol,
     /// The facts of the thread the answer belongs to, remembered under its id.
     thread: Option<crate::proxy::threads::Shared>,
-    /// The conversation's texts, remembered under the answer's id (with the
-    /// calls decided in it) when it is one a follow-up may continue.
-    history: Option<Arc<crate::context::Texts>>,
+    /// This request's turn of the conversation, remembered under the
+    /// answer's id (with the calls decided in it) when it is one a
+    /// follow-up may continue.
+    history: Option<Arc<crate::context::Turn>>,
     /// The answer's id, once the rewriter read it.
     answer: Option<String>,
     /// Judges asked ahead of their calls' decisions (`foresight.rs`),

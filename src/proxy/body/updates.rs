@@ -8,7 +8,7 @@ use super::GatedBody;
 use crate::protocol::Update;
 
 impl GatedBody {
-    /// Remembers the conversation's texts under answer `id`, with the calls
+    /// Remembers this request's turn under answer `id`, with the calls
     /// decided so far.
     pub(super) fn remember_history(&self, id: &str) {
         if let Some(h) = &self.history {

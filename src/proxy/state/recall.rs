@@ -23,8 +23,10 @@ use crate::protocol::{Protocol, Withheld};
 const WITHHELD: &str = "withheld";
 const RENAMED: &str = "renamed";
 const THREAD: &str = "thread";
-/// A stored response's conversation texts.
+/// A stored response's turn of its conversation.
 const HISTORY: &str = "history";
+/// The most turns a conversation by reference is read back through.
+const MAX_TURNS: usize = 512;
 /// A thread record's field for an answer id given to two threads.
 const REUSED: &str = "reused";
 
@@ -172,26 +174,24 @@ impl State {
         Ok(Some(facts))
     }
 
-    /// Writes the conversation texts stored response `id` ends, sealed
-    /// with their kind and id inside (they hold prompts and tool results).
-    pub(super) fn share_history(&self, id: &str, texts: &crate::context::Texts) {
+    /// Writes the turn stored response `id` ends, sealed with its kind and
+    /// id inside (it holds prompts and tool results).
+    pub(super) fn share_history(&self, id: &str, turn: &crate::context::Turn) {
         if self.parts.shared.is_none() {
             return;
         }
-        let Some(sealed) = self.seal_record(HISTORY, id, &[&texts.to_json().to_string()]) else {
+        let Some(sealed) = self.seal_record(HISTORY, id, &[&turn.to_json().to_string()]) else {
             return;
         };
         let id = id.to_string();
         self.write_behind(|s, ttl| async move { s.put(HISTORY, &id, &sealed, ttl).await });
     }
 
-    /// The conversation texts stored response `id` ends: this replica's
-    /// own record, else another replica's from the shared state; `None`
-    /// when neither knows it (or the shared state cannot be read and
-    /// `on_error = "local"`).
-    pub async fn history(&self, id: &str) -> Result<Option<Arc<crate::context::Texts>>, Error> {
-        if let Some(h) = self.history.get(id) {
-            return Ok(Some(h));
+    /// The turn stored response `id` ends: this replica's own record, else
+    /// another replica's from the shared state.
+    async fn turn(&self, id: &str) -> Result<Option<Arc<crate::context::Turn>>, Error> {
+        if let Some(t) = self.history.get(id) {
+            return Ok(Some(t));
         }
         let Some(s) = &self.parts.shared else {
             return Ok(None);
@@ -200,16 +200,44 @@ impl State {
             Ok(v) => v,
             Err(e) => return self.unreadable(s, &e).map(|()| None),
         };
-        let texts = sealed
+        let turn = sealed
             .and_then(|v| self.open_record(&v, HISTORY, id, 1))
             .and_then(|mut f| f.pop())
             .and_then(|plain| serde_json::from_str::<Value>(&plain).ok())
-            .and_then(|v| crate::context::Texts::from_json(&v))
+            .and_then(|v| crate::context::Turn::from_json(&v))
             .map(Arc::new);
-        if let Some(t) = &texts {
+        if let Some(t) = &turn {
             self.history.insert(id.to_string(), t.clone());
         }
-        Ok(texts)
+        Ok(turn)
+    }
+
+    /// The texts of the conversation stored response `id` ends, its turns
+    /// read in order; `None` when a turn of it is not known (expired, or
+    /// another replica's without shared state), or it is longer than
+    /// [`MAX_TURNS`] (a provider's ids that loop included).
+    pub async fn history(&self, id: &str) -> Result<Option<crate::context::Texts>, Error> {
+        let mut turns = Vec::new();
+        let mut at = id.to_string();
+        loop {
+            if turns.len() >= MAX_TURNS {
+                return Ok(None);
+            }
+            let Some(t) = self.turn(&at).await? else {
+                return Ok(None);
+            };
+            let prev = t.prev.clone();
+            turns.push(t);
+            match prev {
+                Some(p) => at = p,
+                None => break,
+            }
+        }
+        let mut texts = crate::context::Texts::default();
+        for t in turns.iter().rev() {
+            texts = t.texts.clone().after(&texts);
+        }
+        Ok(Some(texts))
     }
 
     /// Shared state that could not be read: an error (`fail_closed`) or
