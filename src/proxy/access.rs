@@ -1,6 +1,7 @@
 //! The access line: one log line per request, written when its response
 //! has ended (streamed to the last byte, or the agent left), with what the
-//! gates decided. Never payload text.
+//! gates decided. Never payload text. Its target is [`TARGET`], whatever
+//! module writes it: operators filter on it.
 
 use std::pin::Pin;
 
@@ -15,11 +16,18 @@ use crate::policy::Verdict;
 
 pub use crate::call::Tally;
 
+/// The access line's log target, stable and documented
+/// (`TOOLGATE_LOG=info,toolgate::access=off` turns it off).
+pub const TARGET: &str = "toolgate::access";
+
 /// What the access line says; written when dropped.
 #[derive(Debug)]
 pub struct Access {
     pub method: http::Method,
     pub route: &'static str,
+    /// Why a refused request was refused: its path's class
+    /// (`batches`, `stored_response`, `unknown_path`, …).
+    pub refused: Option<&'static str>,
     pub status: u16,
     pub request_id: String,
     /// The provider's id for the exchange (its `x-request-id` or
@@ -41,6 +49,7 @@ impl Access {
         Access {
             method,
             route: "refused",
+            refused: None,
             status: 0,
             request_id,
             upstream_request_id: None,
@@ -60,9 +69,10 @@ impl Drop for Access {
             trace.end(self.status, t);
         }
         tracing::info!(
-            target: "toolgate::proxy::access",
+            target: TARGET,
             method = %self.method,
             route = %self.route,
+            refused = %self.refused.unwrap_or("-"),
             status = self.status,
             duration_us = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX),
             request_id = %self.request_id,

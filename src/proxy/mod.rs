@@ -171,6 +171,9 @@ fn respond(
             .map(|(_, r)| r.route.label())
             .unwrap_or("refused");
         access.route = label;
+        if let Err(e) = &routed {
+            access.refused = Some(route::refused_class(e));
+        }
         // An upstream exchange holds a slot until its response ends.
         let routed = routed.and_then(|ok| {
             let slot = state.streams.clone().try_acquire_owned();
@@ -215,8 +218,10 @@ fn respond(
                 let total = state.metrics.auth_failures.inc() + 1;
                 state.auth_failures.record(total);
             }
-            match e.side() {
-                crate::error::Side::Client => tracing::debug!(error = %e, "request refused"),
+            match (e.side(), &e) {
+                // Logged once, where the provider's answer was read.
+                (_, Error::UpstreamStatus { .. }) => {}
+                (crate::error::Side::Client, _) => tracing::debug!(error = %e, "request refused"),
                 _ => tracing::warn!(error = %e, "request failed"),
             }
             errors::response(&state, family, e)
@@ -310,8 +315,17 @@ async fn upstream_status(
         .redactor
         .redact(&message, &mut counts)
         .unwrap_or(message);
-    // Quoted (`?`): the provider's words cannot pass for a field of the line.
-    tracing::warn!(status = status.as_u16(), provider_message = ?message, "the provider answered with an error");
+    // One line per provider error, the provider's words quoted (`?`: they
+    // cannot pass for a field of the line). A 4xx a client recovers from
+    // by design (a prompt too long, a thread not found, a rate limit) is
+    // `info`; a refused credential or a provider failure is `warn`.
+    let recovered = status.is_client_error()
+        && !matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+    if recovered {
+        tracing::info!(status = status.as_u16(), provider_message = ?message, "the provider answered with an error");
+    } else {
+        tracing::warn!(status = status.as_u16(), provider_message = ?message, "the provider answered with an error");
+    }
     Error::UpstreamStatus {
         status,
         limits: Box::new(limits),

@@ -71,6 +71,24 @@ const BATCHES: &str =
     "Message batches are not served here: their results hold tool calls that were not checked. \
     Use POST /v1/messages.";
 
+/// The class of a refused request's path, for its access line (a
+/// client's start-up probe told from a refused batch, say).
+pub fn refused_class(e: &Error) -> &'static str {
+    match e {
+        Error::NotServed(m) if *m == BATCHES => "batches",
+        Error::NotServed(m) if *m == STORED => "stored_response",
+        Error::NotServed(m) if *m == CONVERSATIONS => "conversations",
+        Error::NotServed(m) if *m == CANCEL => "response_cancel",
+        Error::NotServed(_) => "not_served",
+        Error::UnsupportedEndpoint => "unknown_path",
+        Error::MethodNotAllowed => "method_not_allowed",
+        Error::WebSocketRefused => "websocket",
+        Error::Unauthorized => "unauthenticated",
+        Error::BadRequest(_) => "bad_path",
+        _ => "other",
+    }
+}
+
 /// Passed to the OpenAI-style upstream.
 const PASS: Target = Target::Go(Route::Pass(Protocol::Chat));
 

@@ -32,7 +32,7 @@ async fn access_lines(bin: &Bin, n: usize) -> Vec<Value> {
             .collect();
         let access: Vec<Value> = lines
             .into_iter()
-            .filter(|l| l["target"] == "toolgate::proxy::access")
+            .filter(|l| l["target"] == "toolgate::access")
             .collect();
         if access.len() >= n {
             return access;
@@ -111,6 +111,11 @@ async fn json_logs_write_one_access_line_per_request_with_its_verdicts() {
         (Some("refused"), Some(404))
     );
     assert_eq!(refused["upstream_request_id"], "-");
+    assert_eq!(
+        refused["refused"], "unknown_path",
+        "the refused path's class"
+    );
+    assert_eq!(gated["refused"], "-");
     // The audit records of the answer's calls carry the provider's id too.
     let audit = bin.audit();
     assert_eq!(audit.len(), 2, "{audit:?}");
@@ -171,7 +176,7 @@ async fn the_log_format_flag_overrides_the_config() {
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let log = bin.stderr();
     assert!(
-        log.contains("access") && log.contains("route=refused status=404"),
+        log.contains("access") && log.contains("route=refused refused=unknown_path status=404"),
         "{log}"
     );
     assert!(!log.contains('\u{1b}'), "{log}");
@@ -204,11 +209,77 @@ async fn rust_log_sets_the_level_when_toolgate_log_is_unset() {
         waited += 1;
     }
     assert!(
-        loud.stderr().contains("route=refused status=404"),
+        loud.stderr()
+            .contains("route=refused refused=unknown_path status=404"),
         "{}",
         loud.stderr()
     );
     // Written by now if it were going to be: both lines come from the same
     // code when the response ends.
     assert!(!quiet.stderr().contains("access"), "{}", quiet.stderr());
+}
+
+#[tokio::test]
+async fn the_documented_filter_turns_the_access_line_off_and_a_provider_error_is_one_line() {
+    let too_long = json!({"type": "error", "error": {"type": "invalid_request_error",
+        "message": "prompt is too long: 210000 tokens > 200000 maximum"}});
+    let broken = json!({"error": {"message": "upstream exploded", "type": "server_error"}});
+    let mock = start_mock(vec![
+        Reply::json(400, too_long.to_string()),
+        Reply::json(500, broken.to_string()),
+    ])
+    .await;
+    // The filter the operations guide documents.
+    let env = [("TOOLGATE_LOG", "info,toolgate::access=off")];
+    let bin = Bin::start_env(
+        &mock.base_url(),
+        &[("p.toml", "rule = []\n")],
+        "[log]\nformat = \"json\"\n",
+        &env,
+    )
+    .await;
+    let url = format!("{}/v1/chat/completions", bin.url);
+    let body = chat_request(false, &["t"]).to_string();
+    let h = [("content-type", "application/json")];
+    assert_eq!(send("POST", &url, &h, body.clone()).await.status, 400);
+    assert_eq!(send("POST", &url, &h, body).await.status, 500);
+    let lines = || -> Vec<Value> {
+        bin.stderr()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let mut said = Vec::new();
+    for _ in 0..100 {
+        said = lines()
+            .into_iter()
+            .filter(|l| l["fields"]["message"] == "the provider answered with an error")
+            .collect();
+        if said.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // One line per provider error: `info` for the 4xx a client recovers
+    // from by design, `warn` for a failure; no second "request failed".
+    let levels: Vec<(&Value, &Value)> = said
+        .iter()
+        .map(|l| (&l["level"], &l["fields"]["status"]))
+        .collect();
+    assert_eq!(
+        levels,
+        [(&json!("INFO"), &json!(400)), (&json!("WARN"), &json!(500))],
+        "{said:?}"
+    );
+    let all = lines();
+    assert!(
+        !all.iter()
+            .any(|l| l["fields"]["message"] == "request failed"),
+        "{all:?}"
+    );
+    assert!(
+        !all.iter().any(|l| l["target"] == "toolgate::access"),
+        "the documented filter turns the access line off: {all:?}"
+    );
+    assert!(all.iter().any(|l| l["target"] != "toolgate::access"));
 }
