@@ -89,9 +89,12 @@ async fn serve_conn<I>(
     // Given back once the first head is read.
     let head = std::sync::Mutex::new(Some(head));
     let svc = service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-        heard.store(true, Ordering::Relaxed);
-        if let Ok(mut h) = head.lock() {
-            h.take();
+        // The first request gives the head's charge back; later ones find
+        // the flag set and take no lock.
+        if !heard.swap(true, Ordering::Relaxed) {
+            if let Ok(mut h) = head.lock() {
+                h.take();
+            }
         }
         // The connection's client certificate names, for authentication.
         if let Some(p) = &peer {

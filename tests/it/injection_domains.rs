@@ -13,10 +13,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 use toolgate::call::Verdict;
-use toolgate::context::Context;
 use toolgate::gate::{Gates, Parts};
 use toolgate::policy::PolicySet;
-use toolgate::protocol::Protocol;
 
 fn dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/injection/domains")
@@ -76,15 +74,7 @@ pub(crate) fn decide(
     rt: &tokio::runtime::Runtime,
     item: &Value,
 ) -> (Verdict, String) {
-    let body = body(item);
-    let mut ctx = Context::default();
-    toolgate::context::fill(
-        &mut ctx,
-        &http::HeaderMap::new(),
-        Some("execution"),
-        None,
-        Protocol::Chat.texts(&body, true),
-    );
+    let ctx = crate::injection_eval::context_of(&body(item));
     let mut tools: Vec<&str> = item["steps"]
         .as_array()
         .unwrap()

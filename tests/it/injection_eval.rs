@@ -91,14 +91,7 @@ fn decide_full(
             "function": {"name": source["name"], "arguments": source["arguments"].to_string()}}]},
         {"role": "tool", "tool_call_id": "call_src", "content": item["result"]},
     ]});
-    let mut ctx = Context::default();
-    toolgate::context::fill(
-        &mut ctx,
-        &http::HeaderMap::new(),
-        Some("execution"),
-        None,
-        Protocol::Chat.texts(&body, true),
-    );
+    let ctx = context_of(&body);
     if !without.is_empty() {
         let w = || toolgate::gate::injection::Without { parts: without };
         let spans = toolgate::gate::injection::scan_without(item["result"].as_str().unwrap(), w());
@@ -119,6 +112,20 @@ fn decide_full(
         item["call"]["name"].as_str().unwrap(),
     ];
     decide_in(gates, rt, ctx, &tools, item)
+}
+
+/// The context of a Chat Completions `body` in the execution phase, its
+/// texts all read.
+pub(crate) fn context_of(body: &Value) -> Context {
+    let mut ctx = Context::default();
+    toolgate::context::fill(
+        &mut ctx,
+        &http::HeaderMap::new(),
+        Some("execution"),
+        None,
+        Protocol::Chat.texts(body, true),
+    );
+    ctx
 }
 
 /// Decides `item["call"]` in `ctx` with `tools` declared: the verdict,
