@@ -30,14 +30,15 @@ fn ten_kb(injected: bool) -> String {
 fn bench(c: &mut Criterion) {
     let benign = ten_kb(false);
     let injected = ten_kb(true);
+    let words = toolgate::policy::words::builtin().unwrap();
     c.bench_function("injection scan 10 KB benign", |b| {
-        b.iter(|| toolgate::gate::injection::scan(&benign))
+        b.iter(|| toolgate::gate::injection::scan(&words, &benign))
     });
     c.bench_function("injection scan 10 KB injected", |b| {
-        b.iter(|| toolgate::gate::injection::scan(&injected))
+        b.iter(|| toolgate::gate::injection::scan(&words, &injected))
     });
     c.bench_function("injection scan 10 KB cached", |b| {
-        b.iter(|| toolgate::gate::injection::scan_cached(&injected))
+        b.iter(|| toolgate::gate::injection::scan_cached(&words, &injected))
     });
 
     let policy = format!(

@@ -56,11 +56,18 @@ pub enum Command {
     /// every signal.
     Explain(ExplainArgs),
     /// The signals a policy's `when` may read: name, type, how it is set,
-    /// meaning.
+    /// meaning. With `--words`, the word lists, action families and
+    /// detector patterns the signals read, each with its origin (the
+    /// embedded ones and the policy directory's `words/*.toml`).
     Signals {
         /// As a Markdown table (the README's).
         #[arg(long)]
         markdown: bool,
+        /// The words the signals read, instead of the signals.
+        #[arg(long, conflicts_with = "markdown")]
+        words: bool,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Policy helpers.
     #[command(subcommand)]
@@ -327,6 +334,7 @@ impl Command {
             Command::Serve(c) => Some(c),
             Command::Explain(e) => Some(&e.config),
             Command::Eval(EvalCommand::Sentinel(c)) => Some(c),
+            Command::Signals { config, .. } => Some(config),
             _ => None,
         }
     }

@@ -127,7 +127,14 @@ fn run(cli: Cli) -> ExitCode {
                 Err(code) => code,
             }
         }
-        Command::Signals { markdown } => write_out(&if *markdown {
+        Command::Signals { words: true, .. } => match config() {
+            Ok(c) => match crate::policy::PolicySet::load(c.policy.dir.as_deref()) {
+                Ok(p) => write_out(&p.words.text()),
+                Err(e) => wrong(&e),
+            },
+            Err(code) => code,
+        },
+        Command::Signals { markdown, .. } => write_out(&if *markdown {
             crate::policy::vocabulary::markdown()
         } else {
             crate::policy::vocabulary::text()

@@ -98,7 +98,7 @@ pub struct Source {
 pub struct Span {
     pub detector: &'static str,
     /// The detector's part that found it (`addressed_to_model/dear_model`).
-    pub pattern: &'static str,
+    pub pattern: std::sync::Arc<str>,
     /// The span's text, caseless (never audited: it is tool output).
     pub text: String,
 }

@@ -11,6 +11,7 @@ mod file;
 mod glob;
 pub mod limits;
 pub mod vocabulary;
+pub mod words;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -102,6 +103,9 @@ pub struct PolicySet {
     pub files: Vec<PathBuf>,
     /// `[[fact]]` and `[[facts]] file` of every policy file.
     pub facts: std::sync::Arc<crate::facts::Registry>,
+    /// The words the signals and detectors read: the embedded ones and the
+    /// policy directory's `words/*.toml`.
+    pub words: std::sync::Arc<words::Words>,
 }
 
 /// Rules indexed by their `tools` globs, so a call only looks at rules that
@@ -289,11 +293,22 @@ impl PolicySet {
             })?;
             sources.push((p.display().to_string(), text));
         }
-        PolicySet::from_sources(&sources)
+        let (words, word_files) = words::load(Some(dir))?;
+        PolicySet::with_words(&sources, std::sync::Arc::new(words), word_files)
     }
 
-    /// Compiles policy sources given as `(file name, text)` pairs, in order.
+    /// Compiles policy sources given as `(file name, text)` pairs, in
+    /// order, with the embedded words.
     pub fn from_sources(sources: &[(String, String)]) -> Result<PolicySet, Error> {
+        PolicySet::with_words(sources, words::builtin()?, Vec::new())
+    }
+
+    /// [`PolicySet::from_sources`] with `words` (read from `word_files`).
+    fn with_words(
+        sources: &[(String, String)],
+        words: std::sync::Arc<words::Words>,
+        word_files: Vec<PathBuf>,
+    ) -> Result<PolicySet, Error> {
         let mut diags: Vec<Diagnostic> = Vec::new();
         let mut out = file::Compiled::default();
         let mut default: Option<(Verdict, String)> = None;
@@ -326,6 +341,7 @@ impl PolicySet {
         if !diags.is_empty() {
             return Err(Error::Config(diags));
         }
+        hasher.update(words.digest);
         let digest = hasher.finalize();
         let facts = crate::facts::Registry::new(out.facts).map_err(|m| {
             Error::config(
@@ -337,6 +353,7 @@ impl PolicySet {
         let facts = std::sync::Arc::new(facts);
         let mut files: Vec<PathBuf> = sources.iter().map(|(n, _)| PathBuf::from(n)).collect();
         files.extend(out.watched_files);
+        files.extend(word_files);
         Ok(PolicySet {
             index: RuleIndex::build(&rules),
             rules,
@@ -347,6 +364,7 @@ impl PolicySet {
             version: crate::digest::hex(&digest[..6]),
             files,
             facts,
+            words,
         })
     }
 }

@@ -47,7 +47,7 @@ impl Events {
                 return None;
             }
         };
-        if let Err(e) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+        if let Err(e) = watcher.watch(dir, RecursiveMode::Recursive) {
             tracing::info!(dir = %dir.display(), error = %e, "cannot watch the policy directory; policy changes are found by polling");
             return None;
         }

@@ -125,8 +125,19 @@ pub async fn watch(
     let every = state.config.policy.reload;
     #[cfg(unix)]
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    let stamp =
-        |dir: &Path| crate::digest::stamp::of_dir(dir, "toml", &state.gates().policy().files);
+    // The policy files, the files they name, and the word files (a new one
+    // in `words/` counts too).
+    let stamp = |dir: &Path| {
+        let mut s = crate::digest::stamp::of_dir(dir, "toml", &state.gates().policy().files);
+        s.extend(crate::digest::stamp::of_dir(
+            &dir.join("words"),
+            "toml",
+            &[],
+        ));
+        s.sort();
+        s.dedup();
+        s
+    };
     let mut last = dir.as_deref().map(stamp);
     let mut pending: Option<Pending> = None;
     // Events wake the loop at once; polling every `reload_secs` stays, for

@@ -29,7 +29,9 @@ fn misspelled_escaped_glued_and_wrapped_instructions_are_all_found() {
     assert!(obfuscated.len() >= 10);
     let missed: Vec<&str> = obfuscated
         .iter()
-        .filter(|(_, t)| toolgate::gate::injection::scan(t).is_empty())
+        .filter(|(_, t)| {
+            toolgate::gate::injection::scan(&crate::injection_eval::words(), t).is_empty()
+        })
         .map(|(id, _)| id.as_str())
         .collect();
     assert!(missed.is_empty(), "missed {missed:?}");
@@ -40,7 +42,8 @@ fn the_corpus_is_detected_at_90_percent_with_at_most_5_percent_false_positives()
     let benign = corpus("benign.jsonl");
     let injected = corpus("injected.jsonl");
     assert!(benign.len() >= 50 && injected.len() >= 50);
-    let flagged = |t: &str| !toolgate::gate::injection::scan(t).is_empty();
+    let flagged =
+        |t: &str| !toolgate::gate::injection::scan(&crate::injection_eval::words(), t).is_empty();
     let missed: Vec<&str> = injected
         .iter()
         .filter(|(_, t)| !flagged(t))

@@ -51,6 +51,11 @@ pub(crate) fn gates_with(edit: impl FnOnce(String) -> String) -> Gates {
 
 /// The conversation of one item as an agent sends it: the user's words, the
 /// call that read the source, its result; then the call to decide.
+/// The embedded words (the detectors' patterns and the signals' lists).
+pub fn words() -> std::sync::Arc<toolgate::policy::words::Words> {
+    toolgate::policy::words::builtin().unwrap()
+}
+
 fn decide(gates: &Gates, rt: &tokio::runtime::Runtime, item: &Value) -> (Verdict, String) {
     decide_without(gates, rt, item, &[])
 }
@@ -94,7 +99,11 @@ fn decide_full(
     let ctx = context_of(&body);
     if !without.is_empty() {
         let w = || toolgate::gate::injection::Without { parts: without };
-        let spans = toolgate::gate::injection::scan_without(item["result"].as_str().unwrap(), w());
+        let spans = toolgate::gate::injection::scan_without(
+            &words(),
+            item["result"].as_str().unwrap(),
+            w(),
+        );
         let found = spans
             .into_iter()
             .map(|span| toolgate::context::Found {
@@ -104,7 +113,7 @@ fn decide_full(
             })
             .collect();
         ctx.injection.set(found).unwrap();
-        let readings = toolgate::gate::injection::readings_without(&ctx, w());
+        let readings = toolgate::gate::injection::readings_without(&ctx, &words(), w());
         ctx.readings.set(readings).unwrap();
     }
     let tools = [
@@ -163,7 +172,7 @@ pub(crate) fn decide_in(
 }
 
 fn fired(item: &Value) -> bool {
-    !toolgate::gate::injection::scan(item["result"].as_str().unwrap()).is_empty()
+    !toolgate::gate::injection::scan(&words(), item["result"].as_str().unwrap()).is_empty()
 }
 
 #[derive(Default)]

@@ -30,14 +30,17 @@ const BATCHES: [&str; 5] = [
 
 /// The parts that fire on one result: the patterns that match, and the
 /// steps of the second reading without which a pattern no longer does.
-fn parts_of(text: &str) -> BTreeSet<&'static str> {
-    let all: BTreeSet<&'static str> = fired(text, Without::default()).into_iter().collect();
+fn parts_of(text: &str) -> BTreeSet<String> {
+    let words = crate::injection_eval::words();
+    let all: BTreeSet<String> = fired(&words, text, Without::default())
+        .into_iter()
+        .collect();
     let mut out = all.clone();
-    for step in part_names()
+    for step in part_names(&words)
         .into_iter()
         .filter(|n| n.starts_with("reading/"))
     {
-        let without: BTreeSet<&'static str> = fired(text, Without { parts: &[step] })
+        let without: BTreeSet<String> = fired(&words, text, Without { parts: &[&step] })
             .into_iter()
             .collect();
         if without != all {
@@ -53,17 +56,18 @@ fn each_family_measured_without_the_parts_only_it_needs() {
     assert!(items.len() >= 700, "{}", items.len());
     let family = |i: &Value| i["family"].as_str().unwrap().to_string();
     // Which families each part fires on.
-    let mut support: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
-    let parts: Vec<BTreeSet<&'static str>> = items
+    let mut support: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let parts: Vec<BTreeSet<String>> = items
         .iter()
         .map(|i| parts_of(i["result"].as_str().unwrap()))
         .collect();
     for (i, ps) in items.iter().zip(&parts) {
         for p in ps {
-            support.entry(p).or_default().insert(family(i));
+            support.entry(p.clone()).or_default().insert(family(i));
         }
     }
-    let names = part_names();
+    let words = crate::injection_eval::words();
+    let names = part_names(&words);
     for p in support.keys() {
         assert!(names.contains(p), "{p} is no part's name");
     }
@@ -81,9 +85,9 @@ fn each_family_measured_without_the_parts_only_it_needs() {
         let left_out: Vec<&str> = support
             .iter()
             .filter(|(_, fams)| fams.len() == 1 && fams.contains(f))
-            .map(|(p, _)| *p)
+            .map(|(p, _)| p.as_str())
             .collect();
-        let mine: Vec<(&Value, &BTreeSet<&str>)> = items
+        let mine: Vec<(&Value, &BTreeSet<String>)> = items
             .iter()
             .zip(&parts)
             .filter(|(i, _)| family(i) == *f)
@@ -95,7 +99,7 @@ fn each_family_measured_without_the_parts_only_it_needs() {
         let mut misses = Vec::new();
         for (item, _) in &mine {
             let text = item["result"].as_str().unwrap();
-            if !scan_without(text, Without { parts: &left_out }).is_empty() {
+            if !scan_without(&words, text, Without { parts: &left_out }).is_empty() {
                 detected += 1;
             }
             let (v, rule) = decide_without(&gates, &rt, item, &left_out);

@@ -19,32 +19,29 @@
 //! reads it (escapes undone, glued words split, wrapped lines joined,
 //! one-slip misspellings of the detectors' words corrected), so a phrase
 //! found only in the second reading is found all the same. Every pattern
-//! has a name (`detector/part`, see [`patterns`]); a find carries it.
+//! has a name (`detector/part`); a find carries it. The wording half of the
+//! detectors (phrase and marker patterns, the words a slip is read as) is
+//! data: `policies/words/detectors.toml`, read into
+//! [`crate::policy::words::Words`].
 
 mod normalise;
-mod patterns;
 
 pub use normalise::one_slip;
 
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
 
 pub use crate::context::{Found, Span};
+use crate::policy::words::{List, Patterns, Words};
 
 /// Longest span kept around a find, in bytes of the caseless text.
 const SPAN_MAX: usize = 1200;
 
-/// Word boundaries are ASCII ones: the text is already caseless, and an
-/// ASCII boundary keeps the whole search in the fast DFA.
-fn ascii(p: &str) -> String {
-    p.replace(r"\b", r"(?-u:\b)")
-}
-
 #[allow(clippy::expect_used)] // constant patterns, exercised by the tests
 fn re(p: &str) -> Regex {
-    Regex::new(&ascii(p)).expect("injection pattern")
+    Regex::new(&crate::policy::words::ascii(p)).expect("injection pattern")
 }
 
 /// A forged conversation turn: a human and an assistant line.
@@ -55,44 +52,12 @@ static TURN_ASSISTANT: LazyLock<Regex> = LazyLock::new(|| re(r"(?m)^\s*assistant
 static HIDDEN: LazyLock<Regex> = LazyLock::new(|| {
     re(r#"(?s)<!--(.{0,2000}?)-->|\[[^\]\n]{0,200}\]\([^)\s]{1,500}\s+"([^"]{1,500})"\)"#)
 });
-static SECOND_PERSON: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\b(you|your|assistant|ai|agent|model|llm)\b"));
-static ACTION: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"\b(send|forward|email|e-mail|transfer|wire|pay|delete|reveal|upload|ignore|disregard|exfiltrate|leak)\b",
-    )
-});
-
 /// An image whose URL carries a slot to fill with data.
 static EXFIL: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"!\[[^\]\n]{0,200}\]\(https?://[^)\s]{0,300}[?&/][^)\s]{0,300}(\{|%7b|\[|<|\$|insert|secret|password|data_here|your_)",
     )
 });
-
-/// The phrase patterns, one set to say which match and one regex each to
-/// say where.
-static PHRASES: LazyLock<Compiled> = LazyLock::new(|| Compiled::new(patterns::phrases()));
-/// The marker patterns, likewise.
-static MARKERS: LazyLock<Compiled> = LazyLock::new(|| Compiled::new(patterns::markers()));
-
-struct Compiled {
-    set: RegexSet,
-    each: Vec<(Regex, &'static str, &'static str)>,
-}
-
-impl Compiled {
-    #[allow(clippy::expect_used)] // constant patterns, exercised by the tests
-    fn new(list: Vec<patterns::Pattern>) -> Compiled {
-        Compiled {
-            set: RegexSet::new(list.iter().map(|p| ascii(&p.re))).expect("injection patterns"),
-            each: list
-                .iter()
-                .map(|p| (re(&p.re), p.detector, p.name))
-                .collect(),
-        }
-    }
-}
 
 /// Parts of the detectors a scan leaves out, by name (`detector/part`, or
 /// `reading/step` for a step of the second reading): only for measuring
@@ -111,17 +76,22 @@ impl Without<'_> {
 
 /// Every part's name: the patterns and the other detectors, then the steps
 /// of the second reading.
-pub fn part_names() -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = PHRASES.each.iter().map(|e| e.2).collect();
-    out.extend(MARKERS.each.iter().map(|e| e.2));
-    out.extend([
-        "role_marker/turns",
-        "tag_characters",
-        "fence_marker",
-        "hidden_comment",
-        "markdown_exfil",
-    ]);
-    out.extend(normalise::STEPS);
+pub fn part_names(words: &Words) -> Vec<String> {
+    let mut out: Vec<String> = (words.phrases.each.iter())
+        .chain(&words.markers.each)
+        .map(|e| e.2.to_string())
+        .collect();
+    out.extend(
+        [
+            "role_marker/turns",
+            "tag_characters",
+            "fence_marker",
+            "hidden_comment",
+            "markdown_exfil",
+        ]
+        .map(String::from),
+    );
+    out.extend(normalise::STEPS.map(String::from));
     out
 }
 
@@ -134,55 +104,60 @@ struct Finds<'a> {
 }
 
 impl Finds<'_> {
-    fn push(&mut self, detector: &'static str, pattern: &'static str, text: String) {
+    fn push(&mut self, detector: &'static str, pattern: &Arc<str>, text: String) {
         if self.without.has(pattern) {
             return;
         }
         let seen = self.out.iter().any(|s| {
-            s.detector == detector && s.text == text && (!self.every || s.pattern == pattern)
+            s.detector == detector && s.text == text && (!self.every || s.pattern == *pattern)
         });
         if !seen {
             self.out.push(Span {
                 detector,
-                pattern,
+                pattern: pattern.clone(),
                 text,
             });
         }
     }
+
+    /// A find of a detector that has one part (named as the detector).
+    fn push_whole(&mut self, detector: &'static str, text: String) {
+        self.push(detector, &Arc::from(detector), text);
+    }
 }
 
 /// Every suspected span of `text` (a tool result), in order of detector.
-pub fn scan(text: &str) -> Vec<Span> {
-    scan_without(text, Without::default())
+pub fn scan(words: &Words, text: &str) -> Vec<Span> {
+    scan_without(words, text, Without::default())
 }
 
 /// The names of every part of the detectors that matches `text` without
 /// `without` (a part in both readings once).
-pub fn fired(text: &str, without: Without<'_>) -> Vec<&'static str> {
+pub fn fired(words: &Words, text: &str, without: Without<'_>) -> Vec<String> {
     let mut f = Finds {
         out: Vec::new(),
         without,
         every: true,
     };
-    run(text, &mut f);
-    let mut names: Vec<&'static str> = f.out.iter().map(|s| s.pattern).collect();
+    run(words, text, &mut f);
+    let mut names: Vec<String> = f.out.iter().map(|s| s.pattern.to_string()).collect();
     names.sort_unstable();
     names.dedup();
     names
 }
 
 /// [`scan`] without the parts `without` names.
-pub fn scan_without(text: &str, without: Without<'_>) -> Vec<Span> {
+pub fn scan_without(words: &Words, text: &str, without: Without<'_>) -> Vec<Span> {
     let mut f = Finds {
         out: Vec::new(),
         without,
         every: false,
     };
-    run(text, &mut f);
+    run(words, text, &mut f);
     f.out
 }
 
-fn run(text: &str, f: &mut Finds<'_>) {
+fn run(words: &Words, text: &str, f: &mut Finds<'_>) {
     // Tag characters hide ASCII text; decode it and read it too.
     let hidden: String = text
         .chars()
@@ -199,26 +174,27 @@ fn run(text: &str, f: &mut Finds<'_>) {
         .any(|c| (0xE0000..=0xE007F).contains(&(c as u32)))
     {
         let t = crate::fold::fold(&hidden).into_owned();
-        f.push("tag_characters", "tag_characters", t);
+        f.push_whole("tag_characters", t);
     }
     if !crate::fence::marker::marker_starts(text).is_empty() {
         let t = paragraph(&crate::fold::fold(text), 0..0);
-        f.push("fence_marker", "fence_marker", t);
+        f.push_whole("fence_marker", t);
     }
     let folded = crate::fold::fold(text);
-    scan_folded(&folded, f);
+    scan_folded(words, &folded, f);
     // The other reading, for the phrase detectors (the markers and
     // comments are read where they stand): what it finds that the first
     // did not counts too.
     let steps = normalise::Steps::without(&f.without);
-    let plain = crate::fold::fold(&normalise::normalise_with(text, steps)).into_owned();
+    let slips = words.list(List::DetectorSlips);
+    let plain = crate::fold::fold(&normalise::normalise_with(text, steps, slips)).into_owned();
     if plain != folded {
         let mut more = Finds {
             out: Vec::new(),
             without: f.without.clone(),
             every: f.every,
         };
-        scan_phrases(&plain, &mut more);
+        scan_patterns(&words.phrases, &plain, &mut more);
         for s in more.out {
             let new = match f.every {
                 true => !f.out.iter().any(|o| o.pattern == s.pattern),
@@ -232,7 +208,7 @@ fn run(text: &str, f: &mut Finds<'_>) {
     if !hidden.is_empty() {
         let hidden = crate::fold::fold(&hidden);
         let before = f.out.len();
-        scan_folded(&hidden, f);
+        scan_folded(words, &hidden, f);
         // What the hidden text says counts as hidden.
         for s in &mut f.out[before..] {
             s.detector = "tag_characters";
@@ -240,11 +216,11 @@ fn run(text: &str, f: &mut Finds<'_>) {
     }
 }
 
-/// The phrase detectors over a caseless text. One pass of the set says
+/// One reading's patterns over a caseless text. One pass of the set says
 /// which patterns match; only those run again for where.
-fn scan_phrases(t: &str, f: &mut Finds<'_>) {
-    for i in PHRASES.set.matches(t).iter() {
-        if let Some((r, detector, name)) = PHRASES.each.get(i) {
+fn scan_patterns(patterns: &Patterns, t: &str, f: &mut Finds<'_>) {
+    for i in patterns.set.matches(t).iter() {
+        if let Some((r, detector, name)) = patterns.each.get(i) {
             for m in r.find_iter(t) {
                 f.push(detector, name, paragraph(t, m.range()));
             }
@@ -252,18 +228,16 @@ fn scan_phrases(t: &str, f: &mut Finds<'_>) {
     }
 }
 
-fn scan_folded(t: &str, f: &mut Finds<'_>) {
-    scan_phrases(t, f);
-    for i in MARKERS.set.matches(t).iter() {
-        if let Some((r, detector, name)) = MARKERS.each.get(i) {
-            for m in r.find_iter(t) {
-                f.push(detector, name, paragraph(t, m.range()));
-            }
-        }
-    }
+fn scan_folded(words: &Words, t: &str, f: &mut Finds<'_>) {
+    scan_patterns(&words.phrases, t, f);
+    scan_patterns(&words.markers, t, f);
     if let (Some(h), Some(a)) = (TURN_HUMAN.find(t), TURN_ASSISTANT.find(t)) {
         let at = h.start().min(a.start())..h.end().max(a.end());
-        f.push("role_marker", "role_marker/turns", paragraph(t, at));
+        f.push(
+            "role_marker",
+            &Arc::from("role_marker/turns"),
+            paragraph(t, at),
+        );
     }
     let mut hidden = Vec::new();
     let may_hide = t.contains("<!--") || t.contains("](");
@@ -272,18 +246,19 @@ fn scan_folded(t: &str, f: &mut Finds<'_>) {
             continue;
         };
         let s = inner.as_str();
-        let loud = PHRASES.set.is_match(s);
-        let quiet =
-            s.split_whitespace().count() >= 4 && SECOND_PERSON.is_match(s) && ACTION.is_match(s);
+        let loud = words.phrases.set.is_match(s);
+        let quiet = s.split_whitespace().count() >= 4
+            && words.hidden_you.is_match(s)
+            && words.hidden_action.is_match(s);
         if loud || quiet {
             hidden.push(s.to_string());
         }
     }
     for m in EXFIL.find_iter(if t.contains("![") { t } else { "" }) {
-        f.push("markdown_exfil", "markdown_exfil", paragraph(t, m.range()));
+        f.push_whole("markdown_exfil", paragraph(t, m.range()));
     }
     for text in hidden {
-        f.push("hidden_comment", "hidden_comment", text);
+        f.push_whole("hidden_comment", text);
     }
 }
 
@@ -308,15 +283,26 @@ fn paragraph(t: &str, at: Range<usize>) -> String {
     t[start..end].to_string()
 }
 
+/// A text's content key joined with the words' digest: what a cache
+/// remembers of a text holds for the words it was read with.
+fn keyed(words: &Words, key: &[u8; 32]) -> [u8; 32] {
+    let mut out = *key;
+    for (o, d) in out.iter_mut().zip(words.digest) {
+        *o ^= d;
+    }
+    out
+}
+
 /// The other readings of each tool result, caseless, for matching values
 /// and words (made once per request): escapes read as spaces, and the
 /// detectors' second reading ([`normalise`]), each only where it differs
 /// from the folded text.
-pub fn readings(ctx: &crate::context::Context) -> &[Arc<Vec<String>>] {
+pub fn readings<'c>(ctx: &'c crate::context::Context, words: &Words) -> &'c [Arc<Vec<String>>] {
     ctx.readings.get_or_init(|| {
+        let slips = words.list(List::DetectorSlips);
         each_result(ctx, |key, text, folded| {
-            READ.get_with(*key, || {
-                Arc::new(readings_of(text, folded, normalise::Steps::ALL))
+            READ.get_with(keyed(words, key), || {
+                Arc::new(readings_of(text, folded, normalise::Steps::ALL, slips))
             })
         })
     })
@@ -331,11 +317,13 @@ static READ: LazyLock<moka::sync::Cache<[u8; 32], Arc<Vec<String>>>> =
 /// (for measuring them; not remembered).
 pub fn readings_without(
     ctx: &crate::context::Context,
+    words: &Words,
     without: Without<'_>,
 ) -> Vec<Arc<Vec<String>>> {
     let steps = normalise::Steps::without(&without);
+    let slips = words.list(List::DetectorSlips);
     each_result(ctx, |_, text, folded| {
-        Arc::new(readings_of(text, folded, steps))
+        Arc::new(readings_of(text, folded, steps, slips))
     })
 }
 
@@ -356,7 +344,7 @@ fn each_result(
 
 /// The other readings of one tool result (`text`, and `folded`, its
 /// caseless form).
-fn readings_of(text: &str, folded: &str, steps: normalise::Steps) -> Vec<String> {
+fn readings_of(text: &str, folded: &str, steps: normalise::Steps, slips: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     if folded.contains('\\') {
         let unescaped = folded
@@ -365,7 +353,7 @@ fn readings_of(text: &str, folded: &str, steps: normalise::Steps) -> Vec<String>
             .replace("\\t", " ");
         out.push(unescaped);
     }
-    let plain = crate::fold::fold(&normalise::normalise_with(text, steps)).into_owned();
+    let plain = crate::fold::fold(&normalise::normalise_with(text, steps, slips)).into_owned();
     if plain != folded && !out.contains(&plain) {
         out.push(plain);
     }
@@ -373,7 +361,7 @@ fn readings_of(text: &str, folded: &str, steps: normalise::Steps) -> Vec<String>
 }
 
 /// The injection scan of the request's tool results (made once per request).
-pub fn found(ctx: &crate::context::Context) -> &[Found] {
+pub fn found<'c>(ctx: &'c crate::context::Context, words: &Words) -> &'c [Found] {
     ctx.injection.get_or_init(|| {
         let mut out = Vec::new();
         let keys = ctx.result_keys();
@@ -381,7 +369,7 @@ pub fn found(ctx: &crate::context::Context) -> &[Found] {
             let Some(text) = ctx.tool_text.get(range.clone()) else {
                 continue;
             };
-            for span in scanned(key, text).iter() {
+            for span in scanned(words, key, text).iter() {
                 out.push(Found {
                     result: i,
                     call_id: id.clone(),
@@ -393,19 +381,20 @@ pub fn found(ctx: &crate::context::Context) -> &[Found] {
     })
 }
 
-/// Scans of tool results, remembered by content hash: a conversation sends
-/// the same results again on every turn.
+/// Scans of tool results, remembered by content hash (joined with the
+/// words' digest): a conversation sends the same results again on every
+/// turn.
 static SCANNED: LazyLock<moka::sync::Cache<[u8; 32], Arc<Vec<Span>>>> =
     LazyLock::new(|| moka::sync::Cache::new(20_000));
 
 /// [`scan`], remembered by the text's content key.
-pub fn scan_cached(text: &str) -> Arc<Vec<Span>> {
-    scanned(&crate::digest::content_key(text.as_bytes()), text)
+pub fn scan_cached(words: &Words, text: &str) -> Arc<Vec<Span>> {
+    scanned(words, &crate::digest::content_key(text.as_bytes()), text)
 }
 
 /// [`scan`] of `text`, remembered by its content key (`key`).
-fn scanned(key: &[u8; 32], text: &str) -> Arc<Vec<Span>> {
-    SCANNED.get_with(*key, || Arc::new(scan(text)))
+fn scanned(words: &Words, key: &[u8; 32], text: &str) -> Arc<Vec<Span>> {
+    SCANNED.get_with(keyed(words, key), || Arc::new(scan(words, text)))
 }
 
 #[cfg(test)]

@@ -8,30 +8,6 @@
 //! letters mixed into a Latin word (`prevіous`) read as the Latin ones they
 //! are drawn like.
 
-/// The words of the detectors' phrases an attacker would misspell, and no
-/// ordinary word is one slip away from (not `forget`: `forgot`; not `model`:
-/// `modes`; not `reading`: `heading`). A word of five letters or more one
-/// slip away from one of them reads as it.
-const VOCABULARY: &[&str] = &[
-    "ignore",
-    "disregard",
-    "override",
-    "bypass",
-    "instructions",
-    "instruction",
-    "previous",
-    "directives",
-    "guidelines",
-    "guardrails",
-    "assistant",
-    "administrator",
-    "constraints",
-    "important",
-    "attention",
-    "message",
-    "agent",
-];
-
 /// Whether `a` and `b` are one edit apart: a letter added, dropped,
 /// changed, or two neighbours swapped. No allocation: it runs for every
 /// long word of every tool result.
@@ -66,18 +42,23 @@ pub fn one_slip(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// The vocabulary word `w` (lower-case ASCII letters) is a slip of, if any.
-fn corrected(w: &[u8]) -> Option<&'static str> {
-    if w.len() < 5 || VOCABULARY.iter().any(|v| v.as_bytes() == w) {
+/// The word of `slips` (the `detector_slips` list: words of the
+/// detectors' phrases an attacker would misspell, and no ordinary word is
+/// one slip away from) that `w` (lower-case ASCII letters) is a slip of,
+/// if any. A word of five letters or more one slip away from one of them
+/// reads as it.
+fn corrected<'a>(w: &[u8], slips: &'a [String]) -> Option<&'a str> {
+    if w.len() < 5 || slips.iter().any(|v| v.as_bytes() == w) {
         return None;
     }
-    VOCABULARY
+    slips
         .iter()
+        .filter(|v| v.len() >= 2)
         .filter(|v| v.len().abs_diff(w.len()) <= 1 && v.as_bytes() != w)
         // A slip rarely touches both of the first two letters.
         .filter(|v| v.as_bytes()[0] == w[0] || v.as_bytes()[1] == w[1])
         .find(|v| one_slip(v.as_bytes(), w))
-        .copied()
+        .map(String::as_str)
 }
 
 /// The Latin letter a Cyrillic or Greek letter is drawn like, if any.
@@ -181,11 +162,17 @@ impl Steps {
 /// fold it after.
 #[cfg(test)]
 pub fn normalise(text: &str) -> String {
-    normalise_with(text, Steps::ALL)
+    let words = crate::policy::words::builtin().unwrap();
+    normalise_with(
+        text,
+        Steps::ALL,
+        words.list(crate::policy::words::List::DetectorSlips),
+    )
 }
 
-/// [`normalise`] with only the steps `steps` says.
-pub fn normalise_with(text: &str, steps: Steps) -> String {
+/// [`normalise`] with only the steps `steps` says, misspellings read
+/// against `slips`.
+pub fn normalise_with(text: &str, steps: Steps, slips: &[String]) -> String {
     let text = match steps.homoglyphs {
         true => unconfused(text),
         false => std::borrow::Cow::Borrowed(text),
@@ -198,7 +185,7 @@ pub fn normalise_with(text: &str, steps: Steps) -> String {
         if word.is_empty() {
             return;
         }
-        match corrected(word).filter(|_| steps.slips) {
+        match corrected(word, slips).filter(|_| steps.slips) {
             Some(v) => out.push_str(v),
             None => out.extend(word.iter().map(|&b| char::from(b))),
         }
@@ -260,6 +247,7 @@ pub fn normalise_with(text: &str, steps: Steps) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::words::List;
 
     #[test]
     fn slips_are_one_edit() {
@@ -279,10 +267,12 @@ mod tests {
         ] {
             assert!(!one_slip(a.as_bytes(), b.as_bytes()), "{a} {b}");
         }
-        assert_eq!(corrected(b"igonre"), Some("ignore"));
-        assert_eq!(corrected(b"ignore"), None);
+        let words = crate::policy::words::builtin().unwrap();
+        let slips = words.list(List::DetectorSlips);
+        assert_eq!(corrected(b"igonre", slips), Some("ignore"));
+        assert_eq!(corrected(b"ignore", slips), None);
         for ordinary in ["forgot", "modes", "heading", "ignores", "previews"] {
-            let c = corrected(ordinary.as_bytes());
+            let c = corrected(ordinary.as_bytes(), slips);
             assert!(c.is_none() || ordinary == "ignores", "{ordinary}: {c:?}");
         }
     }

@@ -1,107 +1,23 @@
 //! What a tool does, in words: the action words of a tool's name and the
 //! words of the same kind (`wire`, `pay`, `überweise` for `send_money`), and
 //! how a text or a request names them. Read by the described-call and
-//! delegated-value signals.
+//! delegated-value signals. The words themselves are data
+//! (`policies/words/actions.toml`, see [`crate::policy::words`]): families
+//! of one kind of action in English (read in any form, or one typing slip
+//! away) and in the other languages the injection detectors read (read as
+//! written: an instruction needs no English to name its action).
 
-/// Words of tool names that name what is acted on, not the action, and
-/// stand beside ids and addresses in ordinary data (a listing of files, a
-/// contact's e-mail): not read as the action.
-const OBJECTS: &[&str] = &[
-    "file",
-    "files",
-    "item",
-    "items",
-    "record",
-    "records",
-    "data",
-    "message",
-    "messages",
-    "user",
-    "users",
-    "object",
-    "objects",
-    "document",
-    "documents",
-    "entry",
-    "entries",
-    "info",
-    "details",
-    "email",
-    "emails",
-    "mail",
-    "contact",
-    "contacts",
-    "account",
-    "accounts",
-    "tool",
-    "tools",
-];
-
-/// Words that say one kind of action, so an instruction in other words
-/// than the tool's name still names it (`wire` or `pay` for `send_money`,
-/// `remove` for `delete_file`): in English (read in any form, or one typing
-/// slip away), and in the other languages the injection detectors read
-/// (German, French, Spanish, Italian, Portuguese, Dutch; read as written:
-/// an instruction needs no English to name its action). A tool's action
-/// word brings in each family it belongs to.
-const FAMILIES: &[(&str, &str)] = &[
-    (
-        "send transfer wire pay payment remit money refund reimburse settle disburse payout",
-        "überweise überweisen zahle zahlen bezahle bezahlen sende senden schicke schicken payer \
-         payez paye virer virement envoyer envoie envoyez pagar paga pague transferir transfiere \
-         enviar envía envia pagare paghi inviare invia bonifico transferência betaal betalen \
-         stuur overmaken rimborsa rimborso reembolsa reembolso reembolse rembourse rembourser \
-         erstatte erstatten terugbetaling",
-    ),
-    (
-        "send email mail message dm text sms forward reply post notify share cc bcc dispatch \
-         transmit deliver",
-        "sende senden schicke schicken envoyer envoie envoyez enviar envía envia inviare invia \
-         stuur mailen",
-    ),
-    (
-        "delete remove erase wipe destroy purge trash drop discard shred scrub nuke unlink",
-        "lösche löschen entferne entfernen supprime supprimer supprimez efface effacer elimina \
-         eliminar borra borrar cancella apaga verwijder",
-    ),
-    (
-        "invite add onboard grant join enroll enrol provision",
-        "lade einladen hinzufügen inviter invitez ajoute ajouter invitar invita añade agrega \
-         aggiungi convida nodig adicione adicionar voeg toevoegen",
-    ),
-    (
-        "share grant give access permission authorize authorise",
-        "teile teilen freigeben partage partager partagez comparte compartir condividi \
-         compartilhe deel delen",
-    ),
-    (
-        "update change modify set edit adjust reset replace switch redirect amend alter \
-         overwrite rename reassign",
-        "ändere ändern modifie modifier modifiez changer modifica modificar cambia cambiar altera \
-         alterar wijzig aggiorna aggiornare actualiza actualizar atualize atualizar altere \
-         aktualisiere aktualisieren bijwerken",
-    ),
-    (
-        "create schedule book reserve reservation arrange",
-        "buche buchen réserve réserver reservar reserva prenota boek",
-    ),
-    (
-        "run execute exec launch install curl bash wget invoke",
-        "führe ausführen exécute exécuter ejecuta ejecutar esegui voer",
-    ),
-    (
-        "post publish upload submit concatenate",
-        "veröffentliche publie publica",
-    ),
-];
+use crate::policy::words::{List, Words};
 
 /// The words that say one tool's action.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Actions {
+#[derive(Debug, Clone)]
+pub(super) struct Actions<'w> {
+    /// The word lists read (endings, request words).
+    vocab: &'w Words,
     /// Its name's action words and their families' English words.
     words: Vec<String>,
     /// Their families' words in other languages.
-    other: Vec<&'static str>,
+    other: Vec<String>,
     /// What a request must say to ask for this action: the name's action
     /// words and the words of the families that share the most words with
     /// the whole name (`send_money` is paying, not messaging, though `send`
@@ -117,10 +33,10 @@ pub(super) struct Actions {
 
 /// The words of a tool's name that say its action (`delete` for
 /// `delete_file`, `deleteFile`, `files.delete`), caseless, at least three
-/// letters, the [`OBJECTS`] left out.
-pub(super) fn action_words(tool: &str) -> Vec<String> {
+/// letters, the `action_objects` left out.
+pub(super) fn action_words(tool: &str, vocab: &Words) -> Vec<String> {
     let mut words = name_words(tool);
-    words.retain(|w| !OBJECTS.contains(&w.as_str()));
+    words.retain(|w| !vocab.has(List::ActionObjects, w));
     words
 }
 
@@ -147,18 +63,20 @@ pub(super) fn name_words(tool: &str) -> Vec<String> {
     words
 }
 
-impl Actions {
+impl<'w> Actions<'w> {
     /// The action words of `tool` and the words of their families.
     #[cfg(test)]
-    pub(super) fn of(tool: &str) -> Actions {
-        Actions::with(tool, &[])
+    pub(super) fn of(tool: &str) -> Actions<'static> {
+        Actions::with(tool, &[], crate::policy::words::test_words())
     }
 
     /// [`Actions::of`], with more words of the tool's action (the
     /// catalog's `actions`), read as words of its name: their families
     /// come in too.
-    pub(super) fn with(tool: &str, more: &[String]) -> Actions {
-        let mut own = action_words(tool);
+    pub(super) fn with(tool: &str, more: &[String], vocab: &'w Words) -> Actions<'w> {
+        let endings = vocab.list(List::WordEndings);
+        let same = |t: &[u8], w: &str| same_word(t, w, true, endings);
+        let mut own = action_words(tool, vocab);
         let mut all = name_words(tool);
         for w in more {
             if !own.contains(w) {
@@ -170,9 +88,7 @@ impl Actions {
         }
         let of_a_kind = |w: &String| {
             more.contains(w)
-                || FAMILIES
-                    .iter()
-                    .any(|(e, _)| e.split(' ').any(|m| same_word(w.as_bytes(), m, true)))
+                || (vocab.families.iter()).any(|f| f.english.iter().any(|m| same(w.as_bytes(), m)))
         };
         // The verb's place: first (`delete_file`, `sendEmail`), last in a
         // dotted or slashed name (`files.delete`, `slack/invite`).
@@ -188,46 +104,51 @@ impl Actions {
             }
         }
         let mut a = Actions {
+            vocab,
             words: own.clone(),
             other: Vec::new(),
             asked,
             asked_objects,
         };
-        let shared = |english: &str, words: &[String]| {
+        let shared = |english: &[String], words: &[String]| {
             english
-                .split(' ')
-                .filter(|m| words.iter().any(|w| same_word(w.as_bytes(), m, true)))
+                .iter()
+                .filter(|m| words.iter().any(|w| same(w.as_bytes(), m)))
                 .count()
         };
-        let best = FAMILIES
-            .iter()
-            .filter(|(english, _)| shared(english, &own) > 0)
-            .map(|(english, _)| shared(english, &all))
+        let best = (vocab.families.iter())
+            .filter(|f| shared(&f.english, &own) > 0)
+            .map(|f| shared(&f.english, &all))
             .max()
             .unwrap_or(0);
-        for (english, other) in FAMILIES {
-            if shared(english, &own) == 0 {
+        for f in &vocab.families {
+            if shared(&f.english, &own) == 0 {
                 continue;
             }
-            let asked = shared(english, &all) == best;
-            for m in english.split(' ') {
-                if !a.words.iter().any(|o| o == m) {
-                    a.words.push(m.to_string());
+            let asked = shared(&f.english, &all) == best;
+            for m in &f.english {
+                if !a.words.contains(m) {
+                    a.words.push(m.clone());
                 }
-                if asked && !a.asked.iter().any(|o| o == m) {
-                    a.asked.push(m.to_string());
+                if asked && !a.asked.contains(m) {
+                    a.asked.push(m.clone());
                 }
             }
-            for m in other.split_whitespace() {
-                if !a.other.contains(&m) {
-                    a.other.push(m);
+            for m in &f.other {
+                if !a.other.contains(m) {
+                    a.other.push(m.clone());
                 }
-                if asked && !a.asked.iter().any(|o| o == m) {
-                    a.asked.push(m.to_string());
+                if asked && !a.asked.contains(m) {
+                    a.asked.push(m.clone());
                 }
             }
         }
         a
+    }
+
+    /// The words it was made with.
+    pub(super) fn vocab(&self) -> &'w Words {
+        self.vocab
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -250,8 +171,9 @@ impl Actions {
                 continue;
             }
             let t = t.as_bytes();
-            if self.words.iter().any(|w| same_word(t, w, true))
-                || self.other.iter().any(|w| same_word(t, w, false))
+            let endings = self.vocab.list(List::WordEndings);
+            if self.words.iter().any(|w| same_word(t, w, true, endings))
+                || self.other.iter().any(|w| same_word(t, w, false, endings))
             {
                 return true;
             }
@@ -262,37 +184,32 @@ impl Actions {
     /// Whether a request names one of the words as what it asks for: the
     /// word as it is, or with `-s` or `-ing` (`pay`, `invites`, `booking`);
     /// not `changed` ("tell me what changed" asks for nothing to change),
-    /// and not the [`NOUNS`].
+    /// and not the `request_nouns`.
     pub(super) fn asked_in(&self, request: &str) -> bool {
         let tokens = || {
             request
                 .split(|c: char| !c.is_alphanumeric())
                 .filter(|t| t.len() >= 2)
         };
-        let reads = tokens().any(|t| READING.contains(&t));
+        let reads = tokens().any(|t| self.vocab.has(List::RequestReading, t));
         let objects = self.asked_objects.iter().filter(|_| !reads);
         let words: Vec<&str> = self
             .asked
             .iter()
             .chain(objects)
             .map(String::as_str)
-            .filter(|w| !NOUNS.contains(w))
+            .filter(|w| !self.vocab.has(List::RequestNouns, w))
             .collect();
         tokens().any(|t| words.iter().any(|w| asks(t, w)))
     }
 }
 
-/// Endings a word takes and stays the same action (`sends`, `sending`,
-/// `deleted`, `payment`); `sender` is a person, not the action.
-const ENDINGS: &[&str] = &[
-    "", "s", "es", "d", "ed", "ing", "ment", "ments", "ion", "ions",
-];
-
 /// Whether `token` (a lower-case word) is `word` in one of its forms: the
-/// word with an [`ENDINGS`] suffix (a final `e` may drop: `deleting`), or,
+/// word with one of `endings` (`word_endings`: `sends`, `sending`,
+/// `deleted`, `payment`; `sender` is a person, not the action) (a final `e` may drop: `deleting`), or,
 /// when `slips` and for words of six letters or more, one typing slip away
 /// (`trasnfer`, `delte`).
-fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
+fn same_word(token: &[u8], word: &str, slips: bool, endings: &[String]) -> bool {
     let w = word.as_bytes();
     // Most pairs differ in length or first letters: settled before any
     // ending is tried (this runs for every word near every value).
@@ -304,56 +221,13 @@ fn same_word(token: &[u8], word: &str, slips: bool) -> bool {
         return false;
     }
     let forms = |stem: &[u8]| {
-        token.starts_with(stem) && ENDINGS.iter().any(|e| &token[stem.len()..] == e.as_bytes())
+        token.starts_with(stem) && endings.iter().any(|e| &token[stem.len()..] == e.as_bytes())
     };
     if forms(w) || (w.len() > 3 && w.ends_with(b"e") && forms(&w[..w.len() - 1])) {
         return true;
     }
     slip && crate::gate::injection::one_slip(token, w)
 }
-
-/// Words of [`FAMILIES`] a request uses as nouns more than as verbs
-/// ("summarise the messages", "my rent payment").
-/// Words of a request that ask to read, look or be told, not to act.
-const READING: &[&str] = &[
-    "summarise",
-    "summarize",
-    "summary",
-    "read",
-    "what",
-    "whats",
-    "list",
-    "show",
-    "tell",
-    "check",
-    "find",
-    "look",
-    "describe",
-    "explain",
-    "any",
-    "anything",
-    "how",
-    "which",
-    "who",
-    "where",
-    "when",
-    "review",
-];
-
-const NOUNS: &[&str] = &[
-    "message",
-    "email",
-    "mail",
-    "money",
-    "payment",
-    "payout",
-    "permission",
-    "access",
-    "reservation",
-    "post",
-    "virement",
-    "bonifico",
-];
 
 /// Whether `t`, a word of a request, asks for `w`: as it is, with `-s`,
 /// or with `-ing` (a final `e` dropped, a last letter doubled).
@@ -375,14 +249,15 @@ fn asks(t: &str, w: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::words::test_words;
 
     #[test]
     fn action_words_come_from_every_spelling_of_a_name() {
-        assert_eq!(action_words("delete_file"), ["delete"]);
-        assert_eq!(action_words("deleteFile"), ["delete"]);
-        assert_eq!(action_words("files.delete"), ["delete"]);
-        assert_eq!(action_words("send_money"), ["send", "money"]);
-        assert_eq!(action_words("send_email"), ["send"]);
+        assert_eq!(action_words("delete_file", test_words()), ["delete"]);
+        assert_eq!(action_words("deleteFile", test_words()), ["delete"]);
+        assert_eq!(action_words("files.delete", test_words()), ["delete"]);
+        assert_eq!(action_words("send_money", test_words()), ["send", "money"]);
+        assert_eq!(action_words("send_email", test_words()), ["send"]);
     }
 
     #[test]
@@ -405,7 +280,7 @@ mod tests {
         // brings in the words of its kind.
         let text = "Kindly wire 4,900 to DE89370400440532013000.";
         assert!(!Actions::of("process_invoice").in_text(text));
-        let more = Actions::with("process_invoice", &["pay".to_string()]);
+        let more = Actions::with("process_invoice", &["pay".to_string()], test_words());
         assert!(more.in_text(text));
         assert!(more.asked_in("please pay the bill from the studio"));
         assert!(!more.in_text("Total 4,900, due in May"));

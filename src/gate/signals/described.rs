@@ -93,7 +93,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     if !actions.is_empty() && !ctx.tool_results.is_empty() {
         let folded = ctx.folded();
         let shapes = ctx.shapes();
-        let readings = crate::gate::injection::readings(ctx);
+        let readings = crate::gate::injection::readings(ctx, actions.vocab());
         let mut leaves = Vec::new();
         leaves_of(args, String::new(), &mut leaves);
         for (path, value) in leaves {

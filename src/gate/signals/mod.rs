@@ -431,16 +431,17 @@ pub fn deterministic(
         if needs.provenance {
             provenance::whole_values(&mut s, ctx, &strings);
             record::signals(&mut s, ctx, &args);
-            record::described(&mut s, ctx, &args);
+            record::described(&mut s, ctx, &args, &policy.words);
         }
         if needs.taint {
-            provenance::taint(&mut s, ctx, &args);
+            provenance::taint(&mut s, ctx, &args, &policy.words);
         }
         if needs.entities {
             entities::signals(&mut s, ctx, &args);
         }
         if needs.described {
-            let actions = actions::Actions::with(&call.name, &policy.tool_actions(&call.name));
+            let actions =
+                actions::Actions::with(&call.name, &policy.tool_actions(&call.name), &policy.words);
             described::signals(&mut s, ctx, &actions, &args);
             pointed::signals(&mut s, ctx, &actions, &args);
         }

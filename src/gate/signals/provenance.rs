@@ -6,6 +6,7 @@
 //! domains), so a short value such as a file id counts; a longer value also
 //! counts whole.
 
+use crate::policy::words::Words;
 use serde_json::{json, Value};
 
 use super::Signals;
@@ -40,8 +41,8 @@ pub(super) fn whole_values(s: &mut Signals, ctx: &Context, strings: &[(String, &
 
 /// Sets `context.injection_suspected`, `context.injection_spans` and
 /// `provenance.args_from_suspected_injection`.
-pub(super) fn taint(s: &mut Signals, ctx: &Context, args: &Value) {
-    let found = injection::found(ctx);
+pub(super) fn taint(s: &mut Signals, ctx: &Context, args: &Value, words: &Words) {
+    let found = injection::found(ctx, words);
     let mut spans: Vec<Value> = Vec::new();
     for f in found {
         let v = json!({"result": f.result, "call_id": f.call_id, "detector": f.span.detector, "pattern": f.span.pattern});
@@ -193,7 +194,12 @@ mod tests {
 
     fn run(results: &[&str], args: Value) -> Signals {
         let mut s = Signals::default();
-        taint(&mut s, &ctx(results), &args);
+        taint(
+            &mut s,
+            &ctx(results),
+            &args,
+            crate::policy::words::test_words(),
+        );
         s
     }
 

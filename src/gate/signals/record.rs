@@ -9,6 +9,7 @@
 //! order) does not count, nor does a value the user's or system text holds,
 //! nor a free-text field taken whole.
 
+use crate::policy::words::Words;
 use serde_json::{json, Value};
 
 use super::described::needles;
@@ -87,13 +88,13 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
 /// identifying oneself points at one's own record, not at everything
 /// reachable from it. A value named only in a record's free text is never
 /// a field of it.
-pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value) {
+pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value, vocab: &Words) {
     let mut paths = Vec::new();
     let shapes = ctx.shapes();
     let latest = ctx.original_request.as_deref().unwrap_or_default();
     if shapes.iter().any(|sh| sh.structured) && !latest.is_empty() {
         let latest = crate::fold::fold(latest);
-        let identity = super::pointed::identifying(ctx);
+        let identity = super::pointed::identifying(ctx, vocab);
         let asked: Vec<&str> = words(&latest)
             .filter(|w| !identity.iter().any(|i| i == w))
             .collect();

@@ -29,32 +29,14 @@ use super::provenance::occurs;
 use super::Signals;
 use crate::context::shape::{free_text, Shape};
 use crate::context::Context;
+use crate::policy::words::{List, Words};
 
-/// Words of a request that name no source.
-const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "with", "from", "that", "this", "these", "those", "what", "which", "who",
-    "please", "can", "could", "would", "you", "your", "my", "mine", "me", "about", "into", "all",
-    "any", "some", "then", "them", "their", "there", "have", "has", "was", "were", "are", "not",
-    "now", "also", "just", "only", "each", "every", "make", "sure", "tell", "give", "get", "read",
-    "find", "look", "check", "see", "let", "know", "out", "one", "new", "last", "latest", "first",
-    "message", "messages", "file", "files", "email", "emails", "mail", "document", "page",
-    "website", "site", "link", "channel", "list", "search", "show", "help", "need", "want", "send",
-    "via", "its", "it's", "her", "his", "him", "they", "our", "us",
-];
-
-/// Words of a reading tool's name that say how or how much it reads, not
-/// what (`fetch_issue`, `get_most_recent_transactions`).
-const READING: &[&str] = &[
-    "fetch", "lookup", "query", "view", "load", "retrieve", "browse", "open", "download", "scan",
-    "most", "recent", "day", "today", "info", "details", "data", "all",
-];
-
-/// The words of a text that may name a source: three letters or more, not a
-/// [`STOPWORDS`] word, a possessive `'s` dropped.
-fn words(text: &str) -> Vec<&str> {
+/// The words of a text that may name a source: three letters or more, not
+/// a `source_stopwords` word, a possessive `'s` dropped.
+fn words<'t>(text: &'t str, vocab: &Words) -> Vec<&'t str> {
     text.split(|c: char| !c.is_alphanumeric() && c != '\'')
         .map(|w| w.trim_end_matches("'s").trim_matches('\''))
-        .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(w))
+        .filter(|w| w.chars().count() >= 3 && !vocab.has(List::SourceStopwords, w))
         .collect()
 }
 
@@ -78,6 +60,7 @@ fn names_source(
     user: &str,
     (user_words, locators): (&[&str], &[&str]),
     src: &crate::context::Source,
+    vocab: &Words,
 ) -> Option<&'static str> {
     if let Ok(args) = serde_json::from_str::<Value>(&src.arguments) {
         let mut leaves = Vec::new();
@@ -93,7 +76,7 @@ fn names_source(
             return Some("value");
         }
         let by_word = folded.iter().any(|v| {
-            words(v)
+            words(v, vocab)
                 .iter()
                 .any(|s| user_words.iter().any(|u| same_name(u, s)))
         });
@@ -102,8 +85,8 @@ fn names_source(
         }
     }
     let by_name = super::actions::name_words(&src.name).iter().any(|n| {
-        !STOPWORDS.contains(&n.as_str())
-            && !READING.contains(&n.as_str())
+        !vocab.has(List::SourceStopwords, n)
+            && !vocab.has(List::SourceReading, n)
             && locators.iter().any(|u| same_name(u, n))
     });
     by_name.then_some("tool_name")
@@ -149,9 +132,10 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
     let user = ctx.original_request.as_deref().map(crate::fold::fold);
     let requested = user.as_deref().is_some_and(|u| actions.asked_in(u));
     let asked = user.filter(|_| requested && !ctx.sources.is_empty());
+    let vocab = actions.vocab();
     if let Some(user) = asked {
-        let identity = identifying(ctx);
-        let user_words: Vec<&str> = words(&user)
+        let identity = identifying(ctx, vocab);
+        let user_words: Vec<&str> = words(&user, vocab)
             .into_iter()
             .filter(|w| !identity.iter().any(|i| same_name(i, w)))
             .collect();
@@ -166,7 +150,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
             .sources
             .iter()
             .filter_map(|src| {
-                names_source(&user, (&user_words, &locators), src)
+                names_source(&user, (&user_words, &locators), src, vocab)
                     .map(|by| (src.call_id.as_str(), by))
             })
             .collect();
@@ -198,7 +182,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
         // backup", "my rent").
         let located = |text: &str, needle: &str| {
             windows(text, needle).any(|w| {
-                words(w)
+                words(w, vocab)
                     .iter()
                     .any(|t| locators.iter().any(|u| same_name(u, t)))
             })
@@ -268,13 +252,13 @@ pub(super) fn identifies(ctx: &Context, id: &str) -> bool {
 /// The words of the look-ups that identified someone: calls whose result
 /// is a bare id (one token, no record and no sentence), whose arguments
 /// are what the user gave to say who they are.
-pub(super) fn identifying(ctx: &Context) -> Vec<String> {
+pub(super) fn identifying(ctx: &Context, vocab: &Words) -> Vec<String> {
     ctx.sources
         .iter()
         .filter(|src| identifies(ctx, &src.call_id))
         .flat_map(|src| {
             let args = crate::fold::fold(&src.arguments).into_owned();
-            words(&args)
+            words(&args, vocab)
                 .into_iter()
                 .map(str::to_string)
                 .collect::<Vec<_>>()
