@@ -43,7 +43,8 @@ fn the_embedded_words_compile_and_every_entry_has_an_origin() {
     assert!(w.has(List::RequestReading, "summarise"));
     assert!(w.list(List::WordEndings).iter().any(String::is_empty));
     assert!(!w.phrases.each.is_empty() && !w.markers.each.is_empty());
-    for (l, name, _) in LISTS {
+    for (i, (l, name, _)) in LISTS.iter().enumerate() {
+        assert_eq!(*l as usize, i, "LISTS is in the order of List");
         assert!(!w.list(*l).is_empty(), "list {name} is empty");
     }
     assert!(w.entries.iter().all(|e| !e.origin.trim().is_empty()));
