@@ -449,7 +449,8 @@ async fn leave_after_first_frame(gate: &Gate, mock: &Mock, polls: usize) -> bool
 
 /// Between two upstream events nothing is written to the agent, so only
 /// the read that watches the agent's connection while its answer streams
-/// (a small probe in the vendored hyper) can tell that it left.
+/// (hyper's server reads it while the response streams) can tell that it
+/// left.
 #[tokio::test]
 async fn a_client_that_goes_away_between_events_cancels_the_upstream_at_once() {
     let mut body = String::new();

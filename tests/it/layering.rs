@@ -298,3 +298,41 @@ fn the_wire_check_sees_a_match_on_a_protocol() {
     ));
     assert!(!seen("let u = state.upstream_for(protocol);"));
 }
+
+/// The top-level modules whose code (tests aside) names hyper.
+fn hyper_users() -> BTreeSet<String> {
+    let src = root().join("src");
+    let uses = Regex::new(r"\b(hyper|hyper_util)::").unwrap();
+    let comment = Regex::new(r"//[^\n]*").unwrap();
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_string_lossy().to_string();
+        let mut files = Vec::new();
+        match p.is_dir() {
+            true => rust_files(&p, &mut files),
+            false => files.push(p.clone()),
+        }
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            if uses.is_match(&comment.replace_all(&without_test_blocks(&text), "")) {
+                out.insert(name.clone());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn only_the_serving_parts_the_mock_and_the_cli_clients_touch_hyper() {
+    let allowed: BTreeSet<String> = ["proxy", "upstream", "server", "mock", "cli"]
+        .map(String::from)
+        .into();
+    let users = hyper_users();
+    assert!(users.contains("proxy") && users.contains("server"), "{users:?}");
+    let others: Vec<&String> = users.difference(&allowed).collect();
+    assert!(
+        others.is_empty(),
+        "hyper used outside the parts docs/ARCHITECTURE.md names: {others:?}"
+    );
+}
