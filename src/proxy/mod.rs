@@ -104,6 +104,16 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const PROVIDER_REQUEST_ID: HeaderName = HeaderName::from_static("request-id");
 const TOOLGATE_REQUEST_ID: HeaderName = HeaderName::from_static("x-toolgate-request-id");
 
+/// The answer to a reachability probe: 200, no body (a provider answers
+/// `HEAD /` and Claude Code's `/api/hello`; a 404 or 405 reads as the
+/// endpoint being down).
+fn probe() -> Response<ProxyBody> {
+    let mut resp = Response::new(reply(Bytes::new()));
+    resp.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
 /// The answer on a connection over `[limits] max_connections`: a 503 in
 /// the path's error shape, with `Retry-After`, and the connection closed.
 pub fn busy(req: Request<Incoming>, limit: &'static str) -> Response<ProxyBody> {
@@ -160,6 +170,16 @@ fn respond(
             Ok(r) => r.route.protocol(),
             Err(_) => route::family(req.uri().path()),
         };
+        // A reachability probe is answered before authentication, as a
+        // provider answers it: it carries nothing and says only that
+        // someone is here.
+        if let Ok(r) = &path_route {
+            if let Route::Probe(_) = r.route {
+                access.route = r.route.label();
+                state.metrics.request(access.route, 200);
+                return probe();
+            }
+        }
         let routed = auth::principal(
             &state.config.clients,
             req.headers(),
@@ -206,6 +226,7 @@ fn respond(
                     access.principal = Some(principal);
                     pass(&state, req, &r.rest, protocol).await
                 }
+                Route::Probe(_) => Ok(probe()),
             },
             Err(e) => Err(e),
         };

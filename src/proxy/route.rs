@@ -19,6 +19,9 @@ pub enum Route {
     /// Passed through as it is (the endpoint cannot return a tool call), to
     /// the upstream of this protocol's family.
     Pass(Protocol),
+    /// A client's reachability probe (`HEAD /`, `/api/hello`), answered
+    /// here with an empty 200: no model output, nothing forwarded.
+    Probe(Protocol),
 }
 
 impl Route {
@@ -27,13 +30,14 @@ impl Route {
         match self {
             Route::Gated(p) => p.label(),
             Route::Pass(_) => "passthrough",
+            Route::Probe(_) => "probe",
         }
     }
 
     /// The protocol family: its upstream, and the shape of its errors.
     pub fn protocol(self) -> Protocol {
         match self {
-            Route::Gated(p) | Route::Pass(p) => p,
+            Route::Gated(p) | Route::Pass(p) | Route::Probe(p) => p,
         }
     }
 }
@@ -58,6 +62,8 @@ enum Target {
     /// when the request carries `anthropic-version` (every anthropic SDK
     /// request does), else the OpenAI-style one.
     Family,
+    /// Answered here (see [`Route::Probe`]).
+    Probe,
 }
 
 const STORED: &str =
@@ -138,6 +144,9 @@ const TABLE: &[(&str, &str, Target)] = &[
     ("POST", "images/edits", PASS),
     ("POST", "images/variations", PASS),
     ("GET", "files", PASS),
+    // Claude Code's reachability probes.
+    ("GET", "api/hello", Target::Probe),
+    ("HEAD", "api/hello", Target::Probe),
 ];
 
 fn matches(pattern: &str, segs: &[&str]) -> bool {
@@ -164,6 +173,14 @@ fn lookup(method: &Method, segs: &[&str], anthropic: bool) -> Result<Route, Erro
         Some((_, _, Target::Go(r))) => Ok(*r),
         Some((_, _, Target::Family)) if anthropic => Ok(Route::Pass(Protocol::Messages)),
         Some((_, _, Target::Family)) => Ok(Route::Pass(Protocol::Chat)),
+        Some((_, _, Target::Probe)) if anthropic => Ok(Route::Probe(Protocol::Messages)),
+        Some((_, _, Target::Probe)) => Ok(Route::Probe(Protocol::Chat)),
+        // `HEAD /` (or `/v1`): is anyone there?
+        None if segs.is_empty() && method == Method::HEAD => Ok(Route::Probe(if anthropic {
+            Protocol::Messages
+        } else {
+            Protocol::Chat
+        })),
         Some((_, _, Target::Refuse(m))) => Err(Error::NotServed(m)),
         None if TABLE
             .iter()
@@ -243,6 +260,29 @@ mod tests {
     /// A request without headers.
     fn route(method: &Method, path: &str) -> Result<Routed, Error> {
         super::route(method, path, &HeaderMap::new())
+    }
+
+    #[test]
+    fn a_reachability_probe_is_answered_here_and_nothing_else_is() {
+        for (m, p) in [
+            (Method::HEAD, "/"),
+            (Method::HEAD, "/v1"),
+            (Method::HEAD, "/api/hello"),
+            (Method::GET, "/api/hello"),
+        ] {
+            let r = route(&m, p).unwrap();
+            assert!(matches!(r.route, Route::Probe(_)), "{m} {p}");
+            assert_eq!(r.route.label(), "probe");
+        }
+        for (m, p) in [
+            (Method::GET, "/"),
+            (Method::POST, "/"),
+            (Method::POST, "/api/hello"),
+            (Method::HEAD, "/api/hello/x"),
+            (Method::HEAD, "/v1/batches"),
+        ] {
+            assert!(route(&m, p).is_err(), "{m} {p}");
+        }
     }
 
     #[test]

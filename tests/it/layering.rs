@@ -329,7 +329,10 @@ fn only_the_serving_parts_the_mock_and_the_cli_clients_touch_hyper() {
         .map(String::from)
         .into();
     let users = hyper_users();
-    assert!(users.contains("proxy") && users.contains("server"), "{users:?}");
+    assert!(
+        users.contains("proxy") && users.contains("server"),
+        "{users:?}"
+    );
     let others: Vec<&String> = users.difference(&allowed).collect();
     assert!(
         others.is_empty(),

@@ -283,3 +283,40 @@ async fn the_documented_filter_turns_the_access_line_off_and_a_provider_error_is
     );
     assert!(all.iter().any(|l| l["target"] != "toolgate::access"));
 }
+
+/// Claude Code's reachability probes (`HEAD /`, `/api/hello`) are
+/// answered as a provider answers them, before authentication, with
+/// nothing forwarded; their access line says `route=probe`, while a
+/// refused path still names its class.
+#[tokio::test]
+async fn a_reachability_probe_is_answered_and_logged_as_one_a_refused_path_is_not() {
+    let mock = start_mock(vec![]).await;
+    let bin = Bin::start(
+        &mock.base_url(),
+        &[("p.toml", "rule = []\n")],
+        "[[client]]\nname = \"cc\"\ntoken_env = \"PATH\"\n",
+    )
+    .await;
+    for (method, path) in [("HEAD", "/"), ("HEAD", "/api/hello"), ("GET", "/api/hello")] {
+        let r = send(method, &format!("{}{path}", bin.url), &[], "").await;
+        assert_eq!(r.status, 200, "{method} {path}");
+        assert!(r.body.is_empty(), "{method} {path}");
+    }
+    let r = send("HEAD", &format!("{}/v1/messages/batches", bin.url), &[], "").await;
+    assert_eq!(
+        r.status, 401,
+        "anything else still needs the client's token"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let log = bin.stderr();
+    assert_eq!(
+        log.matches("route=probe refused=- status=200").count(),
+        3,
+        "{log}"
+    );
+    assert!(
+        log.contains("route=refused refused=unauthenticated"),
+        "{log}"
+    );
+    assert_eq!(mock.requests().len(), 0, "a probe is not forwarded");
+}
