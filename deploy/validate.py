@@ -128,7 +128,8 @@ def check_dashboard():
         check(p.get("datasource", {}).get("uid") == "${datasource}",
               f"panel {p.get('title')}: not on the datasource variable")
         targets = p.get("targets", [])
-        check(targets and all("toolgate_" in t.get("expr", "") for t in targets),
+        check(targets and all(("toolgate_" in t.get("expr", "") or "gen_ai_" in t.get("expr", ""))
+                              for t in targets),
               f"panel {p.get('title')}: a query that reads no toolgate metric")
 
 

@@ -72,6 +72,8 @@ pub struct Context {
     pub tally: std::sync::Arc<crate::call::Tally>,
     /// The request's trace span, parent of its decisions' spans (`[telemetry]`).
     pub trace: Option<crate::telemetry::RequestTrace>,
+    /// What the GenAI metrics record of the exchange (models, tokens, first bytes).
+    pub exchange: Option<std::sync::Arc<crate::metrics::genai::Exchange>>,
     /// Set when the agent has gone away: calls waiting for a person end.
     pub left: std::sync::Arc<Left>,
     /// The request continues a conversation by reference (a stored

@@ -2,6 +2,7 @@
 //! kept with the `prometheus-client` crate. Label values are bounded (see
 //! [`labels`]).
 
+pub mod genai;
 pub mod labels;
 
 use std::collections::HashSet;
@@ -45,7 +46,8 @@ pub struct Metrics {
     tokens: Family<Tokens, Counter>,
     models: Mutex<HashSet<String>>,
     redactions: Family<Kind, Counter>,
-    pub upstream_latency: Histogram,
+    /// The OpenTelemetry GenAI families and the upstream latency.
+    pub genai: genai::GenAi,
     pub release_latency: Histogram,
     pub stream_faults: Counter,
     pub late_tool_deltas: Counter,
@@ -72,6 +74,12 @@ pub struct Metrics {
     held_bytes: Gauge,
 }
 
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         let mut m = Metrics {
@@ -86,7 +94,7 @@ impl Default for Metrics {
             tokens: Family::default(),
             models: Mutex::default(),
             redactions: Family::default(),
-            upstream_latency: histogram(),
+            genai: genai::GenAi::default(),
             release_latency: histogram(),
             stream_faults: Counter::default(),
             late_tool_deltas: Counter::default(),
@@ -108,6 +116,7 @@ impl Default for Metrics {
             held_bytes: Gauge::default(),
         };
         m.register();
+        m.genai.register(&mut m.registry);
         // Endings no one answers are shown at zero before the first one,
         // so a dashboard or an alert has a series to read.
         for decision in ["timeout", "left", "shutdown", "full"] {
@@ -177,11 +186,6 @@ impl Metrics {
             "toolgate_upstream_faults",
             "Upstream exchanges that failed, by kind (refused, connect_timeout, tls, reset, goaway, protocol, timeout, idle, rate_limited, status_4xx, status_5xx, unreadable, error_event)",
             self.upstream_faults.clone(),
-        );
-        r.register(
-            "toolgate_upstream_latency_seconds",
-            "Time from sending a request upstream to its response headers",
-            self.upstream_latency.clone(),
         );
         r.register(
             "toolgate_tool_call_release_seconds",
@@ -314,24 +318,57 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a response's tokens under its model (the first
-    /// [`MAX_MODELS`] names seen; later ones as `other`).
-    pub fn tokens(&self, model: &str, input: u64, output: u64) {
+    /// A model name as a label value: the first [`MAX_MODELS`] names seen
+    /// (at most 128 characters), later ones `other` (a provider's model
+    /// names are not ours to bound).
+    fn model_label(&self, model: &str) -> String {
         let model = match model.char_indices().nth(128) {
             Some((end, _)) => &model[..end],
             None => model,
         };
+        match self.models.lock() {
+            Ok(seen) if seen.contains(model) => model.to_string(),
+            Ok(mut seen) if seen.len() < MAX_MODELS => {
+                seen.insert(model.to_string());
+                model.to_string()
+            }
+            _ => "other".to_string(),
+        }
+    }
+
+    /// The zero series of the families whose labels are known before
+    /// their first event, so a dashboard or an alert reads 0, not "no
+    /// data": each overload limit, each sensor, each redaction kind, each
+    /// upstream and protocol.
+    pub fn zero(
+        &self,
+        sensors: &[&'static str],
+        redactions: &[&'static str],
+        upstreams: &[(&'static str, &'static str)],
+    ) {
+        for limit in ["connections", "streams", "body_bytes", "memory"] {
+            drop(self.overloads.get_or_create(&labels::Overload { limit }));
+        }
+        for &sensor in sensors {
+            drop(self.sensor_latency.get_or_create(&Sensor { sensor }));
+        }
+        for &kind in redactions {
+            drop(self.redactions.get_or_create(&Kind { kind }));
+        }
+        self.genai.known(upstreams);
+    }
+
+    /// Records a gated request's exchange that ended (the GenAI families).
+    pub fn exchange_ended(&self, x: &genai::Exchange) {
+        self.genai.ended(x, |m| self.model_label(m));
+    }
+
+    /// Counts a response's tokens under its model (see [`Self::model_label`]).
+    pub fn tokens(&self, model: &str, input: u64, output: u64) {
         // One label set, its kind changed: `get_or_create` copies it only
         // for a new series.
         let mut key = Tokens {
-            model: match self.models.lock() {
-                Ok(seen) if seen.contains(model) => model.to_string(),
-                Ok(mut seen) if seen.len() < MAX_MODELS => {
-                    seen.insert(model.to_string());
-                    model.to_string()
-                }
-                _ => "other".to_string(),
-            },
+            model: self.model_label(model),
             kind: "input",
         };
         for (kind, n) in [("input", input), ("output", output)] {
@@ -388,8 +425,8 @@ mod tests {
             rule: "no-shell".into(),
             tool: "shell".into(),
         });
-        m.upstream_latency.observe(0.0003);
-        m.upstream_latency.observe(100.0);
+        m.genai.upstream_took("default", "chat_completions", 0.0003);
+        m.genai.upstream_took("default", "chat_completions", 100.0);
         for i in 0..MAX_MODELS + 3 {
             m.tokens(&format!("model-{i}"), 10, 2);
         }
@@ -405,15 +442,15 @@ mod tests {
         );
         assert!(t.contains("toolgate_tool_calls_total{protocol=\"chat_completions\",verdict=\"deny\",gate=\"policy\",rule=\"no-shell\",tool=\"shell\"} 1"), "{t}");
         assert!(
-            t.contains("toolgate_upstream_latency_seconds_bucket{le=\"0.0005\"} 1"),
+            t.contains("toolgate_upstream_latency_seconds_bucket{le=\"0.0005\",upstream=\"default\",protocol=\"chat_completions\"} 1"),
             "{t}"
         );
         assert!(
-            t.contains("toolgate_upstream_latency_seconds_bucket{le=\"+Inf\"} 2"),
+            t.contains("toolgate_upstream_latency_seconds_bucket{le=\"+Inf\",upstream=\"default\",protocol=\"chat_completions\"} 2"),
             "{t}"
         );
         assert!(
-            t.contains("toolgate_upstream_latency_seconds_count 2"),
+            t.contains("toolgate_upstream_latency_seconds_count{upstream=\"default\",protocol=\"chat_completions\"} 2"),
             "{t}"
         );
         assert!(

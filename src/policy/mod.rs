@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod check;
 pub mod expr;
 mod file;
+pub use file::SENSORS;
 mod glob;
 pub mod limits;
 pub mod vocabulary;

@@ -12,6 +12,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::metrics::genai::Exchange;
+use crate::metrics::Metrics;
 use crate::policy::Verdict;
 
 pub use crate::call::Tally;
@@ -41,6 +43,8 @@ pub struct Access {
     pub stream_slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// The request's trace span (`[telemetry]`), ended with the line.
     pub trace: Option<crate::telemetry::RequestTrace>,
+    /// A gated request's exchange, recorded in the GenAI metrics with the line.
+    pub exchange: Option<(Arc<Exchange>, Arc<Metrics>)>,
     started: Instant,
 }
 
@@ -57,6 +61,7 @@ impl Access {
             tally: Arc::default(),
             stream_slot: None,
             trace: None,
+            exchange: None,
             started: Instant::now(),
         }
     }
@@ -66,7 +71,13 @@ impl Drop for Access {
     fn drop(&mut self) {
         let t = &self.tally;
         if let Some(trace) = &self.trace {
+            if let Some((x, _)) = &self.exchange {
+                trace.answered(x);
+            }
             trace.end(self.status, t);
+        }
+        if let Some((x, metrics)) = &self.exchange {
+            metrics.exchange_ended(x);
         }
         tracing::info!(
             target: TARGET,
@@ -111,6 +122,12 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Logged<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &polled {
+            let exchange = self.access.as_ref().and_then(|a| a.exchange.as_ref());
+            if let (Some((x, _)), true) = (exchange, f.data_ref().is_some_and(|d| !d.is_empty())) {
+                x.agent_began();
+            }
+        }
         if let Poll::Ready(None) = polled {
             // The last byte is out: the line is written now, not when
             // the connection lets go of the body.

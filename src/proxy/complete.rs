@@ -56,7 +56,11 @@ pub async fn gate(
         text_calls: state.config.text_tool_calls,
     };
     let mut parsed = protocol.complete(text, reading)?;
-    parsed.usage().count(&state.metrics);
+    let usage = parsed.usage();
+    usage.count(&state.metrics);
+    if let Some(x) = &ctx.exchange {
+        x.used(usage.model.as_deref(), usage.input, usage.output);
+    }
     release::hosted(state, gates, ctx, parsed.hosted()).await;
     let id = parsed.id().map(str::to_string);
     if parsed.calls().is_empty() {

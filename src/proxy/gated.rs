@@ -57,8 +57,12 @@ pub fn handle<'a>(
         // The parsed tree is charged too, before it is built.
         charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
         let mut req = protocol.parse(&bytes)?;
+        let model = req.body.get("model").and_then(Value::as_str);
         if let Some(t) = &asker.trace {
-            t.chat(req.body.get("model").and_then(Value::as_str));
+            t.chat(model);
+        }
+        if let Some(x) = &asker.exchange {
+            x.requested(model, req.stream);
         }
         let size = bytes.len();
         // From here on only the parsed request exists: what goes upstream is
@@ -171,10 +175,11 @@ pub fn handle<'a>(
         let sent = Instant::now();
         let deadline = tokio::time::Instant::now() + upstream.timeout;
         let resp = Box::pin(upstream.send(up)).await?;
-        state
-            .metrics
-            .upstream_latency
-            .observe(sent.elapsed().as_secs_f64());
+        state.metrics.genai.upstream_took(
+            protocol.upstream_section().unwrap_or("default"),
+            protocol.label(),
+            sent.elapsed().as_secs_f64(),
+        );
         let (mut head, body) = resp.into_parts();
         if !head.status.is_success() {
             let status = upstream_status(state, head.status, &head.headers, body, deadline);

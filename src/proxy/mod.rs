@@ -24,6 +24,7 @@ pub mod route;
 pub mod state;
 pub mod threads;
 
+use crate::metrics::genai::Exchange;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -212,11 +213,14 @@ fn respond(
             Ok((principal, r)) => match r.route {
                 Route::Gated(protocol) => {
                     access.principal = Some(principal.clone());
+                    let exchange = Exchange::chat(protocol.provider_family());
+                    access.exchange = Some((exchange.clone(), state.metrics.clone()));
                     let asker = Box::new(Context {
                         request_id: access.request_id.clone(),
                         principal,
                         tally: access.tally.clone(),
                         trace: access.trace.clone(),
+                        exchange: Some(exchange),
                         ..Context::default()
                     });
                     let (parts, body) = req.into_parts();

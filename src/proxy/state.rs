@@ -191,6 +191,17 @@ impl State {
             .build();
         let id_key =
             crate::fence::marker::hmac_sha256(&b.fence_secret, &[b"replacement message ids"]);
+        let upstreams: Vec<(&'static str, &'static str)> = crate::protocol::Protocol::ALL
+            .iter()
+            .map(|p| (p.upstream_section().unwrap_or("default"), p.label()))
+            .collect();
+        let redactions: Vec<&'static str> = crate::fence::secrets::PATTERNS
+            .iter()
+            .map(|p| p.0)
+            .collect();
+        b.parts
+            .metrics
+            .zero(&crate::policy::SENSORS, &redactions, &upstreams);
         State {
             approvals: b.approvals,
             telemetry: b.telemetry,

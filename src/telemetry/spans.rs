@@ -232,6 +232,24 @@ impl RequestTrace {
     }
 
     /// Ends the request's span with its status and its calls' verdicts.
+    /// What the provider answered with, for a gated request: the model and
+    /// the tokens it reported (`gen_ai.response.model`,
+    /// `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`).
+    pub fn answered(&self, x: &crate::metrics::genai::Exchange) {
+        let span = self.cx.span();
+        if let Some(m) = x.response_model().map(clip).filter(|m| !m.is_empty()) {
+            span.set_attribute(KeyValue::new("gen_ai.response.model", m));
+        }
+        let (input, output) = x.tokens();
+        if input > 0 || output > 0 {
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            span.set_attributes([
+                KeyValue::new("gen_ai.usage.input_tokens", n(input)),
+                KeyValue::new("gen_ai.usage.output_tokens", n(output)),
+            ]);
+        }
+    }
+
     pub fn end(&self, status: u16, tally: &Tally) {
         let span = self.cx.span();
         span.set_attributes([

@@ -66,9 +66,14 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
     let whole = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
         "content": [{"type": "tool_use", "id": "tu1", "name": "write_file", "input": {"path": "a"}}],
         "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 5, "output_tokens": 3}});
+    let responses = json!({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-r-1",
+        "output": [{"type": "message", "id": "msg_r", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "hello", "annotations": []}]}],
+        "usage": {"input_tokens": 9, "output_tokens": 4, "total_tokens": 13}});
     let mock = start_mock(vec![
         Reply::sse(stream),
         Reply::json(200, whole.to_string()),
+        Reply::json(200, responses.to_string()),
     ])
     .await;
     // The judge is a port nothing listens on: the sensor fails to connect.
@@ -107,6 +112,14 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
     )
     .await;
     assert_eq!(messages.status, 200);
+    let r = send(
+        "POST",
+        &format!("{}/v1/responses", bin.url),
+        &[("content-type", "application/json")],
+        json!({"model": "gpt-r", "input": "hi"}).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
 
     let m = bin.metrics().await;
     for needle in [
@@ -127,6 +140,27 @@ async fn metrics_count_decisions_latencies_errors_and_tokens_with_bounded_labels
         r#"toolgate_tokens_total{model="claude-test",kind="input"} 5"#,
         r#"toolgate_tokens_total{model="claude-test",kind="output"} 3"#,
         r#"toolgate_requests_total{route="messages",status="200"} 1"#,
+        // The OpenTelemetry GenAI families, by operation, provider, and the
+        // models asked for and answered with.
+        r#"gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="m",gen_ai_response_model="gpt-test",gen_ai_token_type="input"} 11.0"#,
+        r#"gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="m",gen_ai_response_model="gpt-test",gen_ai_token_type="output"} 7.0"#,
+        r#"gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_provider_name="anthropic",gen_ai_request_model="claude-test",gen_ai_response_model="claude-test",gen_ai_token_type="input"} 1"#,
+        r#"gen_ai_client_token_usage_sum{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-r",gen_ai_response_model="gpt-r-1",gen_ai_token_type="output"} 4.0"#,
+        r#"gen_ai_server_request_duration_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="anthropic",gen_ai_request_model="claude-test",gen_ai_response_model="claude-test"} 1"#,
+        r#"gen_ai_server_request_duration_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="gpt-r",gen_ai_response_model="gpt-r-1"} 1"#,
+        // A stream's first token, and what toolgate added to it.
+        r#"gen_ai_server_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="m",gen_ai_response_model="gpt-test"} 1"#,
+        r#"toolgate_added_time_to_first_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="m",gen_ai_response_model="gpt-test"} 1"#,
+        r#"gen_ai_server_time_per_output_token_seconds_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="m",gen_ai_response_model="gpt-test"} 1"#,
+        // The upstream latency by upstream and protocol; a protocol with no
+        // traffic yet has its zero series.
+        r#"toolgate_upstream_latency_seconds_count{upstream="default",protocol="chat_completions"} 1"#,
+        r#"toolgate_upstream_latency_seconds_count{upstream="messages",protocol="messages"} 1"#,
+        r#"toolgate_upstream_latency_seconds_count{upstream="default",protocol="responses"} 1"#,
+        // Families whose labels are known show 0 before their first event.
+        r#"toolgate_overloads_total{limit="memory"} 0"#,
+        r#"toolgate_redactions_total{kind="jwt"} 0"#,
+        r#"toolgate_sensor_duration_seconds_count{sensor="injection"} 0"#,
     ] {
         assert!(m.contains(needle), "missing {needle} in\n{m}");
     }
@@ -162,10 +196,15 @@ fn the_dashboard_reads_only_exported_metrics(exposition: &str) {
         .flat_map(|p| p["targets"].as_array().unwrap().clone())
         .map(|t| t["expr"].as_str().unwrap().to_string())
         .collect();
-    let re = regex::Regex::new(r"toolgate_[a-z_]+").unwrap();
+    // A metric's name stands before its selector; label names do not.
+    let re = regex::Regex::new(r"((?:toolgate|gen_ai)_[a-z_]+)\{").unwrap();
     let mut names: Vec<&str> = exprs
         .iter()
-        .flat_map(|e| re.find_iter(e).map(|m| m.as_str()))
+        .flat_map(|e| {
+            re.captures_iter(e)
+                .filter_map(|c| c.get(1))
+                .map(|m| m.as_str())
+        })
         .collect();
     names.sort();
     names.dedup();

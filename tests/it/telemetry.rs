@@ -311,6 +311,10 @@ async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_
         .find(|s| s.span.name == "chat claude-test")
         .expect("the Messages request's span");
     assert_eq!(messages.attr("gen_ai.system"), "anthropic");
+    // What the provider answered with.
+    assert_eq!(messages.attr("gen_ai.response.model"), "claude-test");
+    assert_eq!(messages.attr("gen_ai.usage.input_tokens"), 5);
+    assert_eq!(messages.attr("gen_ai.usage.output_tokens"), 3);
     assert!(messages.span.parent_span_id.is_empty());
     assert_ne!(hex(&messages.span.trace_id), TRACE_ID);
     let up = header(&seen[1], "traceparent");

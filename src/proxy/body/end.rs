@@ -27,6 +27,10 @@ impl Drop for GatedBody {
         }
         let totals = self.rw.totals();
         totals.usage.count(&self.state.metrics);
+        if let Some(x) = &self.ctx.exchange {
+            let u = &totals.usage;
+            x.used(u.model.as_deref(), u.input, u.output);
+        }
         let late = totals.late_deltas;
         if late > 0 {
             self.state.metrics.late_tool_deltas.inc_by(late);

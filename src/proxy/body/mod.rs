@@ -308,6 +308,9 @@ impl GatedBody {
                 let Ok(data) = f.into_data() else {
                     return Next::Continue;
                 };
+                if let Some(x) = self.ctx.exchange.as_ref().filter(|_| !data.is_empty()) {
+                    x.upstream_began();
+                }
                 match self.dec.decode(&data) {
                     Ok(bytes) => self.rw.push(&bytes),
                     Err(e) => {
