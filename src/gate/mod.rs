@@ -121,6 +121,14 @@ pub struct Parts {
 
 impl Gates {
     pub fn new(policy: Arc<PolicySet>, parts: &Parts) -> Gates {
+        // Each rule with a condition has its CEL error series from the start.
+        parts.metrics.zero_rules(
+            policy
+                .rules
+                .iter()
+                .filter(|r| r.when.is_some())
+                .map(|r| r.name.as_str()),
+        );
         Gates {
             integrity: Integrity,
             policy_gate: PolicyGate::new(

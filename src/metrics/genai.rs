@@ -292,6 +292,19 @@ mod tests {
         ] {
             assert!(t.contains(want), "{want} missing:\n{t}");
         }
+        // A family whose labels are known reads 0 before its first event.
+        m.zero(&["sentinel"], &["jwt"], &[("default", "responses")]);
+        m.zero_rules(["big-args"].into_iter());
+        let t = m.render();
+        for want in [
+            "toolgate_overloads_total{limit=\"memory\"} 0",
+            "toolgate_redactions_total{kind=\"jwt\"} 0",
+            "toolgate_sensor_duration_seconds_count{sensor=\"sentinel\"} 0",
+            "toolgate_cel_errors_total{rule=\"big-args\"} 0",
+            "toolgate_upstream_latency_seconds_count{upstream=\"default\",protocol=\"responses\"} 0",
+        ] {
+            assert!(t.contains(want), "{want} missing:\n{t}");
+        }
         // A whole answer has no first token.
         let m = super::super::Metrics::default();
         let x = Exchange::chat("anthropic");

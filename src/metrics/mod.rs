@@ -358,6 +358,16 @@ impl Metrics {
         self.genai.known(upstreams);
     }
 
+    /// The zero series of `toolgate_cel_errors_total` for each rule named
+    /// (those with a condition, at each policy load).
+    pub fn zero_rules<'a>(&self, rules: impl Iterator<Item = &'a str>) {
+        for rule in rules {
+            drop(self.cel_errors.get_or_create(&Rule {
+                rule: rule.to_string(),
+            }));
+        }
+    }
+
     /// Records a gated request's exchange that ended (the GenAI families).
     pub fn exchange_ended(&self, x: &genai::Exchange) {
         self.genai.ended(x, |m| self.model_label(m));
