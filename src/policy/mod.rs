@@ -268,18 +268,7 @@ impl PolicySet {
         let Some(dir) = dir else {
             return PolicySet::embedded();
         };
-        let entries = std::fs::read_dir(dir).map_err(|e| {
-            Error::config(
-                dir.display().to_string(),
-                1,
-                format!("cannot read policy dir: {e}"),
-            )
-        })?;
-        let mut paths: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        paths.sort();
+        let paths = toml_files(dir)?;
         if paths.is_empty() {
             return Err(Error::config(
                 dir.display().to_string(),
@@ -368,6 +357,18 @@ impl PolicySet {
             words,
         })
     }
+}
+
+/// The `*.toml` files of `dir`, in name order.
+pub(crate) fn toml_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::config(dir.display().to_string(), 1, format!("cannot read: {e}")))?;
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    Ok(paths)
 }
 
 fn split_origin(origin: &str) -> (String, usize) {

@@ -214,7 +214,7 @@ fn check_on_the_shipped_container_configs_names_what_they_need_at_run_time() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("TOOLGATE_CLIENT_TOKEN is not set"));
 }
 
-fn stdout(args: &[&str]) -> (i32, String, String) {
+pub fn stdout(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(args)
         .output()

@@ -3,23 +3,10 @@
 //! family), `toolgate signals --words` lists every entry with its origin,
 //! and a bad word file is a `check` error with its file and line.
 
-use std::process::Command;
-
 use serde_json::{json, Value};
 
+use crate::cli::stdout as toolgate;
 use crate::support::TempDir;
-
-fn toolgate(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 const OURS: &str = r#"
 [[pattern]]

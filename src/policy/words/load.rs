@@ -72,15 +72,7 @@ pub fn load(policy_dir: Option<&Path>) -> Result<(Words, Vec<std::path::PathBuf>
     let mut sources = super::sources_of(BUILTIN);
     let mut files = Vec::new();
     if let Some(dir) = policy_dir.map(|d| d.join("words")).filter(|d| d.is_dir()) {
-        let entries = std::fs::read_dir(&dir).map_err(|e| {
-            Error::config(dir.display().to_string(), 1, format!("cannot read: {e}"))
-        })?;
-        let mut paths: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        paths.sort();
-        for p in paths {
+        for p in crate::policy::toml_files(&dir)? {
             let text = std::fs::read_to_string(&p).map_err(|e| {
                 Error::config(p.display().to_string(), 1, format!("cannot read: {e}"))
             })?;
