@@ -165,6 +165,9 @@ pub fn handle<'a>(
         });
         drop(req.body);
         let upstream = state.upstream_for(protocol);
+        if let Some(t) = &ctx.trace {
+            t.server(upstream.server());
+        }
         let up = upstream.request(
             parts.method,
             &routed.rest,

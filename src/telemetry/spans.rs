@@ -232,6 +232,15 @@ impl RequestTrace {
     }
 
     /// Ends the request's span with its status and its calls' verdicts.
+    /// The provider's address (`server.address`, `server.port`).
+    pub fn server(&self, (host, port): (&str, u16)) {
+        let span = self.cx.span();
+        span.set_attributes([
+            KeyValue::new("server.address", clip(host)),
+            KeyValue::new("server.port", i64::from(port)),
+        ]);
+    }
+
     /// What the provider answered with, for a gated request: the model and
     /// the tokens it reported (`gen_ai.response.model`,
     /// `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`).

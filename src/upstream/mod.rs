@@ -135,6 +135,18 @@ impl Upstream {
         })
     }
 
+    /// The upstream's host and port (`server.address`, `server.port`).
+    pub fn server(&self) -> (&str, u16) {
+        let default = match self.scheme == http::uri::Scheme::HTTPS {
+            true => 443,
+            false => 80,
+        };
+        (
+            self.authority.host(),
+            self.authority.port_u16().unwrap_or(default),
+        )
+    }
+
     /// Keeps up to `n` idle connections for reuse (`[limits] max_streams`:
     /// no more exchanges than that are in flight at once).
     pub fn keep_idle(self, n: usize) -> Upstream {

@@ -315,6 +315,11 @@ async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_
     assert_eq!(messages.attr("gen_ai.response.model"), "claude-test");
     assert_eq!(messages.attr("gen_ai.usage.input_tokens"), 5);
     assert_eq!(messages.attr("gen_ai.usage.output_tokens"), 3);
+    assert_eq!(messages.attr("server.address"), "127.0.0.1");
+    assert_eq!(
+        messages.attr("server.port"),
+        i64::from(upstream.addr.port())
+    );
     assert!(messages.span.parent_span_id.is_empty());
     assert_ne!(hex(&messages.span.trace_id), TRACE_ID);
     let up = header(&seen[1], "traceparent");
