@@ -177,7 +177,7 @@ async fn admin_port_serves_health_readiness_and_metrics() {
         "toolgate_requests_total{route=\"chat_completions\",status=\"200\"} 1",
         "toolgate_tool_calls_total{protocol=\"chat_completions\",verdict=\"allow\",gate=\"policy\",rule=\"\",tool=\"other\"} 1",
         "toolgate_tool_calls_total{protocol=\"chat_completions\",verdict=\"deny\",gate=\"policy\",rule=\"test-deny\",tool=\"other\"} 1",
-        "toolgate_upstream_latency_seconds_count 1",
+        "toolgate_upstream_latency_seconds_count{upstream=\"default\",protocol=\"chat_completions\"} 1",
         // Each call went out on its own, complete before the finish.
         "toolgate_tool_call_release_seconds_count 2",
     ] {
