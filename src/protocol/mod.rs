@@ -353,6 +353,16 @@ pub struct Parsed {
     pub declared: HashMap<String, Declared>,
     /// `stream: true`: the answer must be an event stream (else JSON).
     pub stream: bool,
+    /// The model asked for (`model`), for traces and metrics.
+    pub model: Option<String>,
+    /// The request asks for structured output (Chat Completions'
+    /// `response_format`, the Responses API's `text.format`, of type
+    /// `json_schema` or `json_object`): a neutral text must not be read as
+    /// the JSON the agent will parse.
+    pub structured_output: bool,
+    /// How many choices the answer holds (Chat Completions' `n`; 1 for the
+    /// others): a follow-up can continue only one.
+    pub choices: u64,
     /// Declared tools the provider runs itself: their calls never pass
     /// toolgate, so they are gated on the request alone.
     pub hosted: Vec<String>,
@@ -362,6 +372,21 @@ pub struct Parsed {
     /// Provider-run tools the request uses that a rule must allow by name
     /// (MCP servers); otherwise the request is refused.
     pub explicit: Vec<String>,
+}
+
+/// The `model` a request body names, if a string.
+pub(crate) fn model_of(body: &Value) -> Option<String> {
+    body.get("model")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Whether a `type` names structured output.
+pub(crate) fn structured(ty: Option<&Value>) -> bool {
+    matches!(
+        ty.and_then(Value::as_str),
+        Some("json_schema" | "json_object")
+    )
 }
 
 /// An upstream body toolgate cannot read in exactly one way: the response

@@ -57,7 +57,7 @@ pub fn handle<'a>(
         // The parsed tree is charged too, before it is built.
         charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
         let mut req = protocol.parse(&bytes)?;
-        let model = req.body.get("model").and_then(Value::as_str);
+        let model = req.model.as_deref();
         if let Some(t) = &asker.trace {
             t.chat(model);
         }
@@ -89,7 +89,7 @@ pub fn handle<'a>(
             }
             Held::Not | Held::New => None,
         };
-        ctx.structured_output = structured_output(&req.body);
+        ctx.structured_output = req.structured_output;
         let gates = state.gates();
         let policy = gates.policy();
         let texts = protocol.texts_and_calls(
@@ -149,7 +149,7 @@ pub fn handle<'a>(
         };
         // A held conversation is not continued by follow-ups: its withheld
         // calls are answered on the agent's next request instead.
-        let resumes = thread.is_none() && resumable(state, &gates, &req.body);
+        let resumes = thread.is_none() && req.choices <= 1 && resumable(state, &gates);
         let mut follow = resumes.then(|| {
             Box::new(FollowUp {
                 protocol,
@@ -281,29 +281,17 @@ pub(crate) fn read_head(
     Ok((decoder, announced))
 }
 
-/// Whether the request asks for structured output (Chat Completions'
-/// `response_format`, the Responses API's `text.format`): the neutral text
-/// must not be read as the JSON the agent will parse.
-fn structured_output(body: &Value) -> bool {
-    let ty = body
-        .get("response_format")
-        .and_then(|f| f.get("type"))
-        .or_else(|| body.get("text")?.get("format")?.get("type"))
-        .and_then(Value::as_str);
-    matches!(ty, Some("json_schema" | "json_object"))
-}
-
-/// Whether a response to this request may be continued by follow-ups
-/// (`rewrite = "resume"` somewhere, follow-ups allowed, one choice asked for).
-fn resumable(state: &State, gates: &Gates, body: &Value) -> bool {
+/// Whether a response may be continued by follow-ups (`rewrite =
+/// "resume"` somewhere, follow-ups allowed; the caller checks that one
+/// choice is asked for).
+fn resumable(state: &State, gates: &Gates) -> bool {
     let wanted = state.config.rewrite.mode == RewriteMode::Resume
         || gates
             .policy()
             .rules
             .iter()
             .any(|r| r.rewrite == Some(RewriteMode::Resume));
-    let one_choice = body.get("n").and_then(Value::as_u64).is_none_or(|n| n <= 1);
-    wanted && one_choice && state.config.rewrite.max_resumes > 0 && !state.monitor()
+    wanted && state.config.rewrite.max_resumes > 0 && !state.monitor()
 }
 
 /// Redacts and fences the request's tool results in place. Requests whose

@@ -62,6 +62,11 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         .map(|(name, p)| (name.into_owned(), Declared::unwritten(p)))
         .collect();
     Ok(Parsed {
+        model: super::super::model_of(&body),
+        structured_output: super::super::structured(
+            body.get("response_format").and_then(|f| f.get("type")),
+        ),
+        choices: body.get("n").and_then(Value::as_u64).unwrap_or(1),
         body,
         declared,
         stream,

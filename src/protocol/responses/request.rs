@@ -49,6 +49,13 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         }
     }
     Ok(Parsed {
+        model: super::super::model_of(&body),
+        structured_output: super::super::structured(
+            body.get("text")
+                .and_then(|t| t.get("format"))
+                .and_then(|f| f.get("type")),
+        ),
+        choices: 1,
         body,
         declared,
         stream,

@@ -84,6 +84,9 @@ pub fn parse(body: Value) -> Result<Parsed, Error> {
         Some(_) => return Err(bad("'system' must be a string or an array.")),
     }
     Ok(Parsed {
+        model: crate::protocol::model_of(&body),
+        structured_output: false,
+        choices: 1,
         body,
         declared,
         stream,
