@@ -198,6 +198,7 @@ pub struct Exchange {
     started: Instant,
     request_model: OnceLock<String>,
     response_model: OnceLock<String>,
+    response_id: OnceLock<String>,
     streamed: OnceLock<bool>,
     upstream_first: OnceLock<Instant>,
     agent_first: OnceLock<Instant>,
@@ -215,6 +216,7 @@ impl Exchange {
             started: Instant::now(),
             request_model: OnceLock::new(),
             response_model: OnceLock::new(),
+            response_id: OnceLock::new(),
             streamed: OnceLock::new(),
             upstream_first: OnceLock::new(),
             agent_first: OnceLock::new(),
@@ -253,15 +255,24 @@ impl Exchange {
         )
     }
 
+    /// The provider's id for its answer, once it said.
+    pub fn response_id(&self) -> Option<&str> {
+        self.response_id.get().map(String::as_str)
+    }
+
     /// The model the provider answered with, once it said.
     pub fn response_model(&self) -> Option<&str> {
         self.response_model.get().map(String::as_str)
     }
 
-    /// The tokens the provider reported and the model it answered with.
-    pub fn used(&self, model: Option<&str>, input: u64, output: u64) {
+    /// The tokens the provider reported, the model it answered with and
+    /// its id for the answer.
+    pub fn used(&self, (model, id): (Option<&str>, Option<&str>), input: u64, output: u64) {
         if let Some(m) = model {
             let _ = self.response_model.set(m.to_string());
+        }
+        if let Some(i) = id {
+            let _ = self.response_id.set(i.to_string());
         }
         self.input.fetch_add(input, Ordering::Relaxed);
         self.output.fetch_add(output, Ordering::Relaxed);
@@ -279,7 +290,8 @@ mod tests {
         x.requested(Some("gpt-x"), true);
         x.upstream_began();
         x.agent_began();
-        x.used(Some("gpt-x-2026"), 12, 5);
+        x.used((Some("gpt-x-2026"), Some("chatcmpl-1")), 12, 5);
+        assert_eq!(x.response_id(), Some("chatcmpl-1"));
         m.exchange_ended(&x);
         let t = m.render();
         for want in [

@@ -11,6 +11,9 @@ use crate::json::Obj;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Usage {
     pub model: Option<String>,
+    /// The response's id (`chatcmpl-…`, `msg_…`, `resp_…`), from the body
+    /// or the event that carried the usage.
+    pub id: Option<String>,
     pub input: u64,
     pub output: u64,
 }
@@ -45,6 +48,7 @@ impl Numbers {
 struct Carrier {
     #[serde(rename = "type")]
     ty: Option<String>,
+    id: Option<String>,
     model: Option<String>,
     usage: Option<Numbers>,
     /// `message_start`'s message, `response.completed`'s response.
@@ -63,10 +67,13 @@ impl Usage {
             u.input = n.input();
             u.output = n.output();
         }
-        u.model = top
-            .present("model")
-            .and_then(crate::json::string)
-            .map(|m| m.into_owned());
+        let text = |k: &str| {
+            top.present(k)
+                .and_then(crate::json::string)
+                .map(|m| m.into_owned())
+        };
+        u.model = text("model");
+        u.id = text("id");
         u
     }
 
@@ -88,6 +95,9 @@ impl Usage {
                 .clone()
                 .or_else(|| inner.and_then(|i| i.model.clone()));
         }
+        if self.id.is_none() {
+            self.id = inner.and_then(|i| i.id.clone()).or(c.id.clone());
+        }
         let Some(n) = c.usage.as_ref().or(inner.and_then(|i| i.usage.as_ref())) else {
             return;
         };
@@ -106,12 +116,19 @@ impl Usage {
     /// Adds a response's `usage` (an object) and notes its `model`: what
     /// [`Usage::sniff`] reads from a Responses envelope, for one read
     /// without a tree.
-    pub fn add_response(&mut self, model: Option<&str>, usage: &serde_json::Value) {
+    pub fn add_response(
+        &mut self,
+        (id, model): (Option<&str>, Option<&str>),
+        usage: &serde_json::Value,
+    ) {
         let Ok(n) = Numbers::deserialize(usage) else {
             return;
         };
         if self.model.is_none() {
             self.model = model.map(str::to_string);
+        }
+        if self.id.is_none() {
+            self.id = id.map(str::to_string);
         }
         self.input += n.input();
         self.output += n.output();
@@ -168,12 +185,13 @@ mod tests {
             chat,
             Usage {
                 model: Some("gpt-x".into()),
+                id: Some("c".into()),
                 input: 12,
                 output: 3
             }
         );
         let messages = sniffed(&[
-            r#"{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
+            r#"{"type":"message_start","message":{"id":"msg_x","model":"claude-x","usage":{"input_tokens":20,"cache_read_input_tokens":5,"output_tokens":1}}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"usage"}}"#,
             r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#,
         ]);
@@ -181,18 +199,20 @@ mod tests {
             messages,
             Usage {
                 model: Some("claude-x".into()),
+                id: Some("msg_x".into()),
                 input: 25,
                 output: 7
             }
         );
         let responses = sniffed(&[
             r#"{"type":"response.created","response":{"model":"o-x","usage":null}}"#,
-            r#"{"type":"response.completed","response":{"model":"o-x","usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}}"#,
+            r#"{"type":"response.completed","response":{"id":"resp_x","model":"o-x","usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}}"#,
         ]);
         assert_eq!(
             responses,
             Usage {
                 model: Some("o-x".into()),
+                id: Some("resp_x".into()),
                 input: 9,
                 output: 4
             }
@@ -207,15 +227,17 @@ mod tests {
 
     #[test]
     fn whole_bodies_read_their_top_level_usage() {
-        let top: Obj =
-            serde_json::from_str(r#"{"model":"m","usage":{"input_tokens":4,"output_tokens":2}}"#)
-                .unwrap_or(Obj {
-                    entries: Vec::new(),
-                });
+        let top: Obj = serde_json::from_str(
+            r#"{"id":"r","model":"m","usage":{"input_tokens":4,"output_tokens":2}}"#,
+        )
+        .unwrap_or(Obj {
+            entries: Vec::new(),
+        });
         assert_eq!(
             Usage::of_top(&top),
             Usage {
                 model: Some("m".into()),
+                id: Some("r".into()),
                 input: 4,
                 output: 2
             }

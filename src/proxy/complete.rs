@@ -59,7 +59,11 @@ pub async fn gate(
     let usage = parsed.usage();
     usage.count(&state.metrics);
     if let Some(x) = &ctx.exchange {
-        x.used(usage.model.as_deref(), usage.input, usage.output);
+        x.used(
+            (usage.model.as_deref(), usage.id.as_deref()),
+            usage.input,
+            usage.output,
+        );
     }
     release::hosted(state, gates, ctx, parsed.hosted()).await;
     let id = parsed.id().map(str::to_string);

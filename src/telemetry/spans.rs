@@ -242,12 +242,16 @@ impl RequestTrace {
     }
 
     /// What the provider answered with, for a gated request: the model and
-    /// the tokens it reported (`gen_ai.response.model`,
+    /// the tokens it reported, its id for the answer (`gen_ai.response.model`,
+    /// `gen_ai.response.id`,
     /// `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`).
     pub fn answered(&self, x: &crate::metrics::genai::Exchange) {
         let span = self.cx.span();
         if let Some(m) = x.response_model().map(clip).filter(|m| !m.is_empty()) {
             span.set_attribute(KeyValue::new("gen_ai.response.model", m));
+        }
+        if let Some(i) = x.response_id().map(clip).filter(|i| !i.is_empty()) {
+            span.set_attribute(KeyValue::new("gen_ai.response.id", i));
         }
         let (input, output) = x.tokens();
         if input > 0 || output > 0 {

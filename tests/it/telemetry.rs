@@ -313,6 +313,7 @@ async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_
     assert_eq!(messages.attr("gen_ai.system"), "anthropic");
     // What the provider answered with.
     assert_eq!(messages.attr("gen_ai.response.model"), "claude-test");
+    assert_eq!(messages.attr("gen_ai.response.id"), "msg_1");
     assert_eq!(messages.attr("gen_ai.usage.input_tokens"), 5);
     assert_eq!(messages.attr("gen_ai.usage.output_tokens"), 3);
     assert_eq!(messages.attr("server.address"), "127.0.0.1");

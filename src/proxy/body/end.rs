@@ -29,7 +29,7 @@ impl Drop for GatedBody {
         totals.usage.count(&self.state.metrics);
         if let Some(x) = &self.ctx.exchange {
             let u = &totals.usage;
-            x.used(u.model.as_deref(), u.input, u.output);
+            x.used((u.model.as_deref(), u.id.as_deref()), u.input, u.output);
         }
         let late = totals.late_deltas;
         if late > 0 {

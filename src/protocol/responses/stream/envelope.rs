@@ -259,7 +259,8 @@ impl StreamRewriter {
         self.uses_seq |= e.seq.is_some();
         let resp = e.resp;
         if let Some(usage) = &resp.usage {
-            self.usage.add_response(resp.model.as_deref(), usage);
+            self.usage
+                .add_response((resp.id.as_deref(), resp.model.as_deref()), usage);
         }
         let read = Read {
             ty,
