@@ -1,13 +1,12 @@
 //! The chunks toolgate writes into a chat stream: the fields they take from
 //! the upstream's chunks (`id`, `model`, …), remembered as they change, and
-//! a released call as one whole delta. They are written straight into the
-//! output, the fields' JSON kept from one chunk to the next.
+//! a released call as one whole delta, each written from its tree.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use super::Site;
+use super::{write_event, Site};
 use crate::call::Call;
 use crate::error::Error;
 
@@ -22,9 +21,6 @@ pub const FIELDS: [&str; 7] = [
     "provider",
 ];
 
-/// [`FIELDS`]' positions in the order of their names.
-const BY_NAME: [usize; 7] = [2, 0, 3, 1, 6, 5, 4];
-
 /// The `object` of a chunk written before the upstream named one.
 const DEFAULT_OBJECT: &str = "chat.completion.chunk";
 
@@ -38,10 +34,6 @@ pub struct Template {
     /// unknown); boxed `str`s, not `String`s, keep every stream's rewriter
     /// within a smaller allocation.
     raw: [Box<str>; 7],
-    /// `fields` (with the default `object`) as the JSON that follows
-    /// `choices` in a written chunk, from the first `,`; rebuilt when a
-    /// field changes (empty: not built yet).
-    tail: Vec<u8>,
 }
 
 impl Template {
@@ -52,7 +44,6 @@ impl Template {
             if let Some(v) = obj.get(*key).filter(|v| field.as_ref() != Some(*v)) {
                 *field = Some(v.clone());
                 *seen = Box::default();
-                self.tail.clear();
             }
         }
     }
@@ -68,7 +59,6 @@ impl Template {
                 .map_err(|_| Error::UpstreamUnreadable("event data is not a JSON object"))?;
             *field = Some(v);
             *seen = raw.get().into();
-            self.tail.clear();
         }
         Ok(())
     }
@@ -106,10 +96,9 @@ impl Template {
         Value::Object(obj)
     }
 
-    /// Writes the event of [`Template::chunk`] (the same bytes) without
-    /// building it.
+    /// Writes the event of [`Template::chunk`].
     pub fn write_chunk(&mut self, out: &mut BytesMut, choice: u32, delta: &Value, finish: &Value) {
-        self.write(out, choice, finish, |w| to_writer(w, delta));
+        write_event(out, &self.chunk(choice, delta.clone(), finish.clone()));
     }
 
     /// Writes the chunk that says a choice's finish, and nothing else.
@@ -118,7 +107,7 @@ impl Template {
     }
 
     /// Writes a released call as one chunk: the whole call in one delta at
-    /// index `j` (keys in the order a tree of it would write them).
+    /// index `j` (the extra keys the upstream's entry had kept).
     pub fn write_call(
         &mut self,
         out: &mut BytesMut,
@@ -127,118 +116,11 @@ impl Template {
         call: &Call,
         site: &Site,
     ) {
-        self.write(out, choice, &Value::Null, |w| {
-            if site.legacy {
-                w.extend_from_slice(b"{\"function_call\":");
-                function(w, call);
-                w.push(b'}');
-                return;
-            }
-            enum Part<'a> {
-                Function,
-                Id,
-                Index,
-                Type,
-                Extra(&'a Value),
-            }
-            let mut parts: Vec<(&str, Part)> = vec![
-                ("function", Part::Function),
-                ("id", Part::Id),
-                ("index", Part::Index),
-                ("type", Part::Type),
-            ];
-            for (k, v) in &site.extra {
-                if !parts.iter().any(|(p, _)| p == k) {
-                    parts.push((k, Part::Extra(v)));
-                }
-            }
-            parts.sort_by(|a, b| a.0.cmp(b.0));
-            w.extend_from_slice(b"{\"tool_calls\":[{");
-            for (n, (k, part)) in parts.into_iter().enumerate() {
-                if n > 0 {
-                    w.push(b',');
-                }
-                to_writer(w, k);
-                w.push(b':');
-                match part {
-                    Part::Function => function(w, call),
-                    Part::Id => to_writer(w, &call.id),
-                    Part::Index => to_writer(w, &j),
-                    Part::Type => w.extend_from_slice(b"\"function\""),
-                    Part::Extra(v) => to_writer(w, v),
-                }
-            }
-            w.extend_from_slice(b"}]}");
-        });
+        write_event(out, &self.call_chunk(choice, j, call, site));
     }
 
-    /// `data: {"choices":[{"delta":…,"finish_reason":…,"index":…}],<fields>}`
-    /// and the blank line, `delta` written by `write_delta`.
-    fn write(
-        &mut self,
-        out: &mut BytesMut,
-        choice: u32,
-        finish: &Value,
-        write_delta: impl FnOnce(&mut Vec<u8>),
-    ) {
-        if self.tail.is_empty() {
-            // In key order, as a tree of the chunk writes them (without
-            // building one).
-            for i in BY_NAME {
-                let (key, v) = (FIELDS[i], &self.fields[i]);
-                if v.is_none() && key != "object" {
-                    continue;
-                }
-                self.tail.push(b',');
-                to_writer(&mut self.tail, key);
-                self.tail.push(b':');
-                match v {
-                    Some(v) => to_writer(&mut self.tail, v),
-                    None => to_writer(&mut self.tail, DEFAULT_OBJECT),
-                }
-            }
-        }
-        let mut w = Vec::with_capacity(128 + self.tail.len());
-        w.extend_from_slice(b"data: {\"choices\":[{\"delta\":");
-        write_delta(&mut w);
-        w.extend_from_slice(b",\"finish_reason\":");
-        to_writer(&mut w, finish);
-        w.extend_from_slice(b",\"index\":");
-        to_writer(&mut w, &choice);
-        w.extend_from_slice(b"}]");
-        w.extend_from_slice(&self.tail);
-        w.extend_from_slice(b"}\n\n");
-        out.put_slice(&w);
-    }
-}
-
-/// `{"arguments":…,"name":…}`
-fn function(w: &mut Vec<u8>, call: &Call) {
-    w.extend_from_slice(b"{\"arguments\":");
-    to_writer(w, &call.arguments);
-    w.extend_from_slice(b",\"name\":");
-    to_writer(w, &call.name);
-    w.push(b'}');
-}
-
-/// Serialising a string, number or tree into memory cannot fail.
-fn to_writer<T: serde::Serialize + ?Sized>(w: &mut Vec<u8>, v: &T) {
-    let _ = serde_json::to_writer(w, v);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::chat::write_event;
-
-    /// The event as the tree of it writes it: what the written bytes must be.
-    fn by_tree(v: &Value) -> Vec<u8> {
-        let mut out = BytesMut::new();
-        write_event(&mut out, v);
-        out.to_vec()
-    }
-
-    fn call_tree(t: &Template, choice: u32, j: usize, call: &Call, site: &Site) -> Value {
+    /// The chunk of a released call (see [`Template::write_call`]).
+    pub fn call_chunk(&self, choice: u32, j: usize, call: &Call, site: &Site) -> Value {
         let function = json!({ "name": call.name, "arguments": call.arguments });
         let delta = if site.legacy {
             json!({ "function_call": function })
@@ -253,47 +135,58 @@ mod tests {
             }
             json!({ "tool_calls": [Value::Object(entry)] })
         };
-        t.chunk(choice, delta, Value::Null)
+        self.chunk(choice, delta, Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(out: &BytesMut) -> String {
+        String::from_utf8(out.to_vec()).unwrap()
     }
 
     #[test]
-    fn written_chunks_are_the_bytes_of_their_tree() {
+    fn written_chunks_carry_the_fields_last_seen() {
         let mut t = Template::default();
-        let written = |t: &mut Template, delta: Value, finish: Value| {
-            let mut out = BytesMut::new();
-            t.write_chunk(&mut out, 2, &delta, &finish);
-            assert_eq!(out.to_vec(), by_tree(&t.chunk(2, delta, finish)));
-        };
+        let mut out = BytesMut::new();
         // No fields yet: only the default `object`.
-        written(&mut t, json!({}), json!("stop"));
+        t.write_chunk(&mut out, 2, &json!({}), &json!("stop"));
+        assert_eq!(
+            text(&out),
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\",\"index\":2}],\"object\":\"chat.completion.chunk\"}\n\n"
+        );
         let first = json!({"id": "c-1", "model": "m\"x", "created": 7, "provider": "p"});
         t.remember(first.as_object().unwrap());
-        written(&mut t, json!({"content": "a \u{1F600} \n"}), Value::Null);
-        // A field that changes is written as it now is.
+        let mut out = BytesMut::new();
+        t.write_chunk(&mut out, 0, &json!({"content": "a"}), &Value::Null);
+        let written = text(&out);
+        for want in [
+            r#""id":"c-1""#,
+            r#""model":"m\"x""#,
+            r#""created":7"#,
+            r#""provider":"p""#,
+        ] {
+            assert!(written.contains(want), "{want}: {written}");
+        }
+        // A field that changes is written as it now is, raw or parsed.
         let next = json!({"id": "c-2", "object": "chat.completion.chunk.v2"});
         t.remember(next.as_object().unwrap());
-        written(&mut t, json!({"refusal": "no"}), json!("tool_calls"));
         let raw: Box<RawValue> = serde_json::from_str("\"fp_\\u0041\"").unwrap();
         let mut fields = [None; 7];
         fields[4] = Some(&*raw);
         t.remember_raw(fields).unwrap();
-        written(&mut t, json!({}), Value::Null);
-    }
-
-    #[test]
-    fn the_fields_are_written_in_the_order_of_their_names() {
-        let mut sorted = FIELDS;
-        sorted.sort_unstable();
-        assert_eq!(BY_NAME.map(|i| FIELDS[i]), sorted);
-        let mut t = Template::default();
-        let all: Map<String, Value> = FIELDS
-            .iter()
-            .map(|k| (k.to_string(), json!(format!("{k}-v"))))
-            .collect();
-        t.remember(&all);
         let mut out = BytesMut::new();
         t.write_chunk(&mut out, 0, &json!({}), &Value::Null);
-        assert_eq!(out.to_vec(), by_tree(&t.chunk(0, json!({}), Value::Null)));
+        let written = text(&out);
+        for want in [
+            r#""id":"c-2""#,
+            r#""object":"chat.completion.chunk.v2""#,
+            r#""system_fingerprint":"fp_A""#,
+        ] {
+            assert!(written.contains(want), "{want}: {written}");
+        }
     }
 
     #[test]
@@ -315,13 +208,13 @@ mod tests {
         t.write_chunk(&mut after, 0, &json!({"content": "x"}), &Value::Null);
         assert_eq!(before, after);
         assert_eq!(t.field("model"), Some(&json!("mA")));
-        assert!(String::from_utf8(after.to_vec())
-            .unwrap()
-            .contains(r#""id":"c-1","model":"mA","object":"chat.completion.chunk"}"#));
+        assert!(
+            text(&after).contains(r#""id":"c-1","model":"mA","object":"chat.completion.chunk"}"#)
+        );
     }
 
     #[test]
-    fn a_written_call_is_the_bytes_of_its_tree() {
+    fn a_written_call_is_one_whole_delta_with_the_upstreams_extra_keys() {
         let mut t = Template::default();
         let fields = json!({"id": "c", "model": "m", "system_fingerprint": null});
         t.remember(fields.as_object().unwrap());
@@ -340,14 +233,35 @@ mod tests {
             let site = Site {
                 index: 0,
                 legacy,
-                extra,
+                extra: extra.clone(),
             };
             let mut out = BytesMut::new();
             t.write_call(&mut out, 1, 3, &call, &site);
-            let text = String::from_utf8(out.to_vec()).unwrap();
+            let written = text(&out);
+            let data = written.strip_prefix("data: ").unwrap().trim_end();
+            let v: Value = serde_json::from_str(data).unwrap();
+            let delta = &v["choices"][0]["delta"];
+            assert_eq!(v["choices"][0]["index"], 1);
+            assert_eq!(v["model"], "m");
+            let function = match legacy {
+                true => &delta["function_call"],
+                false => {
+                    let entry = &delta["tool_calls"][0];
+                    assert_eq!(entry["index"], 3);
+                    assert_eq!(entry["id"], "call_\"1\"", "the call's id, not the extra's");
+                    assert_eq!(entry["type"], "function");
+                    if !extra.is_empty() {
+                        assert_eq!(entry["extra_content"], json!({"g": 1}));
+                        assert_eq!(entry["zz"], json!([1, null]));
+                    }
+                    &entry["function"]
+                }
+            };
+            assert_eq!(function["name"], "get_weather");
             assert_eq!(
-                text,
-                String::from_utf8(by_tree(&call_tree(&t, 1, 3, &call, &site))).unwrap()
+                function["arguments"],
+                call.arguments.as_str(),
+                "byte-identical arguments"
             );
         }
     }
