@@ -113,6 +113,18 @@ pub(super) fn compile(sources: &[(String, String)]) -> Result<Words, Vec<Diagnos
                 continue;
             }
         };
+        // A file with no entries is far more often one caught mid-write
+        // than a wish for none: named like a shipped file, it would drop
+        // every detector pattern or action word that file holds.
+        if raw.list.is_empty() && raw.family.is_empty() && raw.pattern.is_empty() {
+            diags.push(Diagnostic {
+                file: file.clone(),
+                line: 1,
+                col: None,
+                message: "word file has no [[list]], [[family]] or [[pattern]] entries".into(),
+            });
+            continue;
+        }
         let mut err = |at: usize, message: String| {
             diags.push(Diagnostic {
                 file: file.clone(),

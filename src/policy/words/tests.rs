@@ -107,6 +107,9 @@ fn a_bad_entry_is_refused_with_its_file_and_line() {
         ("\n\n[[pattern]]\nname = \"role_marker/x\"\nreading = \"both\"\norigin = \"o\"\nre = \"(\"\n", "role_marker/x"),
         ("[[pattern]]\nname = \"role_marker/react_step\"\nreading = \"first\"\norigin = \"o\"\nre = \"a\"\n", "already defined"),
         ("[[family]]\nname = \"paying\"\norigin = \"o\"\nenglish = [\"Pay Now\"]\n", "lower-case letters"),
+        // Empty, as a file caught mid-write is: refused, not read as "no words".
+        ("", "no [[list]], [[family]] or [[pattern]] entries"),
+        ("[define]\nx = \"y\"\n", "no [[list]], [[family]] or [[pattern]] entries"),
     ] {
         let d = dir_with(&[("bad.toml", text)]);
         let e = load(Some(d.path())).err().unwrap().to_string();
