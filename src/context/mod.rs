@@ -274,6 +274,7 @@ pub fn fill(
     ctx.folded = std::sync::OnceLock::new();
     ctx.readings = std::sync::OnceLock::new();
     ctx.result_keys = std::sync::OnceLock::new();
+    ctx.shapes = std::sync::OnceLock::new();
 }
 
 #[cfg(test)]

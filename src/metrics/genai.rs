@@ -238,13 +238,19 @@ impl Exchange {
     }
 
     /// The provider's first byte of the answer's body.
+    /// Called for every frame: the clock is read for the first only.
     pub fn upstream_began(&self) {
-        let _ = self.upstream_first.set(Instant::now());
+        if self.upstream_first.get().is_none() {
+            let _ = self.upstream_first.set(Instant::now());
+        }
     }
 
     /// The agent's first byte of the answer's body.
+    /// Called for every frame: the clock is read for the first only.
     pub fn agent_began(&self) {
-        let _ = self.agent_first.set(Instant::now());
+        if self.agent_first.get().is_none() {
+            let _ = self.agent_first.set(Instant::now());
+        }
     }
 
     /// The tokens reported so far: `(input, output)`.

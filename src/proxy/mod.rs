@@ -230,6 +230,7 @@ fn respond(
                     access.principal = Some(principal);
                     pass(&state, req, &r.rest, protocol).await
                 }
+                // Answered before authentication, above.
                 Route::Probe(_) => Ok(probe()),
             },
             Err(e) => Err(e),

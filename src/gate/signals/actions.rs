@@ -16,8 +16,8 @@ pub(super) struct Actions<'w> {
     vocab: &'w Words,
     /// Its name's action words and their families' English words.
     words: Vec<String>,
-    /// Their families' words in other languages.
-    other: Vec<String>,
+    /// Their families' words in other languages (borrowed from the words).
+    other: Vec<&'w str>,
     /// What a request must say to ask for this action: the name's action
     /// words and the words of the families that share the most words with
     /// the whole name (`send_money` is paying, not messaging, though `send`
@@ -135,8 +135,8 @@ impl<'w> Actions<'w> {
                 }
             }
             for m in &f.other {
-                if !a.other.contains(m) {
-                    a.other.push(m.clone());
+                if !a.other.contains(&m.as_str()) {
+                    a.other.push(m);
                 }
                 if asked && !a.asked.contains(m) {
                     a.asked.push(m.clone());

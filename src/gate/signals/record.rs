@@ -1,7 +1,8 @@
 //! `provenance.args_from_record_prose`: arguments a record's free text
 //! mentions; and `provenance.args_from_described_record`: arguments that
-//! are whole fields of a record the user described. A record's ids are data the agent takes from its fields; a
-//! value that a free-text field of a record names (a delivery note, a
+//! are whole fields of a record the user described. A record's ids are
+//! data the agent takes from its fields; a value that a free-text field of
+//! a record names (a delivery note, a
 //! comment, an address line, a JSON object typed into a note) is what
 //! someone wrote there, whoever they are and in whatever words. Read from
 //! structure alone ([`crate::context::shape`]): no action word, no trigger
@@ -9,13 +10,13 @@
 //! order) does not count, nor does a value the user's or system text holds,
 //! nor a free-text field taken whole.
 
-use crate::policy::words::Words;
 use serde_json::{json, Value};
 
 use super::described::needles;
 use super::provenance::{leaves_of, occurs};
 use super::Signals;
 use crate::context::Context;
+use crate::policy::words::Words;
 
 /// Whether `needle` names something on its own: an id, number, address,
 /// link or domain (a digit, `@`, `://`, or a dot between letters), a value
