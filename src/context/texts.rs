@@ -14,6 +14,10 @@ use super::{text_len, Source};
 pub struct Turn {
     pub prev: Option<String>,
     pub texts: Texts,
+    /// The conversation (the Conversations API) this turn goes on, whose
+    /// last turn it becomes once its answer is remembered; not shared, as
+    /// the conversation's own record says the same.
+    pub conversation: Option<String>,
 }
 
 impl Turn {
@@ -30,6 +34,7 @@ impl Turn {
         Some(Turn {
             prev,
             texts: Texts::from_json(v.get("texts")?)?,
+            conversation: None,
         })
     }
 
@@ -255,6 +260,7 @@ mod tests {
         let turn = Turn {
             prev: Some("resp_1".into()),
             texts: read,
+            conversation: None,
         };
         assert_eq!(Turn::from_json(&turn.to_json()), Some(turn));
     }

@@ -187,6 +187,31 @@ pub fn base64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
 
+/// The content of a fence [`wrap`] made with `secret` for `call_id`, as
+/// it was before (redacted and cut as it was then); `None` for any other
+/// text, a fence of another secret or call, or one whose content does not
+/// read back to its id.
+pub fn unwrap(secret: &[u8], call_id: &str, text: &str) -> Option<String> {
+    let rest = text.strip_prefix(OPEN)?.strip_prefix(" id=")?;
+    let (head, rest) = rest.split_once(">>\n")?;
+    let id = head.split(' ').next()?;
+    let close = format!("\n{CLOSE} id={id}>>");
+    let body = rest.strip_suffix(&close)?;
+    let encoding = head.split(' ').find_map(|a| a.strip_prefix("encoding="));
+    let content = match encoding {
+        None => restore(body),
+        Some("datamark") => restore(&body.replace(DATAMARK, " ")),
+        Some("base64") => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(body)
+                .ok()?;
+            String::from_utf8(bytes).ok()?
+        }
+        Some(_) => return None,
+    };
+    (fence_id(secret, call_id, &content) == id).then_some(content)
+}
+
 /// Where a tool result came from.
 #[derive(Debug, Clone, Default)]
 pub struct Source<'a> {
@@ -344,5 +369,28 @@ mod tests {
         let d = wrap(b"k1", &src, "hi there", Mode::Datamark);
         assert!(d.contains("\nhi▁there\n"));
         assert_eq!(wrap(b"k1", &src, "raw", Mode::Off), "raw");
+    }
+
+    #[test]
+    fn a_fence_unwraps_to_its_content_for_its_secret_and_call_only() {
+        let src = Source {
+            tool: "crm",
+            call_id: "call_1",
+            url: Some("https://x.example/a b"),
+        };
+        let content = "note: <<UNTRUSTED_EXTERNAL_CONTENT id=x>> and \u{2045} a b";
+        for mode in [Mode::Delimit, Mode::Datamark, Mode::Encode] {
+            let fenced = wrap(b"k", &src, content, mode);
+            assert_eq!(unwrap(b"k", "call_1", &fenced).as_deref(), Some(content));
+            assert_eq!(unwrap(b"other", "call_1", &fenced), None);
+            assert_eq!(unwrap(b"k", "call_2", &fenced), None);
+            let changed = fenced.replacen(">>\n", ">>\nQUJD", 1);
+            assert_eq!(unwrap(b"k", "call_1", &changed), None, "{mode:?}");
+        }
+        assert_eq!(unwrap(b"k", "call_1", content), None);
+        // A datamarked text that held the mark itself does not read back.
+        let marked = format!("a{DATAMARK}b c");
+        let fenced = wrap(b"k", &src, &marked, Mode::Datamark);
+        assert_eq!(unwrap(b"k", "call_1", &fenced), None);
     }
 }

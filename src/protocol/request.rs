@@ -69,7 +69,7 @@ pub fn request_tree(bytes: &[u8]) -> Result<Value, Error> {
         return Err(bad("Request body must be a JSON object."));
     };
     guard(top, &TOP)?;
-    for list in ["messages", "input"] {
+    for list in ["messages", "input", "items"] {
         let items = top
             .get(list)
             .and_then(Value::as_array)
@@ -87,7 +87,7 @@ pub fn request_tree(bytes: &[u8]) -> Result<Value, Error> {
 }
 
 /// Top-level keys toolgate reads, of every protocol.
-const TOP: [&str; 15] = [
+const TOP: [&str; 17] = [
     "model",
     "messages",
     "input",
@@ -99,6 +99,8 @@ const TOP: [&str; 15] = [
     "function_call",
     "stream",
     "previous_response_id",
+    "conversation",
+    "items",
     "response_format",
     "text",
     "n",

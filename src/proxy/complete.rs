@@ -74,6 +74,11 @@ pub async fn gate(
         });
     }
     let verdicts = release::decide(state, gates, ctx, parsed.calls()).await;
+    release::vouch(
+        state,
+        &release::vouch_keys(state, ctx, protocol, parsed.calls()),
+        &verdicts,
+    );
     let again = more
         .then(|| parsed.resumption(text, &verdicts, &rw.neutral_result))
         .flatten();

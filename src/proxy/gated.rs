@@ -18,6 +18,7 @@ use crate::policy::RewriteMode;
 use crate::protocol::{tree_cost, Held, Parsed, Protocol};
 use crate::proxy::body;
 use crate::proxy::complete;
+use crate::proxy::conversations;
 use crate::proxy::gather::{self, content_length};
 use crate::proxy::resume::{self, FollowUp, Sent};
 use crate::proxy::state::State;
@@ -100,13 +101,22 @@ pub fn handle<'a>(
         // A conversation sent by reference is read as though it had come
         // whole: the earlier turns' texts this replica remembers, then the
         // request's own; when it remembers none, the signals say so.
-        let prev = protocol.stored_from(&req.body);
+        let conversation = protocol.conversation(&req.body)?;
+        let known = match &conversation {
+            Some(c) => Some(conversations::known(state, c, &ctx.principal).await?),
+            None => None,
+        };
+        let prev = match &known {
+            Some(k) => k.head.clone(),
+            None => protocol.stored_from(&req.body),
+        };
         // What a follow-up by reference will continue from: this turn,
         // linked to the one before.
         let history = by_reference_later.then(|| {
             Arc::new(crate::context::Turn {
                 prev: prev.clone(),
                 texts: texts.clone(),
+                conversation: conversation.clone(),
             })
         });
         let texts = match prev {
@@ -138,6 +148,9 @@ pub fn handle<'a>(
             &**state,
             &state.config.rewrite.neutral_message,
         );
+        if let (Some(c), Some(k)) = (&conversation, &known) {
+            conversations::answer_withheld(state, protocol, c, k, &mut req.body).await?;
+        }
         hide_tools(state, &gates, &mut ctx, protocol, &mut req)?;
         let body = protocol.write_request(&req.body, &mut ctx.declared, |marks| {
             gather::json_body(&req.body, size, marks)
@@ -149,7 +162,11 @@ pub fn handle<'a>(
         };
         // A held conversation is not continued by follow-ups: its withheld
         // calls are answered on the agent's next request instead.
-        let resumes = thread.is_none() && req.choices <= 1 && resumable(state, &gates);
+        // Nor is one the provider holds as a conversation.
+        let resumes = thread.is_none()
+            && conversation.is_none()
+            && req.choices <= 1
+            && resumable(state, &gates);
         let mut follow = resumes.then(|| {
             Box::new(FollowUp {
                 protocol,

@@ -15,6 +15,7 @@ pub mod auth;
 pub mod body;
 pub mod budget;
 pub mod complete;
+pub mod conversations;
 pub mod errors;
 mod gated;
 pub mod gather;
@@ -229,6 +230,12 @@ fn respond(
                 Route::Pass(protocol) => {
                     access.principal = Some(principal);
                     pass(&state, req, &r.rest, protocol).await
+                }
+                Route::Conversations => {
+                    access.principal = Some(principal.clone());
+                    let (parts, body) = req.into_parts();
+                    let id = access.request_id.clone();
+                    conversations::handle(&state, parts, body, &r, &principal, &id).await
                 }
                 // Answered before authentication, above.
                 Route::Probe(_) => Ok(probe()),

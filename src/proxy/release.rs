@@ -122,6 +122,34 @@ pub async fn decide(state: &State, gates: &Gates, ctx: &Context, calls: &[Call])
         .await
 }
 
+/// The keys under which the calls of a Responses answer are vouched for
+/// (see [`vouch`]); none for other formats, which have no conversations.
+pub fn vouch_keys(
+    state: &State,
+    ctx: &Context,
+    protocol: crate::protocol::Protocol,
+    calls: &[Call],
+) -> Vec<[u8; 32]> {
+    if !crate::protocol::conversation::kept_by(protocol) {
+        return Vec::new();
+    }
+    calls
+        .iter()
+        .map(|c| state.vouch_key(&ctx.principal, c))
+        .collect()
+}
+
+/// Records the calls that reach the agent (`keys` from [`vouch_keys`], in
+/// call order) as ones its principal may read back from a conversation's
+/// items.
+pub fn vouch(state: &State, keys: &[[u8; 32]], releases: &[Release]) {
+    for (key, r) in keys.iter().zip(releases) {
+        if matches!(r, Release::Allow) {
+            state.vouch(*key);
+        }
+    }
+}
+
 /// A batch whose calls are decided: what each may become, and the calls
 /// that wait for a person. Holds neither the calls nor what the gates
 /// found, so a batch that waits long keeps only its tickets.

@@ -22,6 +22,9 @@ pub enum Route {
     /// A client's reachability probe (`HEAD /`, `/api/hello`), answered
     /// here with an empty 200: no model output, nothing forwarded.
     Probe(Protocol),
+    /// The Conversations API, served by `proxy::conversations` (to the
+    /// Responses upstream, with its errors).
+    Conversations,
 }
 
 impl Route {
@@ -31,6 +34,7 @@ impl Route {
             Route::Gated(p) => p.label(),
             Route::Pass(_) => "passthrough",
             Route::Probe(_) => "probe",
+            Route::Conversations => "conversations",
         }
     }
 
@@ -38,6 +42,7 @@ impl Route {
     pub fn protocol(self) -> Protocol {
         match self {
             Route::Gated(p) | Route::Pass(p) | Route::Probe(p) => p,
+            Route::Conversations => Protocol::Responses,
         }
     }
 }
@@ -72,7 +77,8 @@ const STORED: &str =
 const CANCEL: &str =
     "Background responses are not served here, so there is none to cancel: its answer would \
     be a whole response whose tool calls were not checked.";
-const CONVERSATIONS: &str = "The Conversations API is not served here.";
+const CONVERSATIONS: &str =
+    "This Conversations API endpoint is not served here: use the conversation and its items.";
 const BATCHES: &str =
     "Message batches are not served here: their results hold tool calls that were not checked. \
     Use POST /v1/messages.";
@@ -97,6 +103,8 @@ pub fn refused_class(e: &Error) -> &'static str {
 
 /// Passed to the OpenAI-style upstream.
 const PASS: Target = Target::Go(Route::Pass(Protocol::Chat));
+/// Served by the Conversations API.
+const CONVERSATION: Target = Target::Go(Route::Conversations);
 
 /// `(method, path pattern, target)`, path after `/v1`, each segment matched
 /// exactly (ASCII case aside); `+` is any one segment, a final `*` one or
@@ -129,6 +137,14 @@ const TABLE: &[(&str, &str, Target)] = &[
     ("DELETE", "responses/+", PASS),
     ("GET", "responses/+", Target::Refuse(STORED)),
     ("GET", "responses/+/input_items", Target::Refuse(STORED)),
+    ("POST", "conversations", CONVERSATION),
+    ("GET", "conversations/+", CONVERSATION),
+    ("POST", "conversations/+", CONVERSATION),
+    ("DELETE", "conversations/+", CONVERSATION),
+    ("GET", "conversations/+/items", CONVERSATION),
+    ("POST", "conversations/+/items", CONVERSATION),
+    ("GET", "conversations/+/items/+", CONVERSATION),
+    ("DELETE", "conversations/+/items/+", CONVERSATION),
     ("*", "conversations", Target::Refuse(CONVERSATIONS)),
     ("*", "conversations/*", Target::Refuse(CONVERSATIONS)),
     ("GET", "models", Target::Family),
@@ -368,10 +384,22 @@ mod tests {
         for (m, p) in [
             (Method::GET, "/v1/responses/resp_1"),
             (Method::GET, "/v1/responses/resp_1/input_items"),
-            (Method::POST, "/v1/conversations"),
-            (Method::GET, "/v1/conversations/c/items"),
+            (Method::GET, "/v1/conversations"),
+            (Method::PUT, "/v1/conversations/c/items"),
+            (Method::GET, "/v1/conversations/c/items/i/x"),
         ] {
             assert!(matches!(with(m, p), Err(Error::NotServed(_))), "{p}");
+        }
+        for (m, p) in [
+            (Method::POST, "/v1/conversations"),
+            (Method::GET, "/v1/conversations/c"),
+            (Method::DELETE, "/v1/conversations/c"),
+            (Method::GET, "/v1/conversations/c/items"),
+            (Method::POST, "/v1/conversations/c/items"),
+            (Method::GET, "/v1/conversations/c/items/i"),
+            (Method::DELETE, "/v1/conversations/c/items/i"),
+        ] {
+            assert_eq!(with(m, p).ok(), Some(Route::Conversations), "{p}");
         }
         assert!(matches!(
             with(Method::GET, "/v1/responses"),

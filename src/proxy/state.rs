@@ -14,6 +14,7 @@ use crate::metrics::Metrics;
 use crate::policy::PolicySet;
 use crate::protocol::{Options, Protocol, Withheld};
 
+pub mod conversations;
 mod recall;
 use crate::upstream::Upstream;
 
@@ -127,6 +128,10 @@ pub struct State {
     /// conversation, so that a follow-up by reference is read as though
     /// it had come whole.
     history: moka::sync::Cache<String, Arc<crate::context::Turn>>,
+    /// Conversations of the Conversations API, by id.
+    conversations: moka::sync::Cache<String, Arc<conversations::Conversation>>,
+    /// Calls a principal may read back from a conversation's items.
+    vouched: moka::sync::Cache<[u8; 32], ()>,
 }
 
 impl State {
@@ -189,6 +194,20 @@ impl State {
             })
             .time_to_live(r.remember_ttl)
             .build();
+        // The conversations and the calls vouched for share the withheld
+        // calls' sixth: each is small.
+        let conversations = moka::sync::Cache::builder()
+            .max_capacity(capacity / 2)
+            .weigher(move |k: &String, v: &Arc<conversations::Conversation>| {
+                weight(k.len() + v.weight())
+            })
+            .time_to_live(r.remember_ttl)
+            .build();
+        let vouched = moka::sync::Cache::builder()
+            .max_capacity(capacity / 2)
+            .weigher(move |_: &[u8; 32], _: &()| weight(96))
+            .time_to_live(r.remember_ttl)
+            .build();
         let id_key =
             crate::fence::marker::hmac_sha256(&b.fence_secret, &[b"replacement message ids"]);
         let upstreams: Vec<(&'static str, &'static str)> = crate::protocol::Protocol::ALL
@@ -227,6 +246,8 @@ impl State {
             renamed,
             threads,
             history,
+            conversations,
+            vouched,
         }
     }
 
@@ -351,9 +372,13 @@ impl State {
         let remembered = crate::context::Turn {
             prev: turn.prev.clone(),
             texts: turn.texts.clone().answered_with(decided),
+            conversation: None,
         };
         self.share_history(id, &remembered);
         self.history.insert(id.to_string(), Arc::new(remembered));
+        if let Some(c) = &turn.conversation {
+            self.advance_conversation(c, id, true);
+        }
     }
 
     /// Records that stored response `first` was continued as `then`.
@@ -370,10 +395,14 @@ impl State {
         self.renamed.run_pending_tasks();
         self.threads.run_pending_tasks();
         self.history.run_pending_tasks();
+        self.conversations.run_pending_tasks();
+        self.vouched.run_pending_tasks();
         self.withheld.weighted_size()
             + self.renamed.weighted_size()
             + self.threads.weighted_size()
             + self.history.weighted_size()
+            + self.conversations.weighted_size()
+            + self.vouched.weighted_size()
     }
 
     /// The upstream a protocol's requests go to.

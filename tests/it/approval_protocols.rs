@@ -10,7 +10,6 @@ use crate::approval::{approval_config, decide, list, pending};
 use crate::support::*;
 
 const ASK_SHELL: &str = "[[rule]]\nname = \"ask-shell\"\ntools = [\"shell\"]\nverdict = \"ask\"\n";
-const NEUTRAL: &str = "I wasn't able to complete that action.";
 
 /// Answers the script's three requests in turn as `plan` says, each after
 /// a few keep-alives, and returns what the script printed.

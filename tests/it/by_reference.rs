@@ -4,6 +4,8 @@
 //! toolgate with the recommended policy; one continued from a response
 //! toolgate does not remember is held (`context.history_complete`).
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -38,14 +40,14 @@ fn tools(item: &Value) -> Value {
 }
 
 /// The provider's answer `id` calling `call` as `call_id`.
+fn answer(id: &str, call_id: &str, call: &Value) -> Value {
+    json!({"id": id, "object": "response", "status": "completed", "output": [
+        {"id": format!("fc_{call_id}"), "type": "function_call", "status": "completed",
+         "call_id": call_id, "name": call["name"], "arguments": call["arguments"].to_string()}]})
+}
+
 fn calling(id: &str, call_id: &str, call: &Value) -> Reply {
-    Reply::json(
-        200,
-        json!({"id": id, "object": "response", "status": "completed", "output": [
-            {"id": format!("fc_{call_id}"), "type": "function_call", "status": "completed",
-             "call_id": call_id, "name": call["name"], "arguments": call["arguments"].to_string()}]})
-        .to_string(),
-    )
+    Reply::json(200, answer(id, call_id, call).to_string())
 }
 
 fn call_item(i: usize, call: &Value) -> Value {
@@ -200,6 +202,150 @@ async fn a_conversation_continued_on_another_replica_is_read_whole() {
             (released, released),
             "{id}: (by reference on B, whole)"
         );
+        a.stop().await;
+        b.stop().await;
+    }
+}
+
+/// A provider holding conversations, answering `item`'s turns in order
+/// (the last one again for every later request).
+fn conversing(item: &Value) -> (Arc<Conversations>, Reply) {
+    let mut calls: Vec<Value> = item["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["call"].clone())
+        .collect();
+    calls.push(item["call"].clone());
+    let turn = std::sync::atomic::AtomicUsize::new(0);
+    let respond: Responder = Arc::new(move |_| {
+        let i = turn
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            .min(calls.len() - 1);
+        let a = answer(&format!("resp_{i}"), &format!("call_{i}"), &calls[i]);
+        (200, a.to_string())
+    });
+    let store = Arc::new(Conversations::default());
+    (store.clone(), conversation_provider(store, respond))
+}
+
+/// Whether the final call of `item` reached the agent, driven in a
+/// conversation of the Conversations API: one tool result a request,
+/// each naming the conversation.
+async fn drive_conversation(item: &Value, gate: &Gate) -> bool {
+    drive_conversation_on(item, gate, gate).await
+}
+
+/// The same, the last request through `late` (another replica).
+async fn drive_conversation_on(item: &Value, gate: &Gate, late: &Gate) -> bool {
+    let steps = item["steps"].as_array().unwrap();
+    let n = steps.len();
+    let tools = tools(item);
+    let c = post_chat_at(gate, "/v1/conversations", &json!({"items": []}), &[]).await;
+    assert_eq!(c.status, 200, "{}", c.text());
+    let id = c.json()["id"].as_str().unwrap().to_string();
+    let user = json!({"role": "user", "content": item["user"]});
+    let first = json!({"model": "m", "conversation": id, "input": [user], "tools": tools});
+    let mut a = post_chat_at(gate, "/v1/responses", &first, &[]).await;
+    for (i, s) in steps.iter().enumerate() {
+        assert!(
+            a.text().contains(&format!("call_{i}")),
+            "step {i}: {}",
+            a.text()
+        );
+        let next = json!({"model": "m", "conversation": {"id": id},
+            "input": [output_item(i, &s["result"])], "tools": tools});
+        let on = if i + 1 == n { late } else { gate };
+        if !std::ptr::eq(on, gate) {
+            // The records are written behind the answer.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        a = post_chat_at(on, "/v1/responses", &next, &[]).await;
+        assert_eq!(a.status, 200, "step {i}: {}", a.text());
+    }
+    a.text().contains(&format!("call_{n}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_of_the_conversations_api_gets_the_verdict_it_gets_whole() {
+    for (id, released) in [
+        ("shop-injected-s_remark-006", false),
+        ("shop-injected-s_banner-010", false),
+        ("shop-injected-s_plain-017", false),
+        ("shop-benign-cancel-000", true),
+        ("shop-benign-return-008", true),
+    ] {
+        let it = item(id);
+        let (_store, reply) = conversing(&it);
+        let mock = start_mock(vec![reply]).await;
+        let gate = gate(&mock, "").await;
+        assert_eq!(drive_conversation(&it, &gate).await, released, "{id}");
+        gate.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_toolgate_has_not_seen_is_held_and_another_clients_is_not_found() {
+    let it = item("shop-benign-cancel-000");
+    // Asked for the write at once.
+    let (store, reply) = conversing(&json!({"steps": [], "call": it["call"]}));
+    store.plant(
+        "conv_elsewhere",
+        json!({"type": "message", "role": "user", "content": "hi", "id": "m0"}),
+    );
+    let mock = start_mock(vec![reply]).await;
+    std::env::set_var("TG_IT_CONV_A", "tg-conv-token-a-1");
+    std::env::set_var("TG_IT_CONV_B", "tg-conv-token-b-2");
+    let clients = "[[client]]\nname = \"a\"\ntoken_env = \"TG_IT_CONV_A\"\n\n\
+        [[client]]\nname = \"b\"\ntoken_env = \"TG_IT_CONV_B\"\n";
+    let gate = gate(&mock, clients).await;
+    let (ha, hb) = (
+        [("authorization", "Bearer tg-conv-token-a-1")],
+        [("authorization", "Bearer tg-conv-token-b-2")],
+    );
+    // Opened elsewhere: its earlier turns are not known, so the write waits.
+    let body = json!({"model": "m", "conversation": "conv_elsewhere",
+        "input": [{"role": "user", "content": it["user"]}], "tools": tools(&it)});
+    let a = post_chat_at(&gate, "/v1/responses", &body, &ha).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert!(!a.text().contains("call_0"), "{}", a.text());
+    assert!(a.text().contains(NEUTRAL), "{}", a.text());
+    let audit = gate.audit_flushed().await;
+    assert!(
+        audit.iter().any(|r| r["rule"] == "history-unknown"),
+        "{audit:#?}"
+    );
+    // Now a's: b can neither continue it nor read it.
+    let a = post_chat_at(&gate, "/v1/responses", &body, &hb).await;
+    assert_eq!(a.status, 404, "{}", a.text());
+    let url = format!("{}/v1/conversations/conv_elsewhere/items", gate.url);
+    let a = send("GET", &url, &hb, "").await;
+    assert_eq!(a.status, 404, "{}", a.text());
+    let a = send("GET", &url, &ha, "").await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    gate.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_of_the_conversations_api_goes_on_on_another_replica() {
+    let port = crate::bin::free_port();
+    let Some(_redis) = crate::shared_state::redis(port).await else {
+        return;
+    };
+    let state = format!(
+        "{}key_prefix = \"conv:\"\n",
+        crate::shared_state::shared_records(port)
+    );
+    for (id, released) in [
+        ("shop-injected-s_remark-006", false),
+        ("shop-benign-return-008", true),
+    ] {
+        let it = item(id);
+        let (_store, reply) = conversing(&it);
+        let mock = start_mock(vec![reply]).await;
+        let a = gate(&mock, &state).await;
+        let b = gate(&mock, &state).await;
+        assert_eq!(drive_conversation_on(&it, &a, &b).await, released, "{id}");
         a.stop().await;
         b.stop().await;
     }

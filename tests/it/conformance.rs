@@ -10,8 +10,6 @@ use serde_json::{json, Value};
 use crate::accumulate::{Acc, Call};
 use crate::support::*;
 
-const NEUTRAL: &str = "I wasn't able to complete that action.";
-
 /// What the fixture itself says (the reference reading).
 fn expected(path: &Path, stream: bool) -> Acc {
     let bytes = std::fs::read(path).unwrap();

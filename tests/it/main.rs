@@ -71,6 +71,8 @@ mod injection_lofo;
 mod injection_domains;
 // The same verdict whole or by reference (`previous_response_id`).
 mod by_reference;
+// The Conversations API: items both ways, the SDKs on it.
+mod conversations;
 // The words the signals read, extended from a policy directory.
 mod words;
 // The content fence and redaction of tool results.

@@ -10,8 +10,6 @@ use crate::messages_reader::calls_of;
 use crate::messages_reader::Reader;
 use crate::support::*;
 
-const NEUTRAL: &str = "I wasn't able to complete that action.";
-
 /// A request for a fixture, declaring the tools it calls.
 fn request(fixture: &str, stream: bool, names: &[&str]) -> Value {
     let mut seen = Vec::new();

@@ -12,8 +12,6 @@ use serde_json::{json, Value};
 use crate::accumulate::Acc;
 use crate::support::*;
 
-const NEUTRAL: &str = "I wasn't able to complete that action.";
-
 fn policies(extra: &[(&str, &str)]) -> Vec<(String, String)> {
     let mut files = shipped(&["default.toml", "examples/external-comms.toml"]);
     files.extend(extra.iter().map(|(n, t)| (n.to_string(), t.to_string())));

@@ -7,8 +7,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-const NEUTRAL: &str = "I wasn't able to complete that action.";
-
 /// An independent reader of a Responses stream, strict as the SDKs' state
 /// machines: items are appended in `output_index` order, every event names an
 /// item that exists, argument deltas add up to the final arguments, sequence
@@ -288,7 +286,7 @@ async fn side_doors_are_refused_or_passed_as_documented() {
     for (m, p) in [
         ("GET", "/v1/responses/resp_1"),
         ("GET", "/v1/responses/resp_1/input_items"),
-        ("POST", "/v1/conversations"),
+        ("GET", "/v1/conversations"),
         ("GET", "/v1/responses/resp_1?stream=true&starting_after=3"),
     ] {
         let a = send(m, &format!("{}{p}", gate.url), &[], "").await;

@@ -257,12 +257,16 @@ impl GatedBody {
     /// Begins deciding the pending calls.
     fn start_gate(&mut self, then: Phase) {
         let (state, gates, ctx) = (self.state.clone(), self.gates.clone(), self.ctx.clone());
+        let protocol = self.protocol;
         let calls = self.rw.pending().to_vec();
         let decide: Decide = Box::pin(async move {
             let judged = release::batch(&state, &gates, &ctx, &calls).await;
+            let keys = release::vouch_keys(&state, &ctx, protocol, &calls);
             // A call that waits for a person may wait minutes: its copy goes now.
             drop(calls);
-            judged.answered(&ctx.left).await
+            let releases = judged.answered(&ctx.left).await;
+            release::vouch(&state, &keys, &releases);
+            releases
         });
         self.phase = Phase::Gating {
             decide,

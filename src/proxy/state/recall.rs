@@ -44,14 +44,20 @@ impl State {
 
     /// A response's record of `kind` about `id`, sealed: `None` when it
     /// cannot be (the record then stays this replica's alone).
-    fn seal_record(&self, kind: &str, id: &str, fields: &[&str]) -> Option<String> {
+    pub(super) fn seal_record(&self, kind: &str, id: &str, fields: &[&str]) -> Option<String> {
         seal_record(&self.records_key(), kind, id, fields)
     }
 
     /// The `n` fields of a record of `kind` about `id`, or `None` for one
     /// that does not open ([`open_record`]), which is counted and logged and
     /// read as no record.
-    fn open_record(&self, sealed: &str, kind: &str, id: &str, n: usize) -> Option<Vec<String>> {
+    pub(super) fn open_record(
+        &self,
+        sealed: &str,
+        kind: &str,
+        id: &str,
+        n: usize,
+    ) -> Option<Vec<String>> {
         let opened = open_record(&self.records_key(), sealed, kind, id, n);
         if opened.is_none() {
             self.metrics.state_failed("recall", "ignored");
@@ -67,7 +73,7 @@ impl State {
     /// Makes `write` with the shared store in the background (a follow-up
     /// comes a model turn later), counting a failure: the record stays this
     /// replica's alone.
-    fn write_behind<F, W>(&self, write: W)
+    pub(super) fn write_behind<F, W>(&self, write: W)
     where
         W: FnOnce(Arc<crate::state::Shared>, std::time::Duration) -> F,
         F: std::future::Future<Output = Result<(), crate::state::Unavailable>> + Send + 'static,
@@ -189,7 +195,7 @@ impl State {
 
     /// The turn stored response `id` ends: this replica's own record, else
     /// another replica's from the shared state.
-    async fn turn(&self, id: &str) -> Result<Option<Arc<crate::context::Turn>>, Error> {
+    pub(super) async fn turn(&self, id: &str) -> Result<Option<Arc<crate::context::Turn>>, Error> {
         if let Some(t) = self.history.get(id) {
             return Ok(Some(t));
         }
@@ -242,7 +248,7 @@ impl State {
 
     /// Shared state that could not be read: an error (`fail_closed`) or
     /// nothing (`local`), counted and logged.
-    fn unreadable(
+    pub(super) fn unreadable(
         &self,
         s: &crate::state::Shared,
         e: &crate::state::Unavailable,
@@ -292,13 +298,18 @@ impl State {
     /// state fails the request (`fail_closed`: a withheld call could not be
     /// answered) or is passed over with a warning (`local`).
     pub async fn recall(&self, protocol: Protocol, body: &Value) -> Result<(), Error> {
+        match protocol.stored_from(body) {
+            Some(prev) => self.recall_response(&prev).await,
+            None => Ok(()),
+        }
+    }
+
+    /// What another replica remembered of stored response `prev` (see
+    /// [`State::recall`]).
+    pub async fn recall_response(&self, prev: &str) -> Result<(), Error> {
         let Some(s) = &self.parts.shared else {
             return Ok(());
         };
-        let Some(prev) = protocol.stored_from(body) else {
-            return Ok(());
-        };
-        let prev = prev.as_str();
         // This replica served it: its own records are whole.
         if self.renamed.contains_key(prev) || self.withheld.contains_key(prev) {
             return Ok(());
@@ -337,7 +348,7 @@ impl State {
 
 /// `fields` of a record of `kind` about `id`, sealed under `key` with the
 /// kind and id inside.
-fn seal_record(key: &[u8; 32], kind: &str, id: &str, fields: &[&str]) -> Option<String> {
+pub(super) fn seal_record(key: &[u8; 32], kind: &str, id: &str, fields: &[&str]) -> Option<String> {
     let plain = Value::from([&[kind, id][..], fields].concat()).to_string();
     crate::state::seal::seal(key, plain.as_bytes())
 }
@@ -346,7 +357,7 @@ fn seal_record(key: &[u8; 32], kind: &str, id: &str, fields: &[&str]) -> Option<
 /// sealed under `key`; `None` for anything else: another key, a record
 /// changed or written by something else, or one of another kind or id
 /// (copied from under another key).
-fn open_record(
+pub(super) fn open_record(
     key: &[u8; 32],
     sealed: &str,
     kind: &str,

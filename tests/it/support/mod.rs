@@ -2,6 +2,7 @@
 //! ports, a small HTTP client, the fixtures, and the SDK scripts.
 
 mod client;
+mod conversations;
 mod fixtures;
 mod gate;
 mod mock;
@@ -9,8 +10,12 @@ mod python;
 mod sse;
 
 pub use client::*;
+pub use conversations::*;
 pub use fixtures::*;
 pub use gate::*;
 pub use mock::*;
 pub use python::*;
 pub use sse::*;
+
+/// The neutral text a withheld call becomes (the default `neutral_message`).
+pub const NEUTRAL: &str = "I wasn't able to complete that action.";
