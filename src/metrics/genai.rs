@@ -199,6 +199,7 @@ pub struct Exchange {
     request_model: OnceLock<String>,
     response_model: OnceLock<String>,
     response_id: OnceLock<String>,
+    finish_reasons: OnceLock<Vec<String>>,
     streamed: OnceLock<bool>,
     upstream_first: OnceLock<Instant>,
     agent_first: OnceLock<Instant>,
@@ -217,6 +218,7 @@ impl Exchange {
             request_model: OnceLock::new(),
             response_model: OnceLock::new(),
             response_id: OnceLock::new(),
+            finish_reasons: OnceLock::new(),
             streamed: OnceLock::new(),
             upstream_first: OnceLock::new(),
             agent_first: OnceLock::new(),
@@ -264,6 +266,19 @@ impl Exchange {
     /// The provider's id for its answer, once it said.
     pub fn response_id(&self) -> Option<&str> {
         self.response_id.get().map(String::as_str)
+    }
+
+    /// Why the model stopped, by choice, as the provider said; the first
+    /// report stands (a continued answer's later parts add none).
+    pub fn finished(&self, reasons: Vec<String>) {
+        if !reasons.is_empty() {
+            let _ = self.finish_reasons.set(reasons);
+        }
+    }
+
+    /// Why the model stopped, once the provider said.
+    pub fn finish_reasons(&self) -> &[String] {
+        self.finish_reasons.get().map_or(&[], Vec::as_slice)
     }
 
     /// The model the provider answered with, once it said.

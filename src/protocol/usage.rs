@@ -16,6 +16,12 @@ pub struct Usage {
     pub id: Option<String>,
     pub input: u64,
     pub output: u64,
+    /// Why the model stopped, as the provider said it (Chat's
+    /// `finish_reason` by choice, Messages' `stop_reason`, Responses'
+    /// `status`), by choice.
+    pub finish: Vec<(u32, String)>,
+    /// [`Usage::identify`] has read an event.
+    pub identified: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,6 +60,22 @@ struct Carrier {
     /// `message_start`'s message, `response.completed`'s response.
     message: Option<Box<Carrier>>,
     response: Option<Box<Carrier>>,
+    /// `message_delta`'s delta (its `stop_reason`).
+    delta: Option<Box<Stopped>>,
+    /// A Responses envelope's status.
+    status: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Stopped {
+    stop_reason: Option<String>,
+}
+
+/// A whole Chat body's choice, for its finish.
+#[derive(Debug, Deserialize)]
+struct Choice {
+    index: Option<u32>,
+    finish_reason: Option<String>,
 }
 
 impl Usage {
@@ -74,7 +96,52 @@ impl Usage {
         };
         u.model = text("model");
         u.id = text("id");
+        let choices = top
+            .present("choices")
+            .and_then(|raw| serde_json::from_str::<Vec<Choice>>(raw.get()).ok());
+        for (i, c) in choices.into_iter().flatten().enumerate() {
+            if let Some(f) = c.finish_reason {
+                u.finished(c.index.unwrap_or(i as u32), &f);
+            }
+        }
+        if let Some(f) = text("stop_reason").or_else(|| text("status")) {
+            u.finished(0, &f);
+        }
         u
+    }
+
+    /// Reads the response's id and model from a stream's first event
+    /// (Chat Completions repeats them on every chunk; a stream without a
+    /// usage event says them nowhere else). Once per stream.
+    pub fn identify(&mut self, data: &[u8]) {
+        if self.identified {
+            return;
+        }
+        self.identified = true;
+        #[derive(Deserialize)]
+        struct Named {
+            id: Option<String>,
+            model: Option<String>,
+        }
+        if let Ok(n) = serde_json::from_slice::<Named>(data) {
+            self.id = self.id.take().or(n.id);
+            self.model = self.model.take().or(n.model);
+        }
+    }
+
+    /// Notes that choice `choice` finished for `reason` (its first finish
+    /// stands).
+    pub fn finished(&mut self, choice: u32, reason: &str) {
+        if !self.finish.iter().any(|(c, _)| *c == choice) {
+            self.finish.push((choice, reason.to_string()));
+        }
+    }
+
+    /// The finish reasons in choice order.
+    pub fn finish_reasons(&self) -> Vec<String> {
+        let mut f = self.finish.clone();
+        f.sort_by_key(|(c, _)| *c);
+        f.into_iter().map(|(_, r)| r).collect()
     }
 
     /// Adds what a stream event's data says, when it carries usage (an
@@ -97,6 +164,10 @@ impl Usage {
         }
         if self.id.is_none() {
             self.id = inner.and_then(|i| i.id.clone()).or(c.id.clone());
+        }
+        let stop = c.delta.as_ref().and_then(|d| d.stop_reason.as_deref());
+        if let Some(f) = stop.or(c.response.as_ref().and_then(|r| r.status.as_deref())) {
+            self.finished(0, f);
         }
         let Some(n) = c.usage.as_ref().or(inner.and_then(|i| i.usage.as_ref())) else {
             return;
@@ -187,7 +258,8 @@ mod tests {
                 model: Some("gpt-x".into()),
                 id: Some("c".into()),
                 input: 12,
-                output: 3
+                output: 3,
+                ..Usage::default()
             }
         );
         let messages = sniffed(&[
@@ -201,12 +273,14 @@ mod tests {
                 model: Some("claude-x".into()),
                 id: Some("msg_x".into()),
                 input: 25,
-                output: 7
+                output: 7,
+                finish: vec![(0, "end_turn".into())],
+                ..Usage::default()
             }
         );
         let responses = sniffed(&[
             r#"{"type":"response.created","response":{"model":"o-x","usage":null}}"#,
-            r#"{"type":"response.completed","response":{"id":"resp_x","model":"o-x","usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}}"#,
+            r#"{"type":"response.completed","response":{"id":"resp_x","model":"o-x","status":"completed","usage":{"input_tokens":9,"output_tokens":4,"total_tokens":13}}}"#,
         ]);
         assert_eq!(
             responses,
@@ -214,7 +288,9 @@ mod tests {
                 model: Some("o-x".into()),
                 id: Some("resp_x".into()),
                 input: 9,
-                output: 4
+                output: 4,
+                finish: vec![(0, "completed".into())],
+                ..Usage::default()
             }
         );
         // A continued stream adds its second response's usage.
@@ -223,6 +299,40 @@ mod tests {
             r#"{"model":"m","choices":[],"usage": {"prompt_tokens":10,"completion_tokens":20}}"#,
         ]);
         assert_eq!((two.input, two.output), (11, 22));
+    }
+
+    #[test]
+    fn a_stream_without_usage_is_named_by_its_first_event() {
+        let mut u = Usage::default();
+        u.identify(
+            br#"{"id":"chatcmpl-1","model":"gpt-x","choices":[{"delta":{"role":"assistant"}}]}"#,
+        );
+        u.identify(br#"{"id":"chatcmpl-2","model":"gpt-y","choices":[]}"#);
+        assert_eq!(
+            (u.id.as_deref(), u.model.as_deref()),
+            (Some("chatcmpl-1"), Some("gpt-x"))
+        );
+        let mut bad = Usage::default();
+        bad.identify(b"not json");
+        assert_eq!(bad.id, None);
+    }
+
+    #[test]
+    fn whole_bodies_say_why_they_finished_by_choice() {
+        let of = |t: &str| {
+            let top: Obj = serde_json::from_str(t).unwrap_or(Obj {
+                entries: Vec::new(),
+            });
+            Usage::of_top(&top).finish_reasons()
+        };
+        let chat = r#"{"choices":[{"index":1,"finish_reason":"stop"},{"index":0,"finish_reason":"tool_calls"}]}"#;
+        assert_eq!(of(chat), ["tool_calls", "stop"]);
+        assert_eq!(of(r#"{"stop_reason":"tool_use"}"#), ["tool_use"]);
+        assert_eq!(
+            of(r#"{"object":"response","status":"incomplete"}"#),
+            ["incomplete"]
+        );
+        assert!(of(r#"{"choices":[{"index":0,"finish_reason":null}]}"#).is_empty());
     }
 
     #[test]
@@ -239,7 +349,8 @@ mod tests {
                 model: Some("m".into()),
                 id: Some("r".into()),
                 input: 4,
-                output: 2
+                output: 2,
+                ..Usage::default()
             }
         );
         let none: Obj = serde_json::from_str(r#"{"model":"m","usage":null}"#).unwrap_or(Obj {

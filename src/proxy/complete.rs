@@ -64,6 +64,7 @@ pub async fn gate(
             usage.input,
             usage.output,
         );
+        x.finished(usage.finish_reasons());
     }
     release::hosted(state, gates, ctx, parsed.hosted()).await;
     let id = parsed.id().map(str::to_string);

@@ -243,7 +243,7 @@ impl RequestTrace {
 
     /// What the provider answered with, for a gated request: the model and
     /// the tokens it reported, its id for the answer (`gen_ai.response.model`,
-    /// `gen_ai.response.id`,
+    /// `gen_ai.response.id`, `gen_ai.response.finish_reasons`,
     /// `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`).
     pub fn answered(&self, x: &crate::metrics::genai::Exchange) {
         let span = self.cx.span();
@@ -252,6 +252,15 @@ impl RequestTrace {
         }
         if let Some(i) = x.response_id().map(clip).filter(|i| !i.is_empty()) {
             span.set_attribute(KeyValue::new("gen_ai.response.id", i));
+        }
+        let finish = x.finish_reasons();
+        if !finish.is_empty() {
+            let reasons: Vec<opentelemetry::StringValue> =
+                finish.iter().map(|r| clip(r).into()).collect();
+            span.set_attribute(KeyValue::new(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(reasons.into()),
+            ));
         }
         let (input, output) = x.tokens();
         if input > 0 || output > 0 {

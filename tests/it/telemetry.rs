@@ -258,6 +258,14 @@ async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_
     assert_eq!(request.attr("toolgate.route"), "chat_completions");
     assert_eq!(request.attr("toolgate.calls.allowed"), 2);
     assert_eq!(request.attr("toolgate.calls.denied"), 1);
+    // A stream with no usage event is still named by its chunks.
+    assert_eq!(request.attr("gen_ai.response.id"), "chatcmpl-t");
+    assert_eq!(request.attr("gen_ai.response.model"), "m");
+    // Why the model stopped, as the provider said (a streamed finish).
+    assert_eq!(
+        request.attr("gen_ai.response.finish_reasons"),
+        &json!(["tool_calls"])
+    );
     assert!(request.span.end_time_unix_nano >= request.span.start_time_unix_nano);
 
     // The provider got toolgate's span as its parent, in the same trace.
@@ -316,6 +324,10 @@ async fn spans_follow_the_genai_conventions_continue_the_agents_trace_and_carry_
     assert_eq!(messages.attr("gen_ai.response.id"), "msg_1");
     assert_eq!(messages.attr("gen_ai.usage.input_tokens"), 5);
     assert_eq!(messages.attr("gen_ai.usage.output_tokens"), 3);
+    assert_eq!(
+        messages.attr("gen_ai.response.finish_reasons"),
+        &json!(["end_turn"])
+    );
     assert_eq!(messages.attr("server.address"), "127.0.0.1");
     assert_eq!(
         messages.attr("server.port"),

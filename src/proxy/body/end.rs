@@ -30,6 +30,7 @@ impl Drop for GatedBody {
         if let Some(x) = &self.ctx.exchange {
             let u = &totals.usage;
             x.used((u.model.as_deref(), u.id.as_deref()), u.input, u.output);
+            x.finished(u.finish_reasons());
         }
         let late = totals.late_deltas;
         if late > 0 {

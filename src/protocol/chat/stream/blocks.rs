@@ -32,6 +32,7 @@ impl StreamRewriter {
         let data = block.data().filter(|d| d.trim_ascii() != b"[DONE]");
         match data {
             Some(data) if in_place && !self.resume.active() => {
+                self.usage.identify(data);
                 match self.data(block.raw(), data, out)? {
                     None => block.skip(),
                     Some(left) => {
@@ -65,6 +66,7 @@ impl StreamRewriter {
             self.usage.sniff(&data);
             return self.resumed_event(raw, data, out);
         }
+        self.usage.identify(&data);
         self.data_event(raw, data, out)
     }
 

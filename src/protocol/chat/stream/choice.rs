@@ -49,6 +49,7 @@ impl StreamRewriter {
     ) -> Result<bool, Error> {
         // The only choice: its position is 0.
         let idx = f.index.unwrap_or(0);
+        self.usage.finished(idx, &f.reason);
         let holds = self.asm.holds(idx) || self.text_holds(idx) || self.early_of(idx).is_some();
         if !holds {
             let reasoning = self.held_reasoning.iter().any(|(c, _, _)| *c == idx);
@@ -163,6 +164,7 @@ impl StreamRewriter {
         else {
             return Ok(());
         };
+        self.usage.finished(idx, &finish);
         self.finish_text(idx, c, changed);
         let holds = self.asm.holds(idx) || self.text_holds(idx) || self.early_of(idx).is_some();
         if !holds {
