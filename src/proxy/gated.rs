@@ -242,6 +242,11 @@ pub fn handle<'a>(
         if let (Some(h), Some(id)) = (&history, &round.id) {
             let decided = ctx.decided.lock().map(|d| d.clone()).unwrap_or_default();
             state.remember_history(id, h, &decided);
+            // Before the agent hears back: its next request may go to
+            // another replica.
+            if let Some(c) = &conversation {
+                state.share_conversation(c).await;
+            }
         }
         let body = match (round.again, follow) {
             (Some(r), Some(f)) => {

@@ -41,6 +41,20 @@ end
 return 1
 ";
 
+/// KEYS[1] a record, ARGV[1] its version, ARGV[2] its value, ARGV[3] a
+/// lifetime (ms): sets the record to `version:value` unless it holds a
+/// version as new or newer, so writes that land out of order leave the
+/// newest.
+const PUT_NEWER: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local n = tonumber(string.match(cur, '^(%d+):'))
+  if n and n >= tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. ARGV[2], 'PX', ARGV[3])
+return 1
+";
+
 /// How long after a failed connection attempt the next one waits: calls in
 /// between fail at once instead of each waiting for a connect timeout.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -85,6 +99,7 @@ pub struct Shared {
     link: tokio::sync::Mutex<Link>,
     script: redis::Script,
     index_add: redis::Script,
+    put_newer: redis::Script,
     /// The last failure logged, so an outage is logged once a second.
     logged: Mutex<Option<Instant>>,
 }
@@ -117,6 +132,7 @@ impl Shared {
             link: tokio::sync::Mutex::new(Link::Idle),
             script: redis::Script::new(TAKE),
             index_add: redis::Script::new(INDEX_ADD),
+            put_newer: redis::Script::new(PUT_NEWER),
             logged: Mutex::new(None),
         }))
     }
@@ -224,6 +240,37 @@ impl Shared {
         pipe.pset_ex(self.record(kind, id), value, ttl_ms(ttl))
             .ignore();
         self.run::<()>(&pipe).await
+    }
+
+    /// Sets the value of `kind` about `id` to `value` at `version`, kept
+    /// for `ttl`, unless it holds a version as new or newer ([`PUT_NEWER`]):
+    /// whether it was set. [`Shared::get_versioned`] reads it.
+    pub async fn put_newer(
+        &self,
+        kind: &str,
+        id: &str,
+        (version, value): (u64, &str),
+        ttl: Duration,
+    ) -> Result<bool, Unavailable> {
+        let mut call = self.put_newer.prepare_invoke();
+        call.key(self.record(kind, id))
+            .arg(version)
+            .arg(value)
+            .arg(ttl_ms(ttl));
+        Ok(self.invoke(&call).await? == 1)
+    }
+
+    /// The version and value [`Shared::put_newer`] set, if any.
+    pub async fn get_versioned(
+        &self,
+        kind: &str,
+        id: &str,
+    ) -> Result<Option<(u64, String)>, Unavailable> {
+        let raw = self.get(kind, id).await?;
+        Ok(raw.and_then(|r| {
+            let (n, v) = r.split_once(':')?;
+            Some((n.parse().ok()?, v.to_string()))
+        }))
     }
 
     /// The value of `kind` about `id`, if any.

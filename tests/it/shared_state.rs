@@ -754,3 +754,37 @@ async fn replicas_reach_redis_over_tls_verified_against_a_ca_file() {
         r.stop().await;
     }
 }
+
+/// A record written with a version is never replaced by an older one: a
+/// write that lands late (a replica's background write of an earlier
+/// turn) leaves the newest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_versioned_record_keeps_the_newest_of_writes_landing_out_of_order() {
+    let port = crate::bin::free_port();
+    let Some(_redis) = redis(port).await else {
+        return;
+    };
+    let cfg = toolgate::config::State {
+        backend: toolgate::config::Backend::Redis,
+        url: format!("redis://127.0.0.1:{port}"),
+        key_prefix: "versions:".into(),
+        on_error: toolgate::config::OnError::FailClosed,
+        timeout: std::time::Duration::from_secs(2),
+        ca_file: None,
+    };
+    let s = toolgate::state::Shared::new(&cfg).unwrap().unwrap();
+    let ttl = std::time::Duration::from_secs(60);
+    assert!(s.put_newer("c", "conv_1", (2, "two:x"), ttl).await.unwrap());
+    assert!(!s.put_newer("c", "conv_1", (1, "one"), ttl).await.unwrap());
+    assert!(!s.put_newer("c", "conv_1", (2, "again"), ttl).await.unwrap());
+    assert_eq!(
+        s.get_versioned("c", "conv_1").await.unwrap(),
+        Some((2, "two:x".to_string()))
+    );
+    assert!(s.put_newer("c", "conv_1", (3, "three"), ttl).await.unwrap());
+    assert_eq!(
+        s.get_versioned("c", "conv_1").await.unwrap(),
+        Some((3, "three".to_string()))
+    );
+    assert_eq!(s.get_versioned("c", "none").await.unwrap(), None);
+}

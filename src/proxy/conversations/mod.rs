@@ -61,6 +61,7 @@ pub async fn known(state: &State, id: &str, principal: &str) -> Result<Conversat
                 owner: principal.to_string(),
                 head: Some(before_toolgate(id)),
                 open: None,
+                turns: 0,
             };
             state.remember_conversation(id, k.clone());
             Ok(k)
@@ -156,14 +157,19 @@ pub async fn handle(
     let raw = state.scrub.bytes(raw);
     let out = items::read_back(state, principal, request_id, &raw).await?;
     if parts.method == http::Method::POST {
-        remember(state, principal, request_id, &raw, conversation, written);
+        if let Some(id) = remember(state, principal, request_id, &raw, conversation, written) {
+            // Before the agent hears back: its next request may go to
+            // another replica.
+            state.share_conversation(&id).await;
+        }
     }
     let body = out.map(Bytes::from).unwrap_or(raw);
     Ok(Response::from_parts(head, reply(body)))
 }
 
 /// After a write the provider took: a new conversation is recorded as the
-/// principal's, and the items written become its newest turn.
+/// principal's, and the items written become its newest turn. The
+/// conversation's id, when it is recorded.
 fn remember(
     state: &State,
     principal: &str,
@@ -171,25 +177,26 @@ fn remember(
     raw: &[u8],
     conversation: Option<(&str, Conversation)>,
     written: Option<items::Wrote>,
-) {
+) -> Option<String> {
     let (id, known) = match conversation {
         Some((id, k)) => (id.to_string(), k),
         None => {
             let made = serde_json::from_slice::<Value>(raw)
                 .ok()
                 .and_then(|v| Some(v.get("id")?.as_str()?.to_string()));
-            let Some(id) = made else { return };
+            let id = made?;
             let k = Conversation {
                 owner: principal.to_string(),
                 head: None,
                 open: None,
+                turns: 0,
             };
             state.remember_conversation(&id, k.clone());
             (id, k)
         }
     };
     let Some(w) = written.filter(|w| w.items > 0) else {
-        return;
+        return Some(id);
     };
     let turn = format!("{id}#items-{request_id}");
     let t = Turn {
@@ -199,6 +206,7 @@ fn remember(
     };
     state.remember_history(&turn, &t, &[]);
     state.advance_conversation(&id, &turn, false);
+    Some(id)
 }
 
 #[cfg(test)]

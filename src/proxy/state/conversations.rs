@@ -28,11 +28,14 @@ pub struct Conversation {
     /// The last response in it, until the next request answers the calls
     /// withheld from it.
     pub open: Option<String>,
+    /// How many turns toolgate has seen it take: the version of its
+    /// shared record (a write that lands late never replaces a newer one).
+    pub turns: u64,
 }
 
 impl Conversation {
     fn to_json(&self) -> Value {
-        json!({"owner": self.owner, "head": self.head, "open": self.open})
+        json!({"owner": self.owner, "head": self.head, "open": self.open, "turns": self.turns})
     }
 
     fn from_json(v: &Value) -> Option<Conversation> {
@@ -45,6 +48,7 @@ impl Conversation {
             owner: v.get("owner")?.as_str()?.to_string(),
             head: opt("head")?,
             open: opt("open")?,
+            turns: v.get("turns")?.as_u64()?,
         })
     }
 
@@ -72,52 +76,95 @@ impl State {
         crate::fence::marker::hmac_sha256(&self.fence_secret, &[b"shared conversations"])
     }
 
-    /// What toolgate knows of conversation `id`: this replica's record,
-    /// else another replica's from the shared state.
+    /// What toolgate knows of conversation `id`: the newer of this
+    /// replica's record and the shared one (another replica may have served
+    /// its last turn).
     pub async fn conversation(&self, id: &str) -> Result<Option<Arc<Conversation>>, Error> {
-        if let Some(c) = self.conversations.get(id) {
-            return Ok(Some(c));
-        }
+        let local = self.conversations.get(id);
         let Some(s) = &self.parts.shared else {
-            return Ok(None);
+            return Ok(local);
         };
-        let sealed = match s.get(CONVERSATION, id).await {
+        let stored = match s.get_versioned(CONVERSATION, id).await {
             Ok(v) => v,
+            Err(_) if local.is_some() => return Ok(local),
             Err(e) => return self.unreadable(s, &e).map(|()| None),
         };
         let key = self.conversation_key();
-        let c = sealed
-            .and_then(|v| open_record(&key, &v, CONVERSATION, id, 1))
-            .and_then(|mut f| f.pop())
-            .and_then(|plain| serde_json::from_str::<Value>(&plain).ok())
-            .and_then(|v| Conversation::from_json(&v))
-            .map(Arc::new);
-        if let Some(c) = &c {
-            self.conversations.insert(id.to_string(), c.clone());
+        let shared = stored
+            .and_then(|(n, v)| Some((n, open_record(&key, &v, CONVERSATION, id, 1)?)))
+            .and_then(|(n, mut f)| Some((n, f.pop()?)))
+            .and_then(|(n, plain)| Some((n, serde_json::from_str::<Value>(&plain).ok()?)))
+            .and_then(|(n, v)| Conversation::from_json(&v).filter(|c| c.turns == n));
+        match (local, shared) {
+            (Some(l), Some(sh)) if sh.turns <= l.turns => Ok(Some(l)),
+            (_, Some(sh)) => {
+                let sh = Arc::new(sh);
+                self.conversations.insert(id.to_string(), sh.clone());
+                Ok(Some(sh))
+            }
+            (local, None) => Ok(local),
         }
-        Ok(c)
     }
 
-    /// Records conversation `id` as `c`, here and in the shared state.
+    /// Records conversation `id` as `c` on this replica.
     pub fn remember_conversation(&self, id: &str, c: Conversation) {
-        if id.is_empty() {
+        if !id.is_empty() {
+            self.conversations.insert(id.to_string(), Arc::new(c));
+        }
+    }
+
+    /// Writes this replica's record of conversation `id` to the shared
+    /// state, and waits for it: a request that goes on with the
+    /// conversation on another replica reads it.
+    pub async fn share_conversation(&self, id: &str) {
+        let (Some(s), Some(c)) = (&self.parts.shared, self.conversations.get(id)) else {
             return;
+        };
+        // Its last turn first: a replica that reads the record finds it.
+        if let Some(head) = &c.head {
+            self.share_history_now(head).await;
         }
-        if self.parts.shared.is_some() {
-            let plain = c.to_json().to_string();
-            if let Some(sealed) = seal_record(&self.conversation_key(), CONVERSATION, id, &[&plain])
+        let plain = c.to_json().to_string();
+        let Some(sealed) = seal_record(&self.conversation_key(), CONVERSATION, id, &[&plain])
+        else {
+            return;
+        };
+        let ttl = self.config.responses.remember_ttl;
+        if s.put_newer(CONVERSATION, id, (c.turns, &sealed), ttl)
+            .await
+            .is_err()
+        {
+            self.metrics.state_failed("remember", "local");
+        }
+    }
+
+    /// The same, in the background.
+    fn share_conversation_behind(&self, id: &str) {
+        let (Some(s), Some(c)) = (&self.parts.shared, self.conversations.get(id)) else {
+            return;
+        };
+        let plain = c.to_json().to_string();
+        let Some(sealed) = seal_record(&self.conversation_key(), CONVERSATION, id, &[&plain])
+        else {
+            return;
+        };
+        let (id, turns) = (id.to_string(), c.turns);
+        let s = s.clone();
+        let ttl = self.config.responses.remember_ttl;
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            if s.put_newer(CONVERSATION, &id, (turns, &sealed), ttl)
+                .await
+                .is_err()
             {
-                let id = id.to_string();
-                self.write_behind(
-                    |s, ttl| async move { s.put(CONVERSATION, &id, &sealed, ttl).await },
-                );
+                metrics.state_failed("remember", "local");
             }
-        }
-        self.conversations.insert(id.to_string(), Arc::new(c));
+        });
     }
 
     /// Conversation `id` goes on with turn `turn` (a response when
-    /// `response`: the next request answers the calls withheld from it).
+    /// `response`: the next request answers the calls withheld from it),
+    /// here and, in the background, in the shared state.
     pub fn advance_conversation(&self, id: &str, turn: &str, response: bool) {
         let Some(known) = self.conversations.get(id) else {
             return;
@@ -133,8 +180,10 @@ impl State {
             owner: known.owner.clone(),
             head: Some(turn.to_string()),
             open,
+            turns: known.turns + 1,
         };
         self.remember_conversation(id, next);
+        self.share_conversation_behind(id);
     }
 
     /// The key `call` is vouched for `principal` under (see
@@ -199,12 +248,13 @@ mod tests {
             owner: "research".into(),
             head: Some("resp_2".into()),
             open: None,
+            turns: 3,
         };
         assert_eq!(Conversation::from_json(&c.to_json()), Some(c.clone()));
         assert!(c.belongs_to("research") && !c.belongs_to("ops"));
         assert_eq!(Conversation::from_json(&json!({"owner": 1})), None);
         assert_eq!(
-            Conversation::from_json(&json!({"owner": "a", "head": 2, "open": null})),
+            Conversation::from_json(&json!({"owner": "a", "head": 2, "open": null, "turns": 1})),
             None
         );
     }

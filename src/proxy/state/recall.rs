@@ -193,6 +193,21 @@ impl State {
         self.write_behind(|s, ttl| async move { s.put(HISTORY, &id, &sealed, ttl).await });
     }
 
+    /// Writes the turn `id` ends (this replica's record of it) to the
+    /// shared state, and waits for it.
+    pub(super) async fn share_history_now(&self, id: &str) {
+        let (Some(s), Some(turn)) = (&self.parts.shared, self.history.get(id)) else {
+            return;
+        };
+        let Some(sealed) = self.seal_record(HISTORY, id, &[&turn.to_json().to_string()]) else {
+            return;
+        };
+        let ttl = self.config.responses.remember_ttl;
+        if s.put(HISTORY, id, &sealed, ttl).await.is_err() {
+            self.metrics.state_failed("remember", "local");
+        }
+    }
+
     /// The turn stored response `id` ends: this replica's own record, else
     /// another replica's from the shared state.
     pub(super) async fn turn(&self, id: &str) -> Result<Option<Arc<crate::context::Turn>>, Error> {
