@@ -6,6 +6,8 @@
 //! are never read as sentences, and a value that is a whole field of a
 //! record is data about that record.
 
+pub mod listed;
+
 use serde_json::Value;
 
 /// Free text inside a record, and the record's own field values beside it.
@@ -39,6 +41,14 @@ pub struct Shape {
     /// Each record (the result's object, or each object of its top-level
     /// list): its field values and the keys that are ids (with a digit).
     pub records: Vec<Vec<String>>,
+    /// Each object at any depth (a record, an item of an order, a row of
+    /// a table): its own scalar field values that are not free text, the
+    /// values of its lists of scalars, and its keys that are ids; what
+    /// stands beside a value in its own object.
+    pub objects: Vec<Vec<String>>,
+    /// Records listed side by side, each list in full
+    /// ([`listed::Candidate`]).
+    pub lists: Vec<Vec<listed::Candidate>>,
 }
 
 /// Whether a string field is free text rather than a value: three words or
@@ -132,6 +142,9 @@ pub fn read(text: &str) -> Shape {
         structured: true,
         ..Shape::default()
     };
+    if v.is_array() {
+        shape.lists.extend(listed::of_value(&v));
+    }
     let tops: Vec<&Value> = match &v {
         Value::Array(a) => a.iter().collect(),
         other => vec![other],
@@ -186,6 +199,8 @@ fn prose(text: &str) -> Shape {
         }],
         fields: Vec::new(),
         records: Vec::new(),
+        objects: Vec::new(),
+        lists: listed::of_text(text).into_iter().collect(),
     }
 }
 
@@ -199,6 +214,7 @@ fn scalar(v: &Value) -> Option<String> {
 
 /// Walks a record: `own` are the scalar fields of the object `v` sits in.
 fn walk(v: &Value, own: &[String], shape: &mut Shape) {
+    shape.lists.extend(listed::of_value(v));
     match v {
         Value::Object(m) => {
             let own: Vec<String> = m
@@ -206,11 +222,28 @@ fn walk(v: &Value, own: &[String], shape: &mut Shape) {
                 .filter_map(scalar)
                 .filter(|s| !free_text(s))
                 .collect();
+            let listed = m.values().filter_map(Value::as_array).flatten();
+            let ids = m.keys().filter(|k| k.bytes().any(|b| b.is_ascii_digit()));
+            let object: Vec<String> = own
+                .iter()
+                .cloned()
+                .chain(listed.filter_map(scalar).filter(|s| !free_text(s)))
+                .chain(ids.cloned())
+                .collect();
+            shape.objects.push(object);
             for (k, x) in m {
                 // A key that is an id (`{"1008292230": {…}}`, `- i-0a1b: …`)
-                // is a field value of the record.
+                // is a field value of the record, and with what it keys an
+                // object of its own: the id and its entry.
                 if k.bytes().any(|b| b.is_ascii_digit()) {
                     shape.fields.push(k.clone());
+                    let mut entry = vec![k.clone()];
+                    match x {
+                        Value::Object(inner) => entry
+                            .extend(inner.values().filter_map(scalar).filter(|s| !free_text(s))),
+                        x => entry.extend(scalar(x)),
+                    }
+                    shape.objects.push(entry);
                 }
                 leaf_or_walk(x, &own, shape);
             }
@@ -225,6 +258,9 @@ fn walk(v: &Value, own: &[String], shape: &mut Shape) {
 }
 
 fn leaf_or_walk(x: &Value, own: &[String], shape: &mut Shape) {
+    if let Value::String(t) = x {
+        shape.lists.extend(listed::of_text(t));
+    }
     match scalar(x) {
         Some(s) if free_text(&s) => {
             shape.fields.push(s.clone());
@@ -292,6 +328,15 @@ mod tests {
             message.structured && message.prose.iter().all(|p| !p.note),
             "{message:?}"
         );
+        // Each object with what stands beside its values.
+        let item = s
+            .objects
+            .iter()
+            .find(|o| o.contains(&"6342".to_string()))
+            .unwrap_or_else(|| panic!("{s:?}"));
+        assert!(item.contains(&"mechanical keyboard".to_string()));
+        assert!(!item.contains(&"#W1".to_string()), "not the order's own");
+        assert_eq!(t.objects.len(), 2, "a table's rows");
         let product = read(r#"{"name": "t-shirt", "variants": {"1008292230": {"size": "M"}}}"#);
         assert_eq!(product.records.len(), 1);
         assert!(product.records[0].contains(&"1008292230".to_string()));

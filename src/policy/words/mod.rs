@@ -42,6 +42,8 @@ pub enum List {
     DetectorSlips,
     HiddenSecondPerson,
     HiddenAction,
+    SelectingMost,
+    SelectingLeast,
 }
 
 /// Every list: its name in the files and what it is for.
@@ -55,6 +57,8 @@ pub const LISTS: &[(List, &str, &str)] = &[
     (List::DetectorSlips, "detector_slips", "detector words a one-letter slip of is read as (`igonre`): none an ordinary word is one slip from"),
     (List::HiddenSecondPerson, "hidden_second_person", "words that address the reader, in HTML comments and link titles"),
     (List::HiddenAction, "hidden_action", "actions an instruction hidden in a comment asks for"),
+    (List::SelectingMost, "selecting_most", "words a request picks one of listed records by with the most of a property (`best`, `latest`)"),
+    (List::SelectingLeast, "selecting_least", "words a request picks one of listed records by with the least of a property (`cheapest`, `earliest`)"),
 ];
 
 /// The detectors a `[[pattern]]` may belong to (the others read structure).

@@ -27,6 +27,7 @@ use super::described::{around, needles, windows, WINDOW};
 use super::provenance::leaves_of;
 use super::provenance::occurs;
 use super::Signals;
+use crate::context::shape::listed::Candidate;
 use crate::context::shape::{free_text, Shape};
 use crate::context::Context;
 use crate::policy::words::{List, Words};
@@ -178,15 +179,63 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
             }
             _ => true,
         };
-        // The user's own words beside the value in the result ("the old
-        // backup", "my rent").
-        let located = |text: &str, needle: &str| {
-            windows(text, needle).any(|w| {
-                words(w, vocab)
-                    .iter()
-                    .any(|t| locators.iter().any(|u| same_name(u, t)))
-            })
+        // Whether a text holds one of the user's words for what they mean.
+        let says = |t: &str| {
+            words(t, vocab)
+                .iter()
+                .any(|w| locators.iter().any(|u| same_name(u, w)))
         };
+        // The user's own words beside the value in the result ("the old
+        // backup", "my rent"): in a record, another field of the object the
+        // value is a field of; in prose (a record's content, or a result
+        // that is prose), the words around it.
+        let located = |shape: Option<&Shape>, text: &str, needle: &str| {
+            let beside = |t: &str| windows(t, needle).any(says);
+            match shape {
+                Some(sh) if sh.structured => {
+                    sh.objects.iter().any(|o| {
+                        o.iter().any(|v| occurs(v, needle))
+                            && o.iter().any(|v| !occurs(v, needle) && says(v))
+                    }) || sh.prose.iter().any(|p| !p.note && beside(&p.text))
+                }
+                _ => beside(text),
+            }
+        };
+        // Which way the user's words pick one of listed records ("the best
+        // rated one": the most; "the cheapest": the least), when they say.
+        let said = |l: List| {
+            user.split(|c: char| !c.is_alphanumeric())
+                .any(|w| vocab.has(l, w))
+        };
+        let (most, least) = (said(List::SelectingMost), said(List::SelectingLeast));
+        let selecting = match (most, least) {
+            (true, false) => Some(Extreme::Most),
+            (false, true) => Some(Extreme::Least),
+            _ => None,
+        };
+        let selected = |shape: Option<&Shape>, needle: &str| match (shape, selecting) {
+            (Some(sh), Some(way)) => sh
+                .lists
+                .iter()
+                .any(|list| selected_in(list, needle, way, &locators)),
+            _ => false,
+        };
+        // The one value of a kind the user's words pick (see [`nearest`]):
+        // in a record, the value in each object whose other fields hold the
+        // user's words; in prose, the value nearest to them.
+        let picked =
+            |shape: Option<&Shape>, text: &str, needle: &str, same: &dyn Fn(&str) -> bool| {
+                match shape {
+                    Some(sh) if sh.structured => {
+                        picked_in_objects(&sh.objects, needle, same, &says)
+                            || sh
+                                .prose
+                                .iter()
+                                .any(|p| !p.note && nearest(&p.text, needle, same, &locators))
+                    }
+                    _ => nearest(text, needle, same, &locators),
+                }
+            };
         let mut leaves = Vec::new();
         leaves_of(args, String::new(), &mut leaves);
         let looked: Vec<(String, Vec<String>)> = leaves
@@ -198,7 +247,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
             let from_pointed = needles.iter().find_map(|needle| {
                 let kind = kind_of(needle);
                 results.iter().filter(|r| in_fields(r.3, needle)).find_map(
-                    |&(id, text, named, _)| match kind {
+                    |&(id, text, named, shape)| match kind {
                         // An address, link, account or phone: from a source
                         // the user named or beside the user's words, and the
                         // only one of its kind there.
@@ -207,7 +256,7 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
                                 Some(by) => windows(text, needle).next().map(|_| by),
                                 None => {
                                     let same = |t: &str| kind_of(t) == Some(kind);
-                                    nearest(text, needle, &same, &locators).then_some("nearest")
+                                    picked(shape, text, needle, &same).then_some("nearest")
                                 }
                             };
                             by.filter(|_| unambiguous(text, kind, &carried, actions))
@@ -217,11 +266,16 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
                         // user named, the id nearest to the user's words
                         // there (of two instances, the idle one).
                         None if mixed_id(needle) => named
-                            .filter(|_| nearest(text, needle, &mixed_id, &locators))
+                            .filter(|_| {
+                                picked(shape, text, needle, &mixed_id) || selected(shape, needle)
+                            })
                             .map(|by| (id, by)),
                         // A number, a name or an amount: from a source the
-                        // user named, beside the user's words.
-                        None => named.filter(|_| located(text, needle)).map(|by| (id, by)),
+                        // user named, beside the user's words, or of the
+                        // record the user picked from a list by a property.
+                        None => named
+                            .filter(|_| located(shape, text, needle) || selected(shape, needle))
+                            .map(|by| (id, by)),
                     },
                 )
             });
@@ -333,6 +387,91 @@ fn nearest(text: &str, needle: &str, same: &dyn Fn(&str) -> bool, locators: &[&s
         }
     }
     picks.iter().any(|(_, ok)| *ok)
+}
+
+/// Whether the objects of a record whose other fields hold the user's words
+/// (`says`) and a value of the kind (`same`) all hold `needle`, and one
+/// does: "Spotify" picks the account of Spotify's row, "idle" the id of
+/// the idle instance's.
+fn picked_in_objects(
+    objects: &[Vec<String>],
+    needle: &str,
+    same: &dyn Fn(&str) -> bool,
+    says: &dyn Fn(&str) -> bool,
+) -> bool {
+    let want = compact(needle);
+    let holds = |o: &[String]| o.iter().any(|v| compact(v) == want || occurs(v, needle));
+    let mut picking = objects.iter().filter(|o| {
+        // A value of the kind is one token, or one printed in groups (an
+        // account number); a text that mentions one is not.
+        let of_kind =
+            |v: &String| occurs(v, needle) || (!free_text(v) && (same(v) || same(&compact(v))));
+        o.iter().any(of_kind) && o.iter().any(|v| !of_kind(v) && says(v))
+    });
+    let mut any = false;
+    picking.all(|o| {
+        any = true;
+        holds(o)
+    }) && any
+}
+
+/// Which end of a property a request picks a listed record by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extreme {
+    Most,
+    Least,
+}
+
+/// Whether `needle` is a value of the one record of `list` that has the
+/// most (or least) of a property the records all measure, no other record
+/// as much: the property the user's words name ("rated" a record's
+/// `rating`), or the only one they all measure.
+fn selected_in(list: &[Candidate], needle: &str, way: Extreme, locators: &[&str]) -> bool {
+    let holds = |c: &Candidate| c.values.iter().any(|v| v == needle || occurs(v, needle));
+    let mut holding = list.iter().enumerate().filter(|(_, c)| holds(c));
+    let (Some((at, _)), None) = (holding.next(), holding.next()) else {
+        return false;
+    };
+    // The keys every record measures.
+    let mut keys: Vec<&str> = list[0].measures.iter().map(|(k, _)| k.as_str()).collect();
+    keys.retain(|k| list.iter().all(|c| c.measures.iter().any(|(x, _)| x == k)));
+    let named: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| {
+            super::actions::name_words(k)
+                .iter()
+                .any(|w| locators.iter().any(|u| same_stem(u, w)))
+        })
+        .collect();
+    let by = match (named.is_empty(), keys.len()) {
+        (false, _) => named,
+        (true, 1) => keys,
+        _ => return false,
+    };
+    let of = |c: &Candidate, k: &str| c.measures.iter().find(|(x, _)| x == k).map(|x| x.1);
+    by.iter().any(|k| {
+        let Some(mine) = of(&list[at], k) else {
+            return false;
+        };
+        list.iter()
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .all(|(_, c)| {
+                of(c, k).is_some_and(|n| match way {
+                    Extreme::Most => mine > n,
+                    Extreme::Least => mine < n,
+                })
+            })
+    })
+}
+
+/// Whether two words are one word's forms: [`same_name`], or four letters
+/// shared at the start and at most three after (`rated`, `rating`).
+fn same_stem(a: &str, b: &str) -> bool {
+    let shared = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    same_name(a, b)
+        || (shared >= 4 && a.chars().count() - shared <= 3 && b.chars().count() - shared <= 3)
 }
 
 /// How near an action word a second value must stand to be a second
