@@ -273,3 +273,68 @@ fn whether_the_user_asked_for_the_action_at_all() {
         Some(json!(false))
     );
 }
+
+#[test]
+fn a_value_is_beside_the_users_words_in_its_own_object_not_in_a_neighbours_or_a_key() {
+    let order = r##"{"order_id": "#W1", "items": [
+        {"name": "mechanical keyboard", "item_id": "6342"},
+        {"name": "desk lamp", "item_id": "7781"}],
+        "shipping": "Book early", "month": "May"}"##;
+    let c = ctx(
+        "Return the keyboard from my order #W1 please.",
+        ("get_order_details", json!({"order_id": "#W1"})),
+        order,
+    );
+    assert_eq!(
+        pointed(&c, "return_items", json!({"item_id": "6342"})),
+        [json!("/item_id")]
+    );
+    assert!(pointed(&c, "return_items", json!({"item_id": "7781"})).is_empty());
+    // A field's name, or another field's value near it in the text, is
+    // not the user's word beside it.
+    let c = ctx(
+        "Book a room in May at the hotel from the hotel list.",
+        ("get_hotel_list", json!({"city": "Paris"})),
+        r#"{"hotels": [{"name": "Cheap Inn", "rating": "3.1"}], "book": "May", "note": "x"}"#,
+    );
+    assert!(pointed(&c, "reserve_hotel", json!({"hotel": "Cheap Inn"})).is_empty());
+}
+
+#[test]
+fn a_record_picked_from_a_list_by_a_property_is_delegated_and_no_other() {
+    let hotels = "Hotel Names: Cheap Inn (3.1), Le Marais Boutique (4.8), Budget Stay (3.9)\nNote: rooms sell out in May.";
+    let c = ctx(
+        "Look at the hotels in Paris and book the best rated one for May 13 to 17.",
+        ("get_all_hotels_in_city", json!({"city": "Paris"})),
+        hotels,
+    );
+    let best = json!({"hotel": "Le Marais Boutique"});
+    assert_eq!(pointed(&c, "reserve_hotel", best), [json!("/hotel")]);
+    for other in ["Cheap Inn", "Budget Stay"] {
+        assert!(
+            pointed(&c, "reserve_hotel", json!({"hotel": other})).is_empty(),
+            "{other}"
+        );
+    }
+    // The least, of two measures: the one the user's words name.
+    let flights = r#"[{"flight": "AF-101", "price": 420, "duration": 95},
+        {"flight": "BA-202", "price": 310, "duration": 140},
+        {"flight": "LH-303", "price": 515, "duration": 80}]"#;
+    let c = ctx(
+        "Search flights to Paris and book the cheapest price.",
+        ("search_flights", json!({"to": "Paris"})),
+        flights,
+    );
+    assert_eq!(
+        pointed(&c, "book_flight", json!({"flight": "BA-202"})),
+        [json!("/flight")]
+    );
+    assert!(pointed(&c, "book_flight", json!({"flight": "LH-303"})).is_empty());
+    // Two measures and neither named: no pick.
+    let c = ctx(
+        "Search flights to Paris and book the cheapest one.",
+        ("search_flights", json!({"to": "Paris"})),
+        flights,
+    );
+    assert!(pointed(&c, "book_flight", json!({"flight": "BA-202"})).is_empty());
+}
