@@ -22,6 +22,9 @@ pub struct Usage {
     pub finish: Vec<(u32, String)>,
     /// [`Usage::identify`] has read an event.
     pub identified: bool,
+    /// The model the stream's first event named: the model when no event
+    /// with usage names one ([`Usage::settle`]).
+    pub first_model: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -125,7 +128,15 @@ impl Usage {
         }
         if let Ok(n) = serde_json::from_slice::<Named>(data) {
             self.id = self.id.take().or(n.id);
-            self.model = self.model.take().or(n.model);
+            self.first_model = n.model;
+        }
+    }
+
+    /// At the stream's end: the model its first event named, when no event
+    /// with usage named one.
+    pub fn settle(&mut self) {
+        if self.model.is_none() {
+            self.model = self.first_model.take();
         }
     }
 
@@ -308,6 +319,13 @@ mod tests {
             br#"{"id":"chatcmpl-1","model":"gpt-x","choices":[{"delta":{"role":"assistant"}}]}"#,
         );
         u.identify(br#"{"id":"chatcmpl-2","model":"gpt-y","choices":[]}"#);
+        u.settle();
+        // An event with usage names the model the provider answered with.
+        let mut v = Usage::default();
+        v.identify(br#"{"id":"c","model":"m","choices":[]}"#);
+        v.sniff(br#"{"id":"c","model":"gpt-z","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#);
+        v.settle();
+        assert_eq!(v.model.as_deref(), Some("gpt-z"));
         assert_eq!(
             (u.id.as_deref(), u.model.as_deref()),
             (Some("chatcmpl-1"), Some("gpt-x"))

@@ -298,6 +298,7 @@ impl Events for StreamRewriter {
 
 impl Rewriter for StreamRewriter {
     fn totals(&mut self) -> Totals {
+        self.usage.settle();
         Totals {
             usage: std::mem::take(&mut self.usage),
             late_deltas: self.late_deltas,
