@@ -188,3 +188,4 @@ fn the_cloud_domain_is_released_and_blocked_from_structure() {
 fn the_payroll_domain_is_released_and_blocked_from_structure() {
     holds("payroll", 30, 210);
 }
+
