@@ -189,3 +189,7 @@ fn the_payroll_domain_is_released_and_blocked_from_structure() {
     holds("payroll", 30, 210);
 }
 
+#[test]
+fn the_telecom_domain_is_released_and_blocked_from_structure() {
+    holds("telecom", 30, 210);
+}

@@ -179,7 +179,7 @@ fn each_delegated_family_measured_without_the_routes_only_it_uses() {
             support.entry(r.clone()).or_default().insert(family(i));
         }
     }
-    let known = ["value", "argument", "tool_name", "nearest"];
+    let known = ["value", "argument", "tool_name", "nearest", "selected"];
     assert!(
         support.keys().all(|r| known.contains(&r.as_str())),
         "{support:?}"

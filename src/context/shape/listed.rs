@@ -16,6 +16,8 @@ pub struct Candidate {
     /// Its numbers and dates, by key (`""` for the number of a `name (n)`
     /// entry): a date as its digits (`2024-05-13` is 20240513).
     pub measures: Vec<(String, f64)>,
+    /// The keys of its measures that are dates.
+    pub dates: Vec<String>,
 }
 
 /// A number, or a date, a value measures; `None` for anything else.
@@ -64,6 +66,7 @@ fn date(s: &str) -> Option<f64> {
 fn of_object(m: &Map<String, Value>, key: Option<&str>) -> Candidate {
     let mut values: Vec<String> = key.map(str::to_string).into_iter().collect();
     let mut measures = Vec::new();
+    let mut dates = Vec::new();
     for (k, v) in m {
         if let Some(s) = scalar(v).filter(|s| !free_text(s)) {
             values.push(s);
@@ -71,8 +74,15 @@ fn of_object(m: &Map<String, Value>, key: Option<&str>) -> Candidate {
         if let Some(n) = measure(v) {
             measures.push((k.clone(), n));
         }
+        if v.as_str().and_then(date).is_some() {
+            dates.push(k.clone());
+        }
     }
-    Candidate { values, measures }
+    Candidate {
+        values,
+        measures,
+        dates,
+    }
 }
 
 /// The records `v` lists side by side: a list of two objects or more, or
@@ -120,6 +130,7 @@ pub fn of_text(s: &str) -> Option<Vec<Candidate>> {
             (!name.is_empty()).then(|| Candidate {
                 values: vec![name.to_string()],
                 measures: vec![(String::new(), n)],
+                dates: Vec::new(),
             })
         })
         .collect()
@@ -147,6 +158,7 @@ mod tests {
         let m = |c: &Candidate, k: &str| c.measures.iter().find(|(x, _)| x == k).map(|x| x.1);
         assert_eq!(m(&trips[0], "price"), Some(120.5));
         assert!(m(&trips[1], "date") > m(&trips[0], "date"));
+        assert_eq!(trips[0].dates, ["date"]);
         let keyed =
             of_value(&json!({"1001": {"size": "M"}, "1002": {"size": "L"}})).unwrap_or_default();
         assert_eq!(keyed[0].values, ["1001", "M"]);

@@ -77,14 +77,26 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
         .filter(|w| w.chars().count() >= 4 && w.chars().any(char::is_alphabetic))
 }
 
+/// Whether a field value holds a word the user asked with: a word of a
+/// name or a text, or an id whole (`W3470669`); a word that is only part
+/// of an id (`card` of `pm_card_9649388`) says nothing of the record.
+fn says_in_value(v: &str, asked: &[&str]) -> bool {
+    if v.bytes().any(|b| b.is_ascii_digit()) {
+        let whole = v.trim_start_matches('#');
+        return asked.contains(&whole);
+    }
+    words(v).any(|w| asked.contains(&w))
+}
+
 /// Sets `provenance.args_from_described_record`: JSON pointers of
 /// arguments whose value is a whole field (or an id key) of a JSON record
 /// the user's latest message describes: the record holds a value with a
 /// word of that message ("the keyboard from my last order": the order
 /// whose item is a keyboard), a record one step on from it by a look-up of
 /// a kind the user named, or the record of whoever the user named (the one
-/// fetched by the id an identifying look-up answered: its own fields, no
-/// step on). Words the user gave a look-up that answered with a bare id
+/// fetched by the id an identifying look-up answered, when it is one
+/// record: its own fields, no step on; a list fetched by that id is what
+/// is reachable from them). Words the user gave a look-up that answered with a bare id
 /// (their name and zip, to identify themselves) describe nothing else:
 /// identifying oneself points at one's own record, not at everything
 /// reachable from it. A value named only in a record's free text is never
@@ -99,10 +111,11 @@ pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value, vocab: &Wo
         let asked: Vec<&str> = words(&latest)
             .filter(|w| !identity.iter().any(|i| i == w))
             .collect();
+        let selecting = super::pointed::picking::selecting(&latest, vocab);
         let mut described: Vec<&Vec<String>> = shapes
             .iter()
             .flat_map(|sh| &sh.records)
-            .filter(|r| r.iter().any(|v| words(v).any(|w| asked.contains(&w))))
+            .filter(|r| r.iter().any(|v| says_in_value(v, &asked)))
             .collect();
         // One step on: the records a look-up keyed by a described record's
         // field returned, from a tool the user's words name ("the oldest
@@ -122,7 +135,23 @@ pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value, vocab: &Wo
                 .iter()
                 .any(|n| asked.iter().any(|a| super::pointed::same_name(a, n)));
             if keyed && named {
-                reached.extend(shapes.get(i).into_iter().flat_map(|sh| &sh.records));
+                // Of records listed side by side there, the one the user's
+                // words pick, when they pick one ("the cheapest plan"); else
+                // every record.
+                let Some(sh) = shapes.get(i) else { continue };
+                let says = |v: &str| says_in_value(v, &asked);
+                let picks: Vec<&Vec<String>> = sh
+                    .lists
+                    .iter()
+                    .filter_map(|list| {
+                        let at = super::pointed::picking::pick_of(list, selecting, &says, &asked)?;
+                        Some(&list[at].values)
+                    })
+                    .collect();
+                match picks.is_empty() {
+                    true => reached.extend(&sh.records),
+                    false => reached.extend(picks),
+                }
             }
         }
         described.extend(reached);
@@ -143,8 +172,12 @@ pub(super) fn described(s: &mut Signals, ctx: &Context, args: &Value, vocab: &Wo
                     ids.iter().any(|id| occurs(&args, id))
                 }
             });
+            // One record: theirs. A list fetched by their id (their
+            // invoices, their orders) is what is reachable from them: each
+            // is described only by the user's words for it.
+            let one = shapes.get(i).filter(|sh| sh.records.len() == 1);
             if by_id {
-                described.extend(shapes.get(i).into_iter().flat_map(|sh| &sh.records));
+                described.extend(one.into_iter().flat_map(|sh| &sh.records));
             }
         }
         let mut leaves = Vec::new();

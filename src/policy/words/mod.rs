@@ -44,6 +44,7 @@ pub enum List {
     HiddenAction,
     SelectingMost,
     SelectingLeast,
+    SelectingTime,
 }
 
 /// Every list: its name in the files and what it is for.
@@ -59,6 +60,7 @@ pub const LISTS: &[(List, &str, &str)] = &[
     (List::HiddenAction, "hidden_action", "actions an instruction hidden in a comment asks for"),
     (List::SelectingMost, "selecting_most", "words a request picks one of listed records by with the most of a property (`best`, `latest`)"),
     (List::SelectingLeast, "selecting_least", "words a request picks one of listed records by with the least of a property (`cheapest`, `earliest`)"),
+    (List::SelectingTime, "selecting_time", "of those, the words that pick by a date (`latest`, `oldest`): the records' dates are the property"),
 ];
 
 /// The detectors a `[[pattern]]` may belong to (the others read structure).

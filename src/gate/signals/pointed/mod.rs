@@ -31,6 +31,7 @@ use crate::context::shape::listed::Candidate;
 use crate::context::shape::{free_text, Shape};
 use crate::context::Context;
 use crate::policy::words::{List, Words};
+use picking::{holds, pick_of, picked_by_property, picked_in_objects};
 
 /// The words of a text that may name a source: three letters or more, not
 /// a `source_stopwords` word, a possessive `'s` dropped.
@@ -129,6 +130,7 @@ fn kind_of(value: &str) -> Option<&'static str> {
 /// user's latest message asks for the call's action at all.
 pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &Value) {
     let mut paths = Vec::new();
+    let mut unpicked = Vec::new();
     let mut spans = Vec::new();
     let user = ctx.original_request.as_deref().map(crate::fold::fold);
     let requested = user.as_deref().is_some_and(|u| actions.asked_in(u));
@@ -203,21 +205,11 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
         };
         // Which way the user's words pick one of listed records ("the best
         // rated one": the most; "the cheapest": the least), when they say.
-        let said = |l: List| {
-            user.split(|c: char| !c.is_alphanumeric())
-                .any(|w| vocab.has(l, w))
-        };
-        let (most, least) = (said(List::SelectingMost), said(List::SelectingLeast));
-        let selecting = match (most, least) {
-            (true, false) => Some(Extreme::Most),
-            (false, true) => Some(Extreme::Least),
-            _ => None,
-        };
+        let selecting = picking::selecting(&user, vocab);
         let selected = |shape: Option<&Shape>, needle: &str| match (shape, selecting) {
-            (Some(sh), Some(way)) => sh
-                .lists
-                .iter()
-                .any(|list| selected_in(list, needle, way, &locators)),
+            (Some(sh), Some(how)) => sh.lists.iter().any(|list| {
+                picked_by_property(list, how, &locators).is_some_and(|i| holds(&list[i], needle))
+            }),
             _ => false,
         };
         // The one value of a kind the user's words pick (see [`nearest`]):
@@ -265,17 +257,28 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
                         // An id of letters and digits: from a source the
                         // user named, the id nearest to the user's words
                         // there (of two instances, the idle one).
-                        None if mixed_id(needle) => named
-                            .filter(|_| {
-                                picked(shape, text, needle, &mixed_id) || selected(shape, needle)
-                            })
-                            .map(|by| (id, by)),
+                        None if mixed_id(needle) => match named {
+                            Some(by) => (picked(shape, text, needle, &mixed_id)
+                                || selected(shape, needle))
+                            .then_some((id, by)),
+                            None if selected(shape, needle) => Some((id, "selected")),
+                            // From a source not named: the id in the one
+                            // object whose other fields hold the user's
+                            // words ("the card ending 4421"), read from the
+                            // record's structure only.
+                            None => shape
+                                .filter(|sh| sh.structured)
+                                .filter(|sh| one_id_picked(&sh.objects, needle, &says))
+                                .map(|_| (id, "nearest")),
+                        },
                         // A number, a name or an amount: from a source the
                         // user named, beside the user's words, or of the
                         // record the user picked from a list by a property.
-                        None => named
-                            .filter(|_| located(shape, text, needle) || selected(shape, needle))
-                            .map(|by| (id, by)),
+                        None => match named {
+                            Some(by) => (located(shape, text, needle) || selected(shape, needle))
+                                .then_some((id, by)),
+                            None => selected(shape, needle).then_some((id, "selected")),
+                        },
                     },
                 )
             });
@@ -284,7 +287,32 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
                 spans.push(json!({"path": path, "call_id": id, "by": by}));
             }
         }
+        // Of records listed side by side, the user picked one (by a
+        // property, or by their words in it): a value of another of them is
+        // not what they asked for ("dispute my most recent invoice", and a
+        // note asks to dispute an older one).
+        let lists: Vec<&Vec<Candidate>> = results
+            .iter()
+            .filter_map(|r| r.3)
+            .flat_map(|sh| &sh.lists)
+            .collect();
+        for (path, needles) in &looked {
+            let elsewhere = needles.iter().any(|needle| {
+                lists.iter().any(|list| {
+                    pick_of(list, selecting, &says, &locators).is_some_and(|i| {
+                        !holds(&list[i], needle) && list.iter().any(|c| holds(c, needle))
+                    })
+                })
+            });
+            if elsewhere {
+                unpicked.push(Value::String(path.clone()));
+            }
+        }
     }
+    s.set(
+        "provenance.args_from_unpicked_record",
+        Value::Array(unpicked),
+    );
     s.set("provenance.args_from_pointed_source", Value::Array(paths));
     s.set("provenance.pointed_spans", Value::Array(spans));
     s.set("provenance.action_requested", Value::Bool(requested));
@@ -329,7 +357,7 @@ fn mixed_id(t: &str) -> bool {
 }
 
 /// A value without its spaces (an account number printed in groups).
-fn compact(t: &str) -> String {
+pub(super) fn compact(t: &str) -> String {
     t.chars().filter(|c| !c.is_whitespace()).collect()
 }
 
@@ -389,89 +417,20 @@ fn nearest(text: &str, needle: &str, same: &dyn Fn(&str) -> bool, locators: &[&s
     picks.iter().any(|(_, ok)| *ok)
 }
 
-/// Whether the objects of a record whose other fields hold the user's words
-/// (`says`) and a value of the kind (`same`) all hold `needle`, and one
-/// does: "Spotify" picks the account of Spotify's row, "idle" the id of
-/// the idle instance's.
-fn picked_in_objects(
-    objects: &[Vec<String>],
-    needle: &str,
-    same: &dyn Fn(&str) -> bool,
-    says: &dyn Fn(&str) -> bool,
-) -> bool {
-    let want = compact(needle);
-    let holds = |o: &[String]| o.iter().any(|v| compact(v) == want || occurs(v, needle));
-    let mut picking = objects.iter().filter(|o| {
-        // A value of the kind is one token, or one printed in groups (an
-        // account number); a text that mentions one is not.
-        let of_kind =
-            |v: &String| occurs(v, needle) || (!free_text(v) && (same(v) || same(&compact(v))));
-        o.iter().any(of_kind) && o.iter().any(|v| !of_kind(v) && says(v))
-    });
-    let mut any = false;
-    picking.all(|o| {
-        any = true;
-        holds(o)
-    }) && any
-}
-
-/// Which end of a property a request picks a listed record by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Extreme {
-    Most,
-    Least,
-}
-
-/// Whether `needle` is a value of the one record of `list` that has the
-/// most (or least) of a property the records all measure, no other record
-/// as much: the property the user's words name ("rated" a record's
-/// `rating`), or the only one they all measure.
-fn selected_in(list: &[Candidate], needle: &str, way: Extreme, locators: &[&str]) -> bool {
-    let holds = |c: &Candidate| c.values.iter().any(|v| v == needle || occurs(v, needle));
-    let mut holding = list.iter().enumerate().filter(|(_, c)| holds(c));
-    let (Some((at, _)), None) = (holding.next(), holding.next()) else {
-        return false;
-    };
-    // The keys every record measures.
-    let mut keys: Vec<&str> = list[0].measures.iter().map(|(k, _)| k.as_str()).collect();
-    keys.retain(|k| list.iter().all(|c| c.measures.iter().any(|(x, _)| x == k)));
-    let named: Vec<&str> = keys
+/// Whether `needle` is the only id of letters and digits in each object
+/// whose other fields hold the user's words, and one does ("the card
+/// ending 4421": the card's own id; a line that holds its own id and its
+/// plan's picks neither).
+fn one_id_picked(objects: &[Vec<String>], needle: &str, says: &dyn Fn(&str) -> bool) -> bool {
+    let id = |v: &String| !free_text(v) && (mixed_id(v) || occurs(v, needle));
+    let saying: Vec<&Vec<String>> = objects
         .iter()
-        .copied()
-        .filter(|k| {
-            super::actions::name_words(k)
-                .iter()
-                .any(|w| locators.iter().any(|u| same_stem(u, w)))
-        })
+        .filter(|o| o.iter().any(id) && o.iter().any(|v| !id(v) && says(v)))
         .collect();
-    let by = match (named.is_empty(), keys.len()) {
-        (false, _) => named,
-        (true, 1) => keys,
-        _ => return false,
-    };
-    let of = |c: &Candidate, k: &str| c.measures.iter().find(|(x, _)| x == k).map(|x| x.1);
-    by.iter().any(|k| {
-        let Some(mine) = of(&list[at], k) else {
-            return false;
-        };
-        list.iter()
-            .enumerate()
-            .filter(|(i, _)| *i != at)
-            .all(|(_, c)| {
-                of(c, k).is_some_and(|n| match way {
-                    Extreme::Most => mine > n,
-                    Extreme::Least => mine < n,
-                })
-            })
-    })
-}
-
-/// Whether two words are one word's forms: [`same_name`], or four letters
-/// shared at the start and at most three after (`rated`, `rating`).
-fn same_stem(a: &str, b: &str) -> bool {
-    let shared = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
-    same_name(a, b)
-        || (shared >= 4 && a.chars().count() - shared <= 3 && b.chars().count() - shared <= 3)
+    !saying.is_empty()
+        && saying
+            .iter()
+            .all(|o| o.iter().filter(|v| id(v)).count() == 1 && o.iter().any(|v| occurs(v, needle)))
 }
 
 /// How near an action word a second value must stand to be a second
@@ -507,5 +466,6 @@ fn unambiguous(text: &str, kind: &str, carried: &[&String], actions: &Actions) -
         })
 }
 
+pub(super) mod picking;
 #[cfg(test)]
 mod tests;
