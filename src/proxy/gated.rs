@@ -328,15 +328,41 @@ async fn fence_tool_results(
     if !state.config.fence.enabled {
         return Ok(());
     }
-    let settings = fence::Settings {
+    let settings = fence_settings(state, gates, known_digests(ctx));
+    let report = protocol.fence(body, &settings, !ctx.declared.is_empty());
+    fenced(
+        state,
+        (&ctx.request_id, &ctx.principal, ctx.protocol),
+        &report,
+    )
+    .await
+}
+
+/// How this deployment fences tool results, with the digests of the
+/// results already hashed.
+pub(super) fn fence_settings<'a>(
+    state: &'a State,
+    gates: &'a Gates,
+    digests: fence::kept::Digests<'a>,
+) -> fence::Settings<'a> {
+    fence::Settings {
         secret: &state.fence_secret,
         redactor: &state.redactor,
         policy: gates.policy(),
         max_bytes: state.config.fence.max_tool_result_bytes,
         kept: Some(&state.fenced),
-        digests: known_digests(ctx),
-    };
-    let report = protocol.fence(body, &settings, !ctx.declared.is_empty());
+        digests,
+    }
+}
+
+/// Counts what fencing did to a request's tool results, and audits
+/// (`event: "tool_results"`) the requests whose results had secrets or
+/// were cut: `(request id, principal, protocol)`.
+pub(super) async fn fenced(
+    state: &State,
+    (request_id, principal, protocol): (&str, &str, &str),
+    report: &fence::Fenced,
+) -> Result<(), Error> {
     state
         .metrics
         .fenced_tool_results
@@ -345,9 +371,9 @@ async fn fence_tool_results(
         state.metrics.redacted(&report.redactions);
         let record = serde_json::json!({
             "ts": crate::digest::now_rfc3339(),
-            "request_id": ctx.request_id,
-            "principal": ctx.principal,
-            "protocol": ctx.protocol,
+            "request_id": request_id,
+            "principal": principal,
+            "protocol": protocol,
             "event": "tool_results",
             "fenced": report.fenced,
             "redactions": report.redactions,

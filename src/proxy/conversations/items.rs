@@ -42,33 +42,14 @@ pub async fn write(
         state.vouch(state.vouch_key(principal, &call));
     }
     if state.config.fence.enabled {
-        let settings = fence::Settings {
-            secret: &state.fence_secret,
-            redactor: &state.redactor,
-            policy: gates.policy(),
-            max_bytes: state.config.fence.max_tool_result_bytes,
-            kept: Some(&state.fenced),
-            digests: fence::kept::Digests::new(Vec::new()),
-        };
+        let settings = super::super::gated::fence_settings(
+            state,
+            gates,
+            fence::kept::Digests::new(Vec::new()),
+        );
         let report = fence::apply(items.tool_results(), &settings);
-        state
-            .metrics
-            .fenced_tool_results
-            .inc_by(report.fenced as u64);
-        if !report.redactions.is_empty() || report.truncated > 0 {
-            state.metrics.redacted(&report.redactions);
-            let record = json!({
-                "ts": crate::digest::now_rfc3339(),
-                "request_id": request_id,
-                "principal": principal,
-                "protocol": "conversations",
-                "event": "tool_results",
-                "fenced": report.fenced,
-                "redactions": report.redactions,
-                "truncated": report.truncated,
-            });
-            state.audit.record(&record).await?;
-        }
+        let who = (request_id, principal, "conversations");
+        super::super::gated::fenced(state, who, &report).await?;
     }
     let n = items.len();
     items.put(body);

@@ -371,7 +371,10 @@ fn a_value_of_another_record_than_the_one_the_user_picked_is_flagged() {
         lines,
     );
     assert!(unpicked(&c, "suspend_line", json!({"line_id": "LN-2"})).is_empty());
-    assert_eq!(unpicked(&c, "suspend_line", json!({"line_id": "LN-1"})), [json!("/line_id")]);
+    assert_eq!(
+        unpicked(&c, "suspend_line", json!({"line_id": "LN-1"})),
+        [json!("/line_id")]
+    );
     // No pick, no flag: a word in a code names no record.
     let methods = r#"[{"id": "credit_card_1"}, {"id": "paypal_2"}]"#;
     let c = ctx(
