@@ -113,6 +113,10 @@ pub fn of_value(v: &Value) -> Option<Vec<Candidate>> {
 /// Entries written in one text, `name (number)` each, separated by commas,
 /// semicolons or lines (two or more, and nothing else).
 pub fn of_text(s: &str) -> Option<Vec<Candidate>> {
+    // Most texts hold no entry: known before they are split.
+    if !s.contains(')') {
+        return None;
+    }
     let entries: Vec<&str> = s
         .split([',', ';', '\n'])
         .map(str::trim)
