@@ -167,6 +167,9 @@ pub async fn whole(
 ) -> Bytes {
     let protocol = f.protocol;
     let first: Value = serde_json::from_slice(first).unwrap_or(Value::Null);
+    // The id the agent knows the response by (a stored Responses
+    // response), as its codec read it: each follow-up continues it.
+    let first_id = r.previous.clone();
     let (mut before, mut pending, mut fallback) = (Vec::new(), r, dropped);
     let max = state.config.limits.max_response_bytes;
     loop {
@@ -199,8 +202,8 @@ pub async fn whole(
             }
         };
         before.push(pending);
-        if let (Some(first), Some(then)) = (first.get("id").and_then(Value::as_str), round.id) {
-            state.remember_renamed(first.to_string(), then);
+        if let (Some(first), Some(then)) = (&first_id, round.id) {
+            state.remember_renamed(first.clone(), then);
         }
         let body = concat(round.pieces);
         match round.again {
