@@ -3,7 +3,7 @@
 //! `input` is: texts, tool results, calls); what the provider returns of a
 //! conversation (a list's `data`, or one item) is read for the call items
 //! in it, which the proxy keeps or replaces, and the tool outputs whose
-//! fences it takes off.
+//! fences it takes off; and which conversation a request goes on.
 
 use serde_json::{json, Value};
 
@@ -17,6 +17,37 @@ use crate::error::Error;
 /// agent may read back from one).
 pub fn kept_by(protocol: Protocol) -> bool {
     protocol == Protocol::Responses
+}
+
+impl Protocol {
+    /// The conversation of the Conversations API a request goes on
+    /// (Responses' `conversation`, an id or `{"id": …}`); a value that
+    /// names none in one way is refused.
+    pub fn conversation(self, body: &Value) -> Result<Option<String>, Error> {
+        if self != Protocol::Responses {
+            return Ok(None);
+        }
+        let bad = || Error::BadRequest("'conversation' is not a conversation id.".into());
+        match body.get("conversation") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(id)) if !id.is_empty() => Ok(Some(id.clone())),
+            Some(Value::Object(o)) => match o.get("id") {
+                Some(Value::String(id)) if !id.is_empty() && o.len() == 1 => Ok(Some(id.clone())),
+                _ => Err(bad()),
+            },
+            Some(_) => Err(bad()),
+        }
+    }
+
+    /// Answers `calls` (`(call id, item type)`, withheld earlier) with
+    /// `text` in a request that goes on from where they were withheld.
+    pub fn answer_withheld(self, body: &mut Value, calls: &[(String, String)], text: &str) {
+        match self {
+            Protocol::Responses => super::responses::request::answer_withheld(body, calls, text),
+            Protocol::Messages => super::messages::request::answer_withheld(body, calls, text),
+            Protocol::Chat => {}
+        }
+    }
 }
 
 /// The items of a request body, read as a Responses request's input.
@@ -102,7 +133,12 @@ impl ReadBack {
             return Err(unreadable());
         };
         map_guard(obj, &["data", "type", "object"])?;
-        let single = !obj.contains_key("data") && obj.contains_key("type");
+        // A list that is an item too would be read one way by a client
+        // listing items and another by one reading an item: fail closed.
+        if obj.contains_key("data") && obj.contains_key("type") {
+            return Err(unreadable());
+        }
+        let single = obj.contains_key("type");
         if obj.get("data").is_some_and(|d| !d.is_array()) {
             return Err(unreadable());
         }
@@ -255,6 +291,7 @@ mod tests {
             r#"{"data": {}}"#,
             r#"{"data": [{"type": "message", "Type": "function_call"}]}"#,
             r#"{"data": [1]}"#,
+            r#"{"data": [], "type": "function_call", "call_id": "c", "name": "g", "arguments": "{}"}"#,
             "[]",
         ] {
             assert!(ReadBack::parse(bad.as_bytes()).is_err(), "{bad}");

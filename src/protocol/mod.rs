@@ -120,35 +120,6 @@ impl Protocol {
         }
     }
 
-    /// The conversation of the Conversations API a request goes on
-    /// (Responses' `conversation`, an id or `{"id": …}`); a value that
-    /// names none in one way is refused.
-    pub fn conversation(self, body: &Value) -> Result<Option<String>, Error> {
-        if self != Protocol::Responses {
-            return Ok(None);
-        }
-        let bad = || Error::BadRequest("'conversation' is not a conversation id.".into());
-        match body.get("conversation") {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(id)) if !id.is_empty() => Ok(Some(id.clone())),
-            Some(Value::Object(o)) => match o.get("id") {
-                Some(Value::String(id)) if !id.is_empty() && o.len() == 1 => Ok(Some(id.clone())),
-                _ => Err(bad()),
-            },
-            Some(_) => Err(bad()),
-        }
-    }
-
-    /// Answers `calls` (`(call id, item type)`, withheld earlier) with
-    /// `text` in a request that goes on from where they were withheld.
-    pub fn answer_withheld(self, body: &mut Value, calls: &[(String, String)], text: &str) {
-        match self {
-            Protocol::Responses => responses::request::answer_withheld(body, calls, text),
-            Protocol::Messages => messages::request::answer_withheld(body, calls, text),
-            Protocol::Chat => {}
-        }
-    }
-
     /// A request continuing a stored response (Responses'
     /// `previous_response_id`) goes on from the response a follow-up
     /// continued it as, and answers the calls withheld from it with `text`.

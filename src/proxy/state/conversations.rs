@@ -113,24 +113,31 @@ impl State {
         }
     }
 
+    /// This replica's record of conversation `id`, sealed, with its
+    /// version; `None` without shared state or a record.
+    fn sealed_conversation(&self, id: &str) -> Option<(u64, String, Option<String>)> {
+        self.parts.shared.as_ref()?;
+        let c = self.conversations.get(id)?;
+        let plain = c.to_json().to_string();
+        let sealed = seal_record(&self.conversation_key(), CONVERSATION, id, &[&plain])?;
+        Some((c.turns, sealed, c.head.clone()))
+    }
+
     /// Writes this replica's record of conversation `id` to the shared
     /// state, and waits for it: a request that goes on with the
     /// conversation on another replica reads it.
     pub async fn share_conversation(&self, id: &str) {
-        let (Some(s), Some(c)) = (&self.parts.shared, self.conversations.get(id)) else {
-            return;
-        };
-        // Its last turn first: a replica that reads the record finds it.
-        if let Some(head) = &c.head {
-            self.share_history_now(head).await;
-        }
-        let plain = c.to_json().to_string();
-        let Some(sealed) = seal_record(&self.conversation_key(), CONVERSATION, id, &[&plain])
+        let (Some(s), Some((turns, sealed, head))) =
+            (&self.parts.shared, self.sealed_conversation(id))
         else {
             return;
         };
+        // Its last turn first: a replica that reads the record finds it.
+        if let Some(head) = &head {
+            self.share_history_now(head).await;
+        }
         let ttl = self.config.responses.remember_ttl;
-        if s.put_newer(CONVERSATION, id, (c.turns, &sealed), ttl)
+        if s.put_newer(CONVERSATION, id, (turns, &sealed), ttl)
             .await
             .is_err()
         {
@@ -140,25 +147,14 @@ impl State {
 
     /// The same, in the background.
     fn share_conversation_behind(&self, id: &str) {
-        let (Some(s), Some(c)) = (&self.parts.shared, self.conversations.get(id)) else {
+        let Some((turns, sealed, _)) = self.sealed_conversation(id) else {
             return;
         };
-        let plain = c.to_json().to_string();
-        let Some(sealed) = seal_record(&self.conversation_key(), CONVERSATION, id, &[&plain])
-        else {
-            return;
-        };
-        let (id, turns) = (id.to_string(), c.turns);
-        let s = s.clone();
-        let ttl = self.config.responses.remember_ttl;
-        let metrics = self.metrics.clone();
-        tokio::spawn(async move {
-            if s.put_newer(CONVERSATION, &id, (turns, &sealed), ttl)
+        let id = id.to_string();
+        self.write_behind(move |s, ttl| async move {
+            s.put_newer(CONVERSATION, &id, (turns, &sealed), ttl)
                 .await
-                .is_err()
-            {
-                metrics.state_failed("remember", "local");
-            }
+                .map(|_| ())
         });
     }
 

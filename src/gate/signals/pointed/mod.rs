@@ -291,17 +291,17 @@ pub(super) fn signals(s: &mut Signals, ctx: &Context, actions: &Actions, args: &
         // property, or by their words in it): a value of another of them is
         // not what they asked for ("dispute my most recent invoice", and a
         // note asks to dispute an older one).
-        let lists: Vec<&Vec<Candidate>> = results
+        // Each list with the record the user picked there, read once.
+        let picks: Vec<(&Vec<Candidate>, usize)> = results
             .iter()
             .filter_map(|r| r.3)
             .flat_map(|sh| &sh.lists)
+            .filter_map(|list| Some((list, pick_of(list, selecting, &says, &locators)?)))
             .collect();
         for (path, needles) in &looked {
             let elsewhere = needles.iter().any(|needle| {
-                lists.iter().any(|list| {
-                    pick_of(list, selecting, &says, &locators).is_some_and(|i| {
-                        !holds(&list[i], needle) && list.iter().any(|c| holds(c, needle))
-                    })
+                picks.iter().any(|(list, i)| {
+                    !holds(&list[*i], needle) && list.iter().any(|c| holds(c, needle))
                 })
             });
             if elsewhere {
