@@ -42,11 +42,7 @@ impl Protocol {
     /// Answers `calls` (`(call id, item type)`, withheld earlier) with
     /// `text` in a request that goes on from where they were withheld.
     pub fn answer_withheld(self, body: &mut Value, calls: &[(String, String)], text: &str) {
-        match self {
-            Protocol::Responses => super::responses::request::answer_withheld(body, calls, text),
-            Protocol::Messages => super::messages::request::answer_withheld(body, calls, text),
-            Protocol::Chat => {}
-        }
+        self.codec().answer_withheld(body, calls, text)
     }
 }
 

@@ -19,6 +19,8 @@
 //! Adding a wire format: see docs/ARCHITECTURE.md ("How to add").
 
 pub mod chat;
+mod codec;
+pub use codec::{Codec, Refusal, Row, Serve};
 pub mod messages;
 pub mod request;
 pub mod responses;
@@ -51,7 +53,8 @@ use crate::error::Error;
 use crate::fence::{self, ToolResult};
 use crate::json::{Marks, Places};
 
-/// The wire formats toolgate gates.
+/// The wire formats toolgate gates: each the key of its [`Codec`] in
+/// [`Protocol::codec`], the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
     /// OpenAI Chat Completions, which most clients speak (the default of
@@ -62,9 +65,17 @@ pub enum Protocol {
     Messages,
 }
 
+/// The registry: one codec per [`Protocol`], at its index.
+static CODECS: [&dyn Codec; 3] = [&chat::Chat, &responses::Responses, &messages::Messages];
+
 impl Protocol {
     /// Every wire format toolgate gates.
     pub const ALL: [Protocol; 3] = [Protocol::Chat, Protocol::Responses, Protocol::Messages];
+
+    /// The codec of this wire format.
+    pub fn codec(self) -> &'static dyn Codec {
+        CODECS[self as usize]
+    }
 
     /// The protocol a [`Protocol::label`] names (`-` read as `_`).
     pub fn from_label(s: &str) -> Option<Protocol> {
@@ -75,162 +86,75 @@ impl Protocol {
         })
     }
 
+    /// The route label in metrics and the protocol named in audit records.
+    pub fn label(self) -> &'static str {
+        self.codec().label()
+    }
+
     /// The provider family a wire format names, for traces (`gen_ai.system`).
     pub fn provider_family(self) -> &'static str {
-        match self {
-            Protocol::Messages => "anthropic",
-            Protocol::Chat | Protocol::Responses => "openai",
-        }
+        self.codec().provider_family()
     }
 
     /// The `[upstream.NAME]` section this protocol's requests go to, when it
     /// has its own; `None` for `[upstream]`.
     pub fn upstream_section(self) -> Option<&'static str> {
-        match self {
-            Protocol::Messages => Some("messages"),
-            Protocol::Chat | Protocol::Responses => None,
-        }
+        self.codec().upstream_section()
     }
 
     /// A whole follow-up body `v` made the continuation of `first` after
     /// the responses in `before` (one id, the text or blocks before it,
     /// usage summed).
     pub fn join(self, first: &Value, before: &[Resumption], v: &mut Value) {
-        match self {
-            Protocol::Chat => chat::follow::join(first, before, v),
-            Protocol::Messages => messages::follow::join(first, before, v),
-            Protocol::Responses => responses::follow::join(first, before, v),
-        }
+        self.codec().join(first, before, v)
     }
 
     /// The stored response or thread answer a request continues (Responses'
     /// `previous_response_id`, a Messages thread's `previous_message_id`),
     /// whose records [`Protocol::continue_stored`] reads; Chat stores nothing.
     pub fn stored_from(self, body: &Value) -> Option<String> {
-        match self {
-            Protocol::Responses => body
-                .get("previous_response_id")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            Protocol::Messages => match self.held(body) {
-                Held::From(prev) => Some(prev),
-                Held::Not | Held::New => None,
-            },
-            Protocol::Chat => None,
-        }
+        self.codec().stored_from(body)
     }
 
-    /// A request continuing a stored response (Responses'
-    /// `previous_response_id`) goes on from the response a follow-up
-    /// continued it as, and answers the calls withheld from it with `text`.
-    /// Other formats store nothing: the body is left as it is.
+    /// A request continuing a stored answer goes on from the answer a
+    /// follow-up continued it as, and answers the calls withheld from it
+    /// with `text`. Formats that store nothing leave the body as it is.
     pub fn continue_stored(self, body: &mut Value, stored: &dyn Stored, text: &str) {
-        if self == Protocol::Messages {
-            if let Held::From(prev) = self.held(body) {
-                if let Some(calls) = stored.withheld(&prev) {
-                    messages::request::answer_withheld(body, &calls, text);
-                }
-            }
-            return;
-        }
-        if self != Protocol::Responses {
-            return;
-        }
-        let Some(mut prev) = body.get("previous_response_id").and_then(Value::as_str) else {
-            return;
-        };
-        let renamed = stored.renamed(prev);
-        if let Some(then) = &renamed {
-            body["previous_response_id"] = Value::from(then.as_ref());
-            prev = then;
-        }
-        if let Some(calls) = stored.withheld(prev) {
-            responses::request::answer_withheld(body, &calls, text);
-        }
+        self.codec().continue_stored(body, stored, text)
     }
 
-    /// Whether the provider holds the conversation of a (parsed) request
-    /// with its declared tools and system text (a Messages thread): then a
-    /// continuing request declares nothing itself.
     /// Whether a later request may continue this one's answer by
     /// reference (a stored Responses response, a Messages thread): then
     /// what the signals read of the conversation is remembered.
     pub fn continued_by_reference(self, body: &Value) -> bool {
-        match self {
-            Protocol::Responses => true,
-            Protocol::Messages => !matches!(self.held(body), Held::Not),
-            Protocol::Chat => false,
-        }
+        self.codec().continued_by_reference(body)
     }
 
+    /// Whether the provider holds the request's conversation, tools and
+    /// system text included (a Messages thread).
     pub fn held(self, body: &Value) -> Held {
-        match self {
-            Protocol::Messages => match messages::request::thread(body) {
-                Ok(messages::request::Thread::Create) => Held::New,
-                Ok(messages::request::Thread::Continue(id)) => Held::From(id),
-                _ => Held::Not,
-            },
-            Protocol::Chat | Protocol::Responses => Held::Not,
-        }
-    }
-
-    /// The route label in metrics and the protocol named in audit records.
-    pub fn label(self) -> &'static str {
-        match self {
-            Protocol::Chat => "chat_completions",
-            Protocol::Responses => "responses",
-            Protocol::Messages => "messages",
-        }
+        self.codec().held(body)
     }
 
     /// Reads a complete (non-streamed) response body.
     pub fn complete<'a>(self, text: &'a str, r: Reading) -> Result<Box<dyn Complete + 'a>, Error> {
-        Ok(match self {
-            Protocol::Chat => {
-                let mut b = chat::complete::Body::parse(text, r.max_call_bytes)?;
-                b.refuse(r.refusal);
-                if r.text_calls {
-                    b.read_text_calls();
-                }
-                Box::new(b)
-            }
-            Protocol::Responses => {
-                let mut b = responses::complete::Body::parse(text, r.max_call_bytes)?;
-                b.refuse(r.refusal);
-                Box::new(b)
-            }
-            Protocol::Messages => {
-                Box::new(messages::complete::Body::parse(text, r.max_call_bytes)?)
-            }
-        })
+        self.codec().complete(text, r)
     }
 
     /// The body of an error answered on this protocol's routes.
     pub fn error_body(self, err: &Error) -> Bytes {
-        match self {
-            Protocol::Chat | Protocol::Responses => err.json_body(),
-            Protocol::Messages => messages::error_body(err),
-        }
+        self.codec().error_body(err)
     }
 
     /// Reads the request body: its declared tools and whether it streams.
     pub fn parse(self, bytes: &[u8]) -> Result<Parsed, Error> {
-        let body = request::request_tree(bytes)?;
-        match self {
-            Protocol::Chat => chat::request::parse(body),
-            Protocol::Responses => responses::request::parse(body),
-            Protocol::Messages => messages::request::parse(body),
-        }
+        self.codec().parse(bytes)
     }
 
     /// The tools the request `body` declares, each with its declared schema
     /// (a function's parameters), in body order.
     pub fn declarations(self, body: &Value) -> Result<Declarations<'_>, Error> {
-        match self {
-            Protocol::Chat => chat::request::declarations(body),
-            Protocol::Responses => responses::request::tools(body).map(|t| t.0),
-            Protocol::Messages => messages::request::tools(body).map(|t| t.0),
-        }
+        self.codec().declarations(body)
     }
 
     /// Writes the request `body` with `write` (given the nodes whose places
@@ -250,8 +174,7 @@ impl Protocol {
         let found = self.declarations(body).unwrap_or_default();
         let marks = Marks {
             nodes: found.iter().filter_map(|(_, p)| *p).collect(),
-            // Where every wire format declares its tools.
-            within: &["tools", "functions"],
+            within: self.codec().tool_lists(),
         };
         let (text, places) = write(&marks)?;
         let mut places = places.into_iter();
@@ -270,21 +193,12 @@ impl Protocol {
     /// [`Protocol::texts`], the calls of the assistant turns read only when
     /// `calls` (and `all`): a rule reads the delegated-value signal.
     pub fn texts_and_calls(self, body: &Value, all: bool, calls: bool) -> Texts {
-        let calls = all && calls;
-        match self {
-            Protocol::Chat => chat::request::texts(body, all, calls),
-            Protocol::Responses => responses::request::texts(body, all, calls),
-            Protocol::Messages => messages::request::texts(body, all, calls),
-        }
+        self.codec().texts(body, all, all && calls)
     }
 
     /// The request's tool results, to be fenced in place.
     pub fn tool_results(self, body: &mut Value) -> Vec<ToolResult<'_>> {
-        match self {
-            Protocol::Chat => chat::request::tool_results(body),
-            Protocol::Responses => responses::request::tool_results(body),
-            Protocol::Messages => messages::request::tool_results(body),
-        }
+        self.codec().tool_results(body)
     }
 
     /// Redacts and fences the request's tool results in place, and adds the
@@ -307,39 +221,23 @@ impl Protocol {
 
     /// Adds the fence notice to the request's system text (once).
     pub fn add_notice(self, body: &mut Value, notice: &str) {
-        match self {
-            Protocol::Chat => chat::request::add_notice(body, notice),
-            Protocol::Responses => responses::request::add_notice(body, notice),
-            Protocol::Messages => messages::request::add_notice(body, notice),
-        }
+        self.codec().add_notice(body, notice)
     }
 
     /// Removes the named tools from the request; whether the body changed.
     pub fn hide(self, body: &mut Value, names: &[String]) -> bool {
-        match self {
-            Protocol::Chat => chat::hide::remove_tools(body, names),
-            Protocol::Responses => responses::hide::remove_tools(body, names),
-            Protocol::Messages => messages::hide::remove_tools(body, names),
-        }
+        self.codec().hide(body, names)
     }
 
     /// Turns what went upstream last into the follow-up request that
     /// answers a [`Resumption`].
     pub fn follow_up(self, body: &mut Value, r: &Resumption) -> Result<(), Error> {
-        match self {
-            Protocol::Chat => chat::follow::follow_up(body, r),
-            Protocol::Messages => messages::follow::follow_up(body, r),
-            Protocol::Responses => responses::follow::follow_up(body, r),
-        }
+        self.codec().follow_up(body, r)
     }
 
     /// A streaming rewriter for one response.
     pub fn rewriter(self, o: &Options) -> Box<dyn Rewriter> {
-        match self {
-            Protocol::Chat => Box::new(chat::stream::StreamRewriter::new(o)),
-            Protocol::Responses => Box::new(responses::stream::StreamRewriter::new(o)),
-            Protocol::Messages => Box::new(messages::stream::StreamRewriter::new(o)),
-        }
+        self.codec().rewriter(o)
     }
 }
 

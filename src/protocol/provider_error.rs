@@ -280,37 +280,74 @@ impl ProviderError {
 
     /// The body of an error response on `protocol`'s route.
     pub fn body(&self, protocol: Protocol, status: StatusCode) -> Bytes {
-        let v = match protocol {
-            Protocol::Chat | Protocol::Responses => json!({"error": self.openai_object(status)}),
-            Protocol::Messages => {
-                let mut v = json!({"type": "error", "error": self.messages_object(status)});
-                if let Some(id) = &self.request_id {
-                    v["request_id"] = json!(id);
-                }
-                v
-            }
-        };
+        protocol.codec().provider_error_body(self, status)
+    }
+
+    /// The data of a mid-stream error event on `protocol`'s route.
+    pub fn event(&self, protocol: Protocol) -> Bytes {
+        protocol.codec().provider_error_event(self)
+    }
+
+    /// The OpenAI shape of a body: `{"error": {...}}`.
+    pub fn openai_body(&self, status: StatusCode) -> Bytes {
+        Bytes::from(json!({"error": self.openai_object(status)}).to_string())
+    }
+
+    /// The Responses API's error event: `{"type": "error", "code",
+    /// "message", "param"}`.
+    pub fn responses_event(&self) -> Bytes {
+        // A stream's error came with a 200: the type says what it was.
+        let status = StatusCode::INTERNAL_SERVER_ERROR;
+        let v = json!({
+            "type": "error",
+            "code": self.code.clone().or_else(|| self.kind.clone().map(Value::String)),
+            "message": self.message_or(status),
+            "param": self.param,
+        });
         Bytes::from(v.to_string())
     }
 
-    /// The data of a mid-stream error event on `protocol`'s route:
-    /// `{"error": {...}}` (Chat Completions), `{"type": "error", "code",
-    /// "message", "param"}` (Responses), `{"type": "error", "error": {...}}`
-    /// (Messages).
-    pub fn event(&self, protocol: Protocol) -> Bytes {
-        // A stream's error came with a 200: the type says what it was.
-        let status = StatusCode::INTERNAL_SERVER_ERROR;
-        let v = match protocol {
-            Protocol::Chat => json!({"error": self.openai_object(status)}),
-            Protocol::Responses => json!({
-                "type": "error",
-                "code": self.code.clone().or_else(|| self.kind.clone().map(Value::String)),
-                "message": self.message_or(status),
-                "param": self.param,
-            }),
-            Protocol::Messages => json!({"type": "error", "error": self.messages_object(status)}),
-        };
+    /// The Messages shape: `{"type": "error", "error": {...}}`, with the
+    /// request id on a body (`status` given).
+    pub fn messages_body(&self, status: Option<StatusCode>) -> Bytes {
+        let shown = status.unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut v = json!({"type": "error", "error": self.messages_object(shown)});
+        if let (Some(id), Some(_)) = (&self.request_id, status) {
+            v["request_id"] = json!(id);
+        }
         Bytes::from(v.to_string())
+    }
+
+    /// Google's shape: `{"error": {"code", "message", "status", "details"}}`
+    /// (`code` the HTTP status, `status` its canonical name).
+    pub fn google_body(&self, status: StatusCode) -> Bytes {
+        let mut e = json!({
+            "code": status.as_u16(),
+            "message": self.message_or(status),
+            "status": self.kind.clone().unwrap_or_else(|| google_status(status).into()),
+        });
+        if let Some(d) = &self.details {
+            e["details"] = d.clone();
+        }
+        Bytes::from(json!({"error": e}).to_string())
+    }
+}
+
+/// The canonical name Google's APIs give an HTTP status.
+pub fn google_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        409 => "ABORTED",
+        413 => "INVALID_ARGUMENT",
+        429 => "RESOURCE_EXHAUSTED",
+        499 => "CANCELLED",
+        501 => "UNIMPLEMENTED",
+        503 => "UNAVAILABLE",
+        504 => "DEADLINE_EXCEEDED",
+        _ => "INTERNAL",
     }
 }
 

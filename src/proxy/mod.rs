@@ -119,7 +119,7 @@ fn probe() -> Response<ProxyBody> {
 /// The answer on a connection over `[limits] max_connections`: a 503 in
 /// the path's error shape, with `Retry-After`, and the connection closed.
 pub fn busy(req: Request<Incoming>, limit: &'static str) -> Response<ProxyBody> {
-    let family = route::family(req.uri().path());
+    let family = route::family(req.uri().path(), req.headers());
     let mut resp = Error::Overloaded(limit).into_response(false, |e| family.error_body(e), reply);
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -170,7 +170,7 @@ fn respond(
         // Errors are written in the shape the agent's SDK reads for this path.
         let family = match &path_route {
             Ok(r) => r.route.protocol(),
-            Err(_) => route::family(req.uri().path()),
+            Err(_) => route::family(req.uri().path(), req.headers()),
         };
         // A reachability probe is answered before authentication, as a
         // provider answers it: it carries nothing and says only that

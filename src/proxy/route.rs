@@ -9,7 +9,7 @@
 use http::{HeaderMap, Method};
 
 use crate::error::Error;
-use crate::protocol::Protocol;
+use crate::protocol::{Protocol, Refusal, Serve};
 
 /// Which way a request goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,51 +47,29 @@ impl Route {
     }
 }
 
-/// The protocol family a refused path most likely belongs to, for the shape
-/// of its error: Messages when a segment is `messages`, else OpenAI's.
-pub fn family(path: &str) -> Protocol {
-    if path.split('/').any(|s| s.eq_ignore_ascii_case("messages")) {
-        Protocol::Messages
-    } else {
-        Protocol::Chat
-    }
+/// The protocol family a request's headers or path name (the first codec
+/// that claims it, else Chat Completions'): the upstream of a family row
+/// and the shape of a refused path's error.
+pub fn family(path: &str, headers: &HeaderMap) -> Protocol {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    Protocol::ALL
+        .into_iter()
+        .find(|p| p.codec().claims(headers, &segs))
+        .unwrap_or_default()
 }
 
-/// What a table row does with a request.
-#[derive(Debug, Clone, Copy)]
-enum Target {
-    Go(Route),
-    /// Refused with this message: the endpoint would hand out ungated tool calls.
-    Refuse(&'static str),
-    /// Passed to the upstream of the client's family: the Messages upstream
-    /// when the request carries `anthropic-version` (every anthropic SDK
-    /// request does), else the OpenAI-style one.
-    Family,
-    /// Answered here (see [`Route::Probe`]).
-    Probe,
-}
-
-const STORED: &str =
-    "Stored responses are not served here: they hold tool calls that were not checked. \
-    Use the response returned by POST /v1/responses.";
-const CANCEL: &str =
-    "Background responses are not served here, so there is none to cancel: its answer would \
-    be a whole response whose tool calls were not checked.";
-const CONVERSATIONS: &str =
-    "This Conversations API endpoint is not served here: use the conversation and its items.";
-const BATCHES: &str =
-    "Message batches are not served here: their results hold tool calls that were not checked. \
-    Use POST /v1/messages.";
+const CONVERSATIONS: Refusal = Refusal {
+    class: "conversations",
+    message: "This Conversations API endpoint is not served here: use the conversation and its items.",
+};
 
 /// The class of a refused request's path, for its access line (a
 /// client's start-up probe told from a refused batch, say).
 pub fn refused_class(e: &Error) -> &'static str {
     match e {
-        Error::NotServed(m) if *m == BATCHES => "batches",
-        Error::NotServed(m) if *m == STORED => "stored_response",
-        Error::NotServed(m) if *m == CONVERSATIONS => "conversations",
-        Error::NotServed(m) if *m == CANCEL => "response_cancel",
-        Error::NotServed(_) => "not_served",
+        Error::NotServed(m) => refusals()
+            .find(|r| r.message == *m)
+            .map_or("not_served", |r| r.class),
         Error::UnsupportedEndpoint => "unknown_path",
         Error::MethodNotAllowed => "method_not_allowed",
         Error::WebSocketRefused => "websocket",
@@ -101,68 +79,48 @@ pub fn refused_class(e: &Error) -> &'static str {
     }
 }
 
-/// Passed to the OpenAI-style upstream.
-const PASS: Target = Target::Go(Route::Pass(Protocol::Chat));
-/// Served by the Conversations API.
-const CONVERSATION: Target = Target::Go(Route::Conversations);
+/// Every refusal a row may give.
+fn refusals() -> impl Iterator<Item = Refusal> {
+    let own = OWN.iter().filter_map(|r| match r.2 {
+        Own::Refuse(r) => Some(r),
+        _ => None,
+    });
+    let codecs = Protocol::ALL
+        .into_iter()
+        .flat_map(|p| p.codec().routes().iter())
+        .filter_map(|r| match r.2 {
+            Serve::Refuse(r) => Some(r),
+            _ => None,
+        });
+    own.chain(codecs)
+}
 
-/// `(method, path pattern, target)`, path after `/v1`, each segment matched
-/// exactly (ASCII case aside); `+` is any one segment, a final `*` one or
-/// more segments; method `*` is any method. The first matching row wins.
-const TABLE: &[(&str, &str, Target)] = &[
-    (
-        "POST",
-        "chat/completions",
-        Target::Go(Route::Gated(Protocol::Chat)),
-    ),
-    (
-        "POST",
-        "responses",
-        Target::Go(Route::Gated(Protocol::Responses)),
-    ),
-    ("POST", "responses/input_tokens", PASS),
-    (
-        "POST",
-        "messages",
-        Target::Go(Route::Gated(Protocol::Messages)),
-    ),
-    (
-        "POST",
-        "messages/count_tokens",
-        Target::Go(Route::Pass(Protocol::Messages)),
-    ),
-    ("*", "messages/batches", Target::Refuse(BATCHES)),
-    ("*", "messages/batches/*", Target::Refuse(BATCHES)),
-    ("*", "responses/+/cancel", Target::Refuse(CANCEL)),
-    ("DELETE", "responses/+", PASS),
-    ("GET", "responses/+", Target::Refuse(STORED)),
-    ("GET", "responses/+/input_items", Target::Refuse(STORED)),
-    ("POST", "conversations", CONVERSATION),
-    ("GET", "conversations/+", CONVERSATION),
-    ("POST", "conversations/+", CONVERSATION),
-    ("DELETE", "conversations/+", CONVERSATION),
-    ("GET", "conversations/+/items", CONVERSATION),
-    ("POST", "conversations/+/items", CONVERSATION),
-    ("GET", "conversations/+/items/+", CONVERSATION),
-    ("DELETE", "conversations/+/items/+", CONVERSATION),
-    ("*", "conversations", Target::Refuse(CONVERSATIONS)),
-    ("*", "conversations/*", Target::Refuse(CONVERSATIONS)),
-    ("GET", "models", Target::Family),
-    ("GET", "models/*", Target::Family),
-    ("HEAD", "models", Target::Family),
-    ("POST", "embeddings", PASS),
-    ("POST", "moderations", PASS),
-    ("POST", "completions", PASS),
-    ("POST", "audio/speech", PASS),
-    ("POST", "audio/transcriptions", PASS),
-    ("POST", "audio/translations", PASS),
-    ("POST", "images/generations", PASS),
-    ("POST", "images/edits", PASS),
-    ("POST", "images/variations", PASS),
-    ("GET", "files", PASS),
+/// What one of toolgate's own rows does.
+#[derive(Debug, Clone, Copy)]
+enum Own {
+    /// Served by the Conversations API.
+    Conversation,
+    /// Answered here (see [`Route::Probe`]).
+    Probe,
+    Refuse(Refusal),
+}
+
+/// The rows toolgate serves itself, before any codec's (path after an
+/// optional `/v1`; patterns as [`crate::protocol::Row`]'s).
+const OWN: &[(&str, &str, Own)] = &[
+    ("POST", "conversations", Own::Conversation),
+    ("GET", "conversations/+", Own::Conversation),
+    ("POST", "conversations/+", Own::Conversation),
+    ("DELETE", "conversations/+", Own::Conversation),
+    ("GET", "conversations/+/items", Own::Conversation),
+    ("POST", "conversations/+/items", Own::Conversation),
+    ("GET", "conversations/+/items/+", Own::Conversation),
+    ("DELETE", "conversations/+/items/+", Own::Conversation),
+    ("*", "conversations", Own::Refuse(CONVERSATIONS)),
+    ("*", "conversations/*", Own::Refuse(CONVERSATIONS)),
     // Claude Code's reachability probes.
-    ("GET", "api/hello", Target::Probe),
-    ("HEAD", "api/hello", Target::Probe),
+    ("GET", "api/hello", Own::Probe),
+    ("HEAD", "api/hello", Own::Probe),
 ];
 
 fn matches(pattern: &str, segs: &[&str]) -> bool {
@@ -171,36 +129,93 @@ fn matches(pattern: &str, segs: &[&str]) -> bool {
         if p == "*" {
             return i < segs.len();
         }
-        match segs.get(i) {
-            Some(s) if p == "+" || s.eq_ignore_ascii_case(p) => i += 1,
-            _ => return false,
+        let Some(s) = segs.get(i) else {
+            return false;
+        };
+        let hit = match p.strip_prefix("+:") {
+            // `name:verb`, the verb in any case, a name before it.
+            Some(verb) => s
+                .rsplit_once(':')
+                .is_some_and(|(name, v)| !name.is_empty() && v.eq_ignore_ascii_case(verb)),
+            None => p == "+" || s.eq_ignore_ascii_case(p),
+        };
+        if !hit {
+            return false;
         }
+        i += 1;
     }
     i == segs.len()
 }
 
-/// The row for `(method, segs)`: a path that only a gated row's pattern
-/// matches, with another method, is a 405; an unknown path a 404.
-fn lookup(method: &Method, segs: &[&str], anthropic: bool) -> Result<Route, Error> {
-    let row = TABLE
-        .iter()
-        .find(|(m, p, _)| (*m == "*" || method.as_str() == *m) && matches(p, segs));
-    match row {
-        Some((_, _, Target::Go(r))) => Ok(*r),
-        Some((_, _, Target::Family)) if anthropic => Ok(Route::Pass(Protocol::Messages)),
-        Some((_, _, Target::Family)) => Ok(Route::Pass(Protocol::Chat)),
-        Some((_, _, Target::Probe)) if anthropic => Ok(Route::Probe(Protocol::Messages)),
-        Some((_, _, Target::Probe)) => Ok(Route::Probe(Protocol::Chat)),
-        // `HEAD /` (or `/v1`): is anyone there?
-        None if segs.is_empty() && method == Method::HEAD => Ok(Route::Probe(if anthropic {
-            Protocol::Messages
-        } else {
-            Protocol::Chat
-        })),
-        Some((_, _, Target::Refuse(m))) => Err(Error::NotServed(m)),
-        None if TABLE
+fn method_ok(row: &str, method: &Method) -> bool {
+    row == "*" || method.as_str() == row
+}
+
+/// A version segment (`v1`, `v1beta`, `v2alpha`).
+fn is_version(s: &str) -> bool {
+    let l = s.to_ascii_lowercase();
+    let rest = l.strip_prefix('v').unwrap_or("");
+    let digits = rest.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && matches!(&rest[digits.len()..], "" | "alpha" | "beta")
+}
+
+/// Whether a codec's paths may start with `version` (`None`: no version).
+fn version_ok(p: Protocol, version: Option<&str>) -> bool {
+    match (p.codec().versions(), version) {
+        (None, None) => true,
+        (None, Some(v)) => v.eq_ignore_ascii_case("v1"),
+        (Some(list), Some(v)) => list.iter().any(|l| l.eq_ignore_ascii_case(v)),
+        (Some(_), None) => false,
+    }
+}
+
+/// The route for `(method, segs)` and the protocol whose rows matched: a
+/// path that only a gated row's pattern matches, with another method, is
+/// a 405; an unknown path a 404.
+fn lookup(
+    method: &Method,
+    version: Option<&str>,
+    segs: &[&str],
+    headers: &HeaderMap,
+) -> Result<Route, Error> {
+    let family = || {
+        let all: Vec<&str> = version.into_iter().chain(segs.iter().copied()).collect();
+        Protocol::ALL
+            .into_iter()
+            .find(|p| p.codec().claims(headers, &all))
+            .unwrap_or_default()
+    };
+    if version.is_none_or(|v| v.eq_ignore_ascii_case("v1")) {
+        let own = OWN
             .iter()
-            .any(|(_, p, t)| matches!(t, Target::Go(Route::Gated(_))) && matches(p, segs)) =>
+            .find(|(m, p, _)| method_ok(m, method) && matches(p, segs));
+        match own {
+            Some((_, _, Own::Conversation)) => return Ok(Route::Conversations),
+            Some((_, _, Own::Probe)) => return Ok(Route::Probe(family())),
+            Some((_, _, Own::Refuse(r))) => return Err(Error::NotServed(r.message)),
+            None if segs.is_empty() && method == Method::HEAD => {
+                // `HEAD /` (or `/v1`): is anyone there?
+                return Ok(Route::Probe(family()));
+            }
+            None => {}
+        }
+    }
+    let codecs = || Protocol::ALL.into_iter().filter(|p| version_ok(*p, version));
+    let row = codecs().find_map(|p| {
+        (p.codec().routes().iter())
+            .find(|(m, pat, _)| method_ok(m, method) && matches(pat, segs))
+            .map(|r| (p, r.2))
+    });
+    match row {
+        Some((p, Serve::Gated)) => Ok(Route::Gated(p)),
+        Some((p, Serve::Pass)) => Ok(Route::Pass(p)),
+        Some((_, Serve::Family)) => Ok(Route::Pass(family())),
+        Some((_, Serve::Refuse(r))) => Err(Error::NotServed(r.message)),
+        None if codecs().any(|p| {
+            (p.codec().routes().iter()).any(|(_, pat, s)| *s == Serve::Gated && matches(pat, segs))
+        }) =>
         {
             Err(Error::MethodNotAllowed)
         }
@@ -244,12 +259,11 @@ pub fn route(method: &Method, path: &str, headers: &HeaderMap) -> Result<Routed,
         }
         s => (None, s),
     };
-    let segs = match segs.first() {
-        Some(s) if s.eq_ignore_ascii_case("v1") => &segs[1..],
-        _ => segs,
+    let (version, segs) = match segs.split_first() {
+        Some((v, rest)) if is_version(v) => (Some(*v), rest),
+        _ => (None, segs),
     };
-    let rest: String = segs.iter().flat_map(|s| ["/", s]).collect();
-    let route = match lookup(method, segs, headers.contains_key("anthropic-version")) {
+    let route = match lookup(method, version, segs, headers) {
         // A WebSocket upgrade where a gated request goes (Codex opens the
         // Responses WebSocket transport first): 426 tells the client to use
         // HTTP at once, where every call is gated.
@@ -258,6 +272,9 @@ pub fn route(method: &Method, path: &str, headers: &HeaderMap) -> Result<Routed,
         }
         r => r,
     }?;
+    // A codec whose paths carry their version keeps it in the path sent on.
+    let kept = version.filter(|_| route.protocol().codec().versions().is_some());
+    let rest: String = kept.iter().chain(segs).flat_map(|s| ["/", *s]).collect();
     Ok(Routed { route, rest, phase })
 }
 
@@ -375,11 +392,11 @@ mod tests {
         ));
         assert_eq!(
             with(Method::DELETE, "/v1/responses/resp_1").ok(),
-            Some(Route::Pass(Protocol::Chat))
+            Some(Route::Pass(Protocol::Responses))
         );
         assert_eq!(
             with(Method::POST, "/v1/responses/input_tokens").ok(),
-            Some(Route::Pass(Protocol::Chat))
+            Some(Route::Pass(Protocol::Responses))
         );
         for (m, p) in [
             (Method::GET, "/v1/responses/resp_1"),

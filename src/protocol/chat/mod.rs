@@ -10,6 +10,8 @@
 //! - [`stream`]: the streaming rewriter: text passes, calls are held, gated, re-emitted.
 //! - [`complete`]: the same gating over a non-streaming response.
 
+mod codec;
+pub use codec::Chat;
 pub mod assemble;
 pub mod chunk;
 pub mod complete;

@@ -16,6 +16,8 @@
 //! know (a new one, or a misspelled `"tool_use "`) is held as a call of a
 //! kind toolgate rejects.
 
+mod codec;
+pub use codec::Messages;
 pub mod complete;
 pub mod follow;
 pub mod hide;

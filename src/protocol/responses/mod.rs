@@ -19,6 +19,8 @@
 //! arrives: they are gated on the request, where a denied one is removed or
 //! refused.
 
+mod codec;
+pub use codec::Responses;
 pub mod complete;
 pub mod follow;
 pub mod hide;
