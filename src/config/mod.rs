@@ -23,6 +23,8 @@ pub struct Config {
     pub upstream: Upstream,
     /// `[upstream.messages]`: where `/v1/messages` goes.
     pub messages_upstream: Upstream,
+    /// `[upstream.gemini]`: where Gemini's `generateContent` goes.
+    pub gemini_upstream: Upstream,
     pub policy: Policy,
     pub audit: Audit,
     pub rewrite: Rewrite,
@@ -53,6 +55,7 @@ pub use sections::*;
 
 mod approval;
 mod clients;
+mod named;
 mod raw;
 mod state;
 mod telemetry;
@@ -95,6 +98,7 @@ impl Config {
     pub fn upstream_section(&self, name: Option<&str>) -> &Upstream {
         match name {
             Some("messages") => &self.messages_upstream,
+            Some("gemini") => &self.gemini_upstream,
             _ => &self.upstream,
         }
     }
@@ -216,23 +220,6 @@ impl Config {
         if raw.stream.keepalive_ms == 0 {
             bad(0..0, "stream.keepalive_ms must be greater than 0".into());
         }
-        let m = &raw.upstream.messages;
-        let messages_base = match parse_base_url(m.base_url.get_ref()) {
-            Ok(v) => v,
-            Err(e) => {
-                bad(
-                    m.base_url.span(),
-                    e.replace("upstream.base_url", "upstream.messages.base_url"),
-                );
-                (http::uri::Uri::from_static("http://invalid"), String::new())
-            }
-        };
-        if m.timeout_secs == Some(0) || m.connect_timeout_secs == Some(0) {
-            bad(
-                0..0,
-                "upstream.messages timeouts must be greater than 0".into(),
-            );
-        }
         let api_key_env = raw.upstream.api_key_env.into_vec();
         let judge_base = match raw.judge.as_ref().and_then(|j| j.base_url.as_ref()) {
             Some(b) => match parse_base_url(b.get_ref()) {
@@ -304,17 +291,11 @@ impl Config {
         if !raw.client.is_empty() && raw.upstream.auth == AuthMode::Passthrough {
             bad(0..0, "upstream.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]".into());
         }
-        if !raw.client.is_empty() && m.auth == MessagesAuth::Passthrough {
-            bad(0..0, "upstream.messages.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]".into());
-        }
         if raw.client.is_empty() && !raw.listen.allow_anonymous && !addr.ip().is_loopback() {
             bad(
                 raw.listen.addr.span(),
                 format!("listen.addr {addr} is not a loopback address and no [[client]] is configured: anyone who can reach it could use the upstream key; add [[client]] entries or set listen.allow_anonymous = true"),
             );
-        }
-        if !diags.is_empty() {
-            return Err(Error::Config(diags));
         }
         let resolve = |p: &str| -> PathBuf {
             let p = Path::new(p);
@@ -337,35 +318,14 @@ impl Config {
             ca_file: raw.upstream.ca_file.as_deref().map(resolve),
             http2: raw.upstream.http2,
         };
-        let m = raw.upstream.messages;
-        let messages_upstream = Upstream {
-            origin: messages_base.0,
-            path_prefix: messages_base.1,
-            api_key_env: m.api_key_env.into_vec(),
-            auth: match m.auth {
-                MessagesAuth::Passthrough => AuthMode::Passthrough,
-                _ => AuthMode::Inject,
-            },
-            key_header: match m.auth {
-                MessagesAuth::Bearer => KeyHeader::Bearer,
-                _ => KeyHeader::XApiKey,
-            },
-            timeout: m.timeout_secs.map_or(upstream.timeout, Duration::from_secs),
-            connect_timeout: m
-                .connect_timeout_secs
-                .map_or(upstream.connect_timeout, Duration::from_secs),
-            idle_timeout: match m.idle_timeout_secs {
-                None => upstream.idle_timeout,
-                Some(0) => None,
-                Some(s) => Some(Duration::from_secs(s)),
-            },
-            ca_file: m
-                .ca_file
-                .as_deref()
-                .map(resolve)
-                .or_else(|| upstream.ca_file.clone()),
-            http2: m.http2.unwrap_or(upstream.http2),
-        };
+        let clients_set = !raw.client.is_empty();
+        let messages_upstream =
+            (raw.upstream.messages).build(&named::MESSAGES, &upstream, clients_set, &resolve, &mut bad);
+        let gemini_upstream =
+            (raw.upstream.gemini).build(&named::GEMINI, &upstream, clients_set, &resolve, &mut bad);
+        if !diags.is_empty() {
+            return Err(Error::Config(diags));
+        }
         Ok(Config {
             deferred,
             source: file.to_string(),
@@ -431,6 +391,7 @@ impl Config {
             }),
             upstream,
             messages_upstream,
+            gemini_upstream,
             policy: Policy {
                 dir: raw.policy.dir.as_deref().map(resolve),
                 default_phase: raw.policy.default_phase.clone(),

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::named::RawNamed;
 use super::{AuthMode, ErrorMode, LogFormat, PolicyMode};
 
 #[derive(Debug, Default, Deserialize)]
@@ -214,37 +215,9 @@ pub(crate) struct RawUpstream {
     pub(crate) ca_file: Option<String>,
     pub(crate) http2: bool,
     /// `[upstream.messages]`: where `/v1/messages` goes.
-    pub(crate) messages: RawMessagesUpstream,
-}
-
-/// `[upstream.messages]`: the Anthropic Messages upstream, set on its own
-/// (timeouts and CA file default to `[upstream]`'s).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct RawMessagesUpstream {
-    pub(crate) base_url: Spanned<String>,
-    pub(crate) api_key_env: OneOrMany,
-    pub(crate) auth: super::MessagesAuth,
-    pub(crate) timeout_secs: Option<u64>,
-    pub(crate) connect_timeout_secs: Option<u64>,
-    pub(crate) idle_timeout_secs: Option<u64>,
-    pub(crate) ca_file: Option<String>,
-    pub(crate) http2: Option<bool>,
-}
-
-impl Default for RawMessagesUpstream {
-    fn default() -> Self {
-        RawMessagesUpstream {
-            base_url: Spanned::new(0..0, "https://api.anthropic.com/v1".into()),
-            api_key_env: OneOrMany::One("ANTHROPIC_API_KEY".into()),
-            auth: super::MessagesAuth::XApiKey,
-            timeout_secs: None,
-            connect_timeout_secs: None,
-            idle_timeout_secs: None,
-            ca_file: None,
-            http2: None,
-        }
-    }
+    pub(crate) messages: RawNamed<super::MessagesAuth>,
+    /// `[upstream.gemini]`: where Gemini's `generateContent` goes.
+    pub(crate) gemini: RawNamed<super::GeminiAuth>,
 }
 
 impl Default for RawUpstream {
@@ -261,7 +234,8 @@ impl Default for RawUpstream {
             idle_timeout_secs: 300,
             ca_file: None,
             http2: true,
-            messages: RawMessagesUpstream::default(),
+            messages: RawNamed::default(),
+            gemini: RawNamed::default(),
         }
     }
 }

@@ -99,6 +99,20 @@ pub enum KeyHeader {
     Bearer,
     /// `x-api-key: <key>`.
     XApiKey,
+    /// `x-goog-api-key: <key>` (Google's Gemini API).
+    XGoogApiKey,
+}
+
+/// `[upstream.gemini] auth`: how the Gemini upstream gets its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GeminiAuth {
+    /// The key in `x-goog-api-key` (Google's API).
+    XGoogApiKey,
+    /// The key as `Authorization: Bearer` (gateways that want it).
+    Bearer,
+    /// The agent's own `x-goog-api-key` / `Authorization` / `?key=` forwarded.
+    Passthrough,
 }
 
 #[derive(Debug, Clone)]

@@ -67,11 +67,6 @@ pub trait Codec: Sync {
     /// Settings a path's verb carries instead of the body (Gemini's
     /// `:streamGenerateContent`), applied to the parsed request.
     fn from_path(&self, _parsed: &mut Parsed, _rest: &str, _query: Option<&str>) {}
-    /// The agent's credentials in the query string that go no further.
-    fn strip_query<'q>(&self, query: Option<&'q str>) -> Option<std::borrow::Cow<'q, str>> {
-        query.map(std::borrow::Cow::Borrowed)
-    }
-
     /// Reads the request body.
     fn parse(&self, bytes: &[u8]) -> Result<Parsed, Error>;
     /// The tools `body` declares, each with its schema, in body order.

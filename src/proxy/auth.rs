@@ -1,5 +1,5 @@
 //! Client authentication: `Authorization: Bearer <token>` (or `x-api-key:
-//! <token>`, as the Anthropic SDKs send it) → the `[[client]]` whose token
+//! <token>` as the Anthropic SDKs send it, `x-goog-api-key` as Google's do) → the `[[client]]` whose token
 //! hash matches becomes the principal policies see; over mutual TLS, the
 //! `[[client]]` whose `cert_cn`/`cert_uri` the client certificate carries.
 //! With no clients configured every caller is `anonymous`. A missing or wrong
@@ -69,7 +69,11 @@ pub fn principal(
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         });
-    let api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    // `x-api-key` as the Anthropic SDKs send a key, `x-goog-api-key` as
+    // Google's do.
+    let api_key = ["x-api-key", "x-goog-api-key"]
+        .into_iter()
+        .find_map(|h| headers.get(h).and_then(|v| v.to_str().ok()));
     let token = bearer.or(api_key).map(str::trim).filter(|t| !t.is_empty());
     let by_token = token.and_then(|t| by_token(clients, t));
     match (by_cert, by_token) {

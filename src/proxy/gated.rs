@@ -58,6 +58,9 @@ pub fn handle<'a>(
         // The parsed tree is charged too, before it is built.
         charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
         let mut req = protocol.parse(&bytes)?;
+        protocol
+            .codec()
+            .from_path(&mut req, &routed.rest, parts.uri.query());
         let model = req.model.as_deref();
         if let Some(t) = &asker.trace {
             t.chat(model);

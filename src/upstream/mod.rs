@@ -91,6 +91,19 @@ fn tls_config(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig,
     Ok(cfg)
 }
 
+/// A query string without its `key` parameters; `None` when nothing is left.
+fn without_key(q: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let is_key = |p: &&str| {
+        let name = p.split('=').next().unwrap_or("");
+        name.eq_ignore_ascii_case("key")
+    };
+    if !q.split('&').any(|p| is_key(&p)) {
+        return Some(std::borrow::Cow::Borrowed(q));
+    }
+    let kept: Vec<&str> = q.split('&').filter(|p| !is_key(p) && !p.is_empty()).collect();
+    (!kept.is_empty()).then(|| std::borrow::Cow::Owned(kept.join("&")))
+}
+
 /// Whether an agent's header goes on to the upstream: not hop-by-hop, not
 /// one toolgate writes itself (host, length, encoding), not toolgate's own
 /// (`x-toolgate-*`), and no key of the agent's when toolgate injects its own.
@@ -99,7 +112,11 @@ fn forwarded(name: &HeaderName, inject: bool, named: &[HeaderName]) -> bool {
         || name == header::CONTENT_LENGTH
         || name == header::ACCEPT_ENCODING
         || name.as_str().starts_with("x-toolgate-");
-    let key = inject && matches!(name.as_str(), "authorization" | "api-key" | "x-api-key");
+    let key = inject
+        && matches!(
+            name.as_str(),
+            "authorization" | "api-key" | "x-api-key" | "x-goog-api-key"
+        );
     !(own || key || hop_by_hop(name, named))
 }
 
@@ -163,7 +180,7 @@ impl Upstream {
             Some(k) => {
                 let text = match cfg.key_header {
                     KeyHeader::Bearer => format!("Bearer {k}"),
-                    KeyHeader::XApiKey => k,
+                    KeyHeader::XApiKey | KeyHeader::XGoogApiKey => k,
                 };
                 let mut v = HeaderValue::from_str(&text).map_err(|_| {
                     Error::config(
@@ -248,7 +265,13 @@ impl Upstream {
         agent_headers: HeaderMap,
         body: UpstreamBody,
     ) -> Result<Request<UpstreamBody>, Error> {
-        let pq = match query {
+        // The agent's key in the query (`?key=`, as Google's API takes it)
+        // goes no further when toolgate sends its own.
+        let query = match query {
+            Some(q) if self.auth == AuthMode::Inject => without_key(q),
+            q => q.map(std::borrow::Cow::Borrowed),
+        };
+        let pq = match query.as_deref() {
             Some(q) => format!("{}{rest}?{q}", self.prefix),
             None => format!("{}{rest}", self.prefix),
         };
@@ -283,6 +306,7 @@ impl Upstream {
             let name = match self.key_header {
                 KeyHeader::Bearer => header::AUTHORIZATION,
                 KeyHeader::XApiKey => HeaderName::from_static("x-api-key"),
+                KeyHeader::XGoogApiKey => HeaderName::from_static("x-goog-api-key"),
             };
             headers.insert(name, k.clone());
         }
