@@ -319,8 +319,13 @@ impl Config {
             http2: raw.upstream.http2,
         };
         let clients_set = !raw.client.is_empty();
-        let messages_upstream =
-            (raw.upstream.messages).build(&named::MESSAGES, &upstream, clients_set, &resolve, &mut bad);
+        let messages_upstream = (raw.upstream.messages).build(
+            &named::MESSAGES,
+            &upstream,
+            clients_set,
+            &resolve,
+            &mut bad,
+        );
         let gemini_upstream =
             (raw.upstream.gemini).build(&named::GEMINI, &upstream, clients_set, &resolve, &mut bad);
         if !diags.is_empty() {

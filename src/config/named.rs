@@ -126,7 +126,10 @@ impl<A: Keyed> RawNamed<A> {
             }
         };
         if self.timeout_secs == Some(0) || self.connect_timeout_secs == Some(0) {
-            bad(0..0, format!("upstream.{name} timeouts must be greater than 0"));
+            bad(
+                0..0,
+                format!("upstream.{name} timeouts must be greater than 0"),
+            );
         }
         if clients && auth.mode() == AuthMode::Passthrough {
             bad(0..0, format!("upstream.{name}.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]"));
@@ -140,7 +143,9 @@ impl<A: Keyed> RawNamed<A> {
             },
             auth: auth.mode(),
             key_header: auth.header(),
-            timeout: self.timeout_secs.map_or(upstream.timeout, Duration::from_secs),
+            timeout: self
+                .timeout_secs
+                .map_or(upstream.timeout, Duration::from_secs),
             connect_timeout: self
                 .connect_timeout_secs
                 .map_or(upstream.connect_timeout, Duration::from_secs),

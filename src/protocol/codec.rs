@@ -37,8 +37,9 @@ pub struct Refusal {
 
 /// One row of a codec's route table: `(method, path pattern, what to do)`.
 /// The pattern is matched after the version segment, segment by segment
-/// (ASCII case aside): `+` is any one segment, `+:verb` a segment ending in
-/// `:verb`, a final `*` one or more segments; method `*` is any method.
+/// (ASCII case aside): `+` is any one segment, `{name}` one without a
+/// colon, `+:verb` one ending in `:verb` after a name, a final `*` one or
+/// more segments; method `*` is any method.
 pub type Row = (&'static str, &'static str, Serve);
 
 /// A wire format. Required: what every format must say; provided: what
@@ -66,7 +67,14 @@ pub trait Codec: Sync {
     }
     /// Settings a path's verb carries instead of the body (Gemini's
     /// `:streamGenerateContent`), applied to the parsed request.
-    fn from_path(&self, _parsed: &mut Parsed, _rest: &str, _query: Option<&str>) {}
+    fn read_path(
+        &self,
+        _parsed: &mut Parsed,
+        _rest: &str,
+        _query: Option<&str>,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
     /// Reads the request body.
     fn parse(&self, bytes: &[u8]) -> Result<Parsed, Error>;
     /// The tools `body` declares, each with its schema, in body order.

@@ -13,10 +13,14 @@ use crate::call::Call;
 use crate::context::Texts;
 use crate::error::Error;
 
+/// The wire format whose upstream serves the Conversations API, and whose
+/// error shape its routes answer in.
+pub const SERVED_BY: Protocol = Protocol::Responses;
+
 /// Whether a wire format has conversations of this API (and so calls an
 /// agent may read back from one).
 pub fn kept_by(protocol: Protocol) -> bool {
-    protocol == Protocol::Responses
+    protocol == SERVED_BY
 }
 
 impl Protocol {

@@ -20,6 +20,7 @@
 
 pub mod chat;
 mod codec;
+pub mod gemini;
 pub use codec::{Codec, Refusal, Row, Serve};
 pub mod messages;
 pub mod request;
@@ -63,14 +64,25 @@ pub enum Protocol {
     Chat,
     Responses,
     Messages,
+    Gemini,
 }
 
 /// The registry: one codec per [`Protocol`], at its index.
-static CODECS: [&dyn Codec; 3] = [&chat::Chat, &responses::Responses, &messages::Messages];
+static CODECS: [&dyn Codec; 4] = [
+    &chat::Chat,
+    &responses::Responses,
+    &messages::Messages,
+    &gemini::Gemini,
+];
 
 impl Protocol {
     /// Every wire format toolgate gates.
-    pub const ALL: [Protocol; 3] = [Protocol::Chat, Protocol::Responses, Protocol::Messages];
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Chat,
+        Protocol::Responses,
+        Protocol::Messages,
+        Protocol::Gemini,
+    ];
 
     /// The codec of this wire format.
     pub fn codec(self) -> &'static dyn Codec {

@@ -60,7 +60,7 @@ pub fn handle<'a>(
         let mut req = protocol.parse(&bytes)?;
         protocol
             .codec()
-            .from_path(&mut req, &routed.rest, parts.uri.query());
+            .read_path(&mut req, &routed.rest, parts.uri.query())?;
         let model = req.model.as_deref();
         if let Some(t) = &asker.trace {
             t.chat(model);
@@ -169,6 +169,7 @@ pub fn handle<'a>(
         let resumes = thread.is_none()
             && conversation.is_none()
             && req.choices <= 1
+            && protocol.codec().resumes()
             && resumable(state, &gates);
         let mut follow = resumes.then(|| {
             Box::new(FollowUp {

@@ -42,7 +42,7 @@ impl Route {
     pub fn protocol(self) -> Protocol {
         match self {
             Route::Gated(p) | Route::Pass(p) | Route::Probe(p) => p,
-            Route::Conversations => Protocol::Responses,
+            Route::Conversations => crate::protocol::conversation::SERVED_BY,
         }
     }
 }
@@ -60,7 +60,8 @@ pub fn family(path: &str, headers: &HeaderMap) -> Protocol {
 
 const CONVERSATIONS: Refusal = Refusal {
     class: "conversations",
-    message: "This Conversations API endpoint is not served here: use the conversation and its items.",
+    message:
+        "This Conversations API endpoint is not served here: use the conversation and its items.",
 };
 
 /// The class of a refused request's path, for its access line (a
@@ -137,6 +138,7 @@ fn matches(pattern: &str, segs: &[&str]) -> bool {
             Some(verb) => s
                 .rsplit_once(':')
                 .is_some_and(|(name, v)| !name.is_empty() && v.eq_ignore_ascii_case(verb)),
+            None if p == "{name}" => !s.contains(':'),
             None => p == "+" || s.eq_ignore_ascii_case(p),
         };
         if !hit {
@@ -202,7 +204,11 @@ fn lookup(
             None => {}
         }
     }
-    let codecs = || Protocol::ALL.into_iter().filter(|p| version_ok(*p, version));
+    let codecs = || {
+        Protocol::ALL
+            .into_iter()
+            .filter(|p| version_ok(*p, version))
+    };
     let row = codecs().find_map(|p| {
         (p.codec().routes().iter())
             .find(|(m, pat, _)| method_ok(m, method) && matches(pat, segs))
@@ -499,5 +505,67 @@ mod tests {
             route(&Method::POST, "/v1/messages;x"),
             Err(Error::UnsupportedEndpoint)
         ));
+    }
+
+    #[test]
+    fn gemini_routes_keep_their_version_and_follow_googles_key_header() {
+        let with = |m: Method, p: &str| route(&m, p).map(|r| (r.route, r.rest));
+        for p in [
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            "/v1/models/gemini-2.5-flash:generateContent",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            "/v1beta/models/gemini-2.5-flash:STREAMGENERATECONTENT",
+            "/phase/x/v1beta/tunedModels/t1:generateContent",
+        ] {
+            let (r, rest) = with(Method::POST, p).unwrap();
+            assert_eq!(r, Route::Gated(Protocol::Gemini), "{p}");
+            assert!(p.ends_with(&rest) && rest.starts_with("/v1"), "{p} {rest}");
+        }
+        assert_eq!(
+            with(Method::POST, "/v1beta/models/m:countTokens").ok(),
+            Some((
+                Route::Pass(Protocol::Gemini),
+                "/v1beta/models/m:countTokens".into()
+            ))
+        );
+        assert_eq!(
+            with(Method::GET, "/v1beta/models").ok(),
+            Some((Route::Pass(Protocol::Gemini), "/v1beta/models".into()))
+        );
+        let mut google = HeaderMap::new();
+        google.insert("x-goog-api-key", "k".parse().unwrap());
+        let r = super::route(&Method::GET, "/v1/models/gemini-2.5-pro", &google).unwrap();
+        assert_eq!(
+            (r.route, r.rest.as_str()),
+            (Route::Pass(Protocol::Gemini), "/v1/models/gemini-2.5-pro")
+        );
+        for p in [
+            "/v1beta/models/m:batchGenerateContent",
+            "/v1beta/batches/b1",
+            "/v1beta/models/m:predict",
+            "/v1/models/m:generateAnswer",
+        ] {
+            assert!(
+                matches!(with(Method::POST, p), Err(Error::NotServed(_))),
+                "{p}"
+            );
+        }
+        for p in [
+            "/models/m:generateContent",
+            "/v1beta/chat/completions",
+            "/v1beta/messages",
+            "/v2/models/m:generateContent",
+            "/v1beta/models/:generateContent",
+        ] {
+            assert!(with(Method::POST, p).is_err(), "{p}");
+        }
+        assert!(matches!(
+            with(Method::GET, "/v1beta/models/m:generateContent"),
+            Err(Error::NotServed(_)) | Err(Error::MethodNotAllowed)
+        ));
+        assert_eq!(
+            super::family("/v1beta/whatever", &HeaderMap::new()),
+            Protocol::Gemini
+        );
     }
 }

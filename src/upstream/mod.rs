@@ -100,7 +100,10 @@ fn without_key(q: &str) -> Option<std::borrow::Cow<'_, str>> {
     if !q.split('&').any(|p| is_key(&p)) {
         return Some(std::borrow::Cow::Borrowed(q));
     }
-    let kept: Vec<&str> = q.split('&').filter(|p| !is_key(p) && !p.is_empty()).collect();
+    let kept: Vec<&str> = q
+        .split('&')
+        .filter(|p| !is_key(p) && !p.is_empty())
+        .collect();
     (!kept.is_empty()).then(|| std::borrow::Cow::Owned(kept.join("&")))
 }
 

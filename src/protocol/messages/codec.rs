@@ -10,8 +10,8 @@ use crate::context::Texts;
 use crate::error::Error;
 use crate::fence::ToolResult;
 use crate::protocol::{
-    request, Codec, Complete, Declarations, Held, Options, Parsed, ProviderError, Reading,
-    Refusal, Resumption, Rewriter, Row, Serve, Stored,
+    request, Codec, Complete, Declarations, Held, Options, Parsed, ProviderError, Reading, Refusal,
+    Resumption, Rewriter, Row, Serve, Stored,
 };
 
 /// The Messages codec.
