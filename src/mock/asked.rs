@@ -12,6 +12,8 @@ pub enum Wire {
     Chat,
     Responses,
     Messages,
+    /// Google's `models/{model}:generateContent` (`:streamGenerateContent`).
+    Gemini,
 }
 
 /// A request as the scripted model understands it.
@@ -40,6 +42,8 @@ impl Wire {
             Some(Wire::Responses)
         } else if path.ends_with("/messages") {
             Some(Wire::Messages)
+        } else if path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent") {
+            Some(Wire::Gemini)
         } else {
             None
         }
@@ -85,7 +89,33 @@ fn tool_results(wire: Wire, items: &[Value]) -> Vec<String> {
             .filter(|b| b["type"] == "tool_result")
             .map(|b| text_of(&b["content"]))
             .collect(),
+        Wire::Gemini => gemini_parts(items)
+            .map(|p| either(p, "functionResponse", "function_response"))
+            .filter(|r| r.is_object())
+            .map(|r| either(r, "response", "response").to_string())
+            .collect(),
     }
+}
+
+/// `v[camel]`, else `v[snake]` (Google reads both spellings).
+fn either<'a>(v: &'a Value, camel: &str, snake: &str) -> &'a Value {
+    match &v[camel] {
+        Value::Null => &v[snake],
+        found => found,
+    }
+}
+
+/// Every part of a Gemini request's `contents`.
+fn gemini_parts(items: &[Value]) -> impl Iterator<Item = &Value> {
+    items.iter().filter_map(|c| c["parts"].as_array()).flatten()
+}
+
+/// A Gemini turn's text, and whether it is the user's.
+fn gemini_text(c: &Value) -> (bool, String) {
+    let user = c["role"].as_str().is_none_or(|r| r == "user");
+    let parts = c["parts"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    (user, text.join(""))
 }
 
 fn declared(wire: Wire, req: &Value) -> Vec<String> {
@@ -93,11 +123,21 @@ fn declared(wire: Wire, req: &Value) -> Vec<String> {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
+    if wire == Wire::Gemini {
+        let decls = tools
+            .iter()
+            .filter_map(|t| either(t, "functionDeclarations", "function_declarations").as_array());
+        return decls
+            .flatten()
+            .filter_map(|f| f["name"].as_str())
+            .map(str::to_string)
+            .collect();
+    }
     tools
         .iter()
         .filter_map(|t| match wire {
             Wire::Chat => t["function"]["name"].as_str(),
-            Wire::Responses | Wire::Messages => t["name"].as_str(),
+            Wire::Responses | Wire::Messages | Wire::Gemini => t["name"].as_str(),
         })
         .map(str::to_string)
         .collect()
@@ -115,20 +155,35 @@ impl Asked {
                 vec![serde_json::json!({"role": "user", "content": s})]
             }
             (Wire::Responses, v) => v.as_array().cloned().unwrap_or_default(),
+            (Wire::Gemini, _) => req["contents"].as_array().cloned().unwrap_or_default(),
             _ => req["messages"].as_array().cloned().unwrap_or_default(),
         };
-        let last_user_text = items
-            .iter()
-            .rev()
-            .filter(|m| m["role"] == "user")
-            .map(|m| text_of(&m["content"]))
-            .find(|t| !t.is_empty())
-            .unwrap_or_default();
+        let last_user_text = match wire {
+            Wire::Gemini => items
+                .iter()
+                .rev()
+                .map(gemini_text)
+                .find(|(user, t)| *user && !t.is_empty())
+                .map(|(_, t)| t),
+            _ => items
+                .iter()
+                .rev()
+                .filter(|m| m["role"] == "user")
+                .map(|m| text_of(&m["content"]))
+                .find(|t| !t.is_empty()),
+        }
+        .unwrap_or_default();
+        // Gemini says the model and the streaming choice in the path.
+        let path = seen.path.split('?').next().unwrap_or_default();
+        let (model, stream) = match path.rsplit('/').next().and_then(|s| s.split_once(':')) {
+            Some((m, verb)) if wire == Wire::Gemini => (Some(m), verb == "streamGenerateContent"),
+            _ => (req["model"].as_str(), req["stream"] == true),
+        };
         Some(Asked {
             wire,
-            stream: req["stream"] == true,
+            stream,
             include_usage: req["stream_options"]["include_usage"] == true,
-            model: req["model"].as_str().unwrap_or("mock-model").to_string(),
+            model: model.unwrap_or("mock-model").to_string(),
             last_user_text,
             declared: declared(wire, &req),
             tool_results: tool_results(wire, &items),

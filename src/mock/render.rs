@@ -59,6 +59,8 @@ pub fn render(turn: &Turn, asked: &Asked, cut: Cut) -> (&'static str, Bytes) {
         (Wire::Responses, false) => responses_whole(turn, asked).to_string(),
         (Wire::Messages, true) => messages_stream(turn, asked, cut),
         (Wire::Messages, false) => messages_whole(turn, asked).to_string(),
+        (Wire::Gemini, true) => gemini_stream(turn, asked),
+        (Wire::Gemini, false) => gemini_response(asked, gemini_parts(turn), true).to_string(),
     };
     let ct = match asked.stream {
         true => "text/event-stream",
@@ -357,4 +359,51 @@ mod tests {
             }
         }
     }
+}
+
+/// A turn's parts: its text, then a `functionCall` part per call.
+fn gemini_parts(turn: &Turn) -> Vec<Value> {
+    let mut parts = Vec::new();
+    if !turn.text.is_empty() {
+        parts.push(json!({"text": turn.text}));
+    }
+    for u in &turn.calls {
+        parts.push(json!({"functionCall": {"name": u.name, "args": u.arguments}}));
+    }
+    parts
+}
+
+/// A `GenerateContentResponse` of `parts`, finished when `last`.
+fn gemini_response(asked: &Asked, parts: Vec<Value>, last: bool) -> Value {
+    let mut c = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+    if last {
+        c["finishReason"] = json!("STOP");
+    }
+    json!({
+        "candidates": [c],
+        "usageMetadata": {"promptTokenCount": USAGE_IN, "candidatesTokenCount": USAGE_OUT,
+            "totalTokenCount": USAGE_IN + USAGE_OUT},
+        "modelVersion": asked.model, "responseId": "mock-gemini-response",
+    })
+}
+
+/// The text a word at a time, each call whole in an event of its own (as
+/// Google sends them), the finish last; events end in CRLF pairs.
+fn gemini_stream(turn: &Turn, asked: &Asked) -> String {
+    let mut events: Vec<Vec<Value>> = words(&turn.text)
+        .map(|w| vec![json!({"text": w})])
+        .collect();
+    for u in &turn.calls {
+        events.push(vec![
+            json!({"functionCall": {"name": u.name, "args": u.arguments}}),
+        ]);
+    }
+    events.push(vec![json!({"text": ""})]);
+    let n = events.len();
+    let mut out = String::new();
+    for (i, parts) in events.into_iter().enumerate() {
+        let r = gemini_response(asked, parts, i + 1 == n);
+        out.push_str(&format!("data: {r}\r\n\r\n"));
+    }
+    out
 }

@@ -128,6 +128,9 @@ fn error(wire: Option<Wire>, status: u16, kind: &str, message: &str) -> Reply {
         Some(Wire::Messages) => {
             json!({"type": "error", "error": {"type": kind, "message": message}})
         }
+        Some(Wire::Gemini) => {
+            json!({"error": {"code": status, "message": message, "status": "INVALID_ARGUMENT"}})
+        }
         _ => json!({"error": {"message": message, "type": kind, "param": null, "code": null}}),
     };
     Reply::json(status, body.to_string())

@@ -23,6 +23,8 @@ mod hostile_responses;
 
 // Every shared fixture, allowed and with its first tool denied, streaming and not.
 mod conformance;
+// Google's Gemini API: its own fixtures, keys, paths and errors.
+mod gemini;
 // Bad inputs and provider failures.
 mod edge;
 // Pass-through, refused endpoints, keys, admin port, h2c, shutdown.
