@@ -286,3 +286,101 @@ async fn function_responses_are_fenced_before_they_reach_the_model() {
     );
     assert!(out.contains("rm -rf") || out.is_empty(), "{out}");
 }
+
+const SCRIPT: &str = r#"
+[[rule]]
+results = true
+text = "Done."
+
+[[rule]]
+text = "Checking."
+[[rule.call]]
+name = "get_weather"
+arguments = { city = "Paris" }
+[[rule.call]]
+name = "run_shell"
+arguments = { command = "rm -rf /srv/data" }
+"#;
+
+/// The scripted provider: `get_weather` and `run_shell` asked for, then
+/// "Done." once results come back.
+async fn scripted() -> Mock {
+    let script = std::sync::Arc::new(toolgate::mock::Script::parse("gemini", SCRIPT).unwrap());
+    start_mock(vec![Reply::computed(move |seen| script.answer(seen))]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_google_genai_sdk_reads_gated_answers() {
+    let mock = scripted().await;
+    let gate = start(&mock, &deny(&["run_shell"])).await;
+    let base = gate.url.clone();
+    let Some(r) = run_sdk("gemini_check.py", vec![base, "sdk".into()]).await else {
+        return;
+    };
+    assert!(r.get("raised").is_none(), "{r:#}");
+    for how in ["whole", "stream"] {
+        assert_eq!(
+            r[how]["calls"],
+            json!([["get_weather", {"city": "Paris"}]]),
+            "{how}: {r:#}"
+        );
+        assert!(
+            r[how]["text"].as_str().unwrap().starts_with("Checking"),
+            "{how}: {r:#}"
+        );
+        assert!(
+            r[how]["finish"].as_str().unwrap().contains("STOP"),
+            "{how}: {r:#}"
+        );
+    }
+    let seen = mock.seen.lock().unwrap().clone();
+    // The SDK's own version (`/v1/` with a base URL given) goes on as it came.
+    let paths: Vec<&str> = seen.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v1/models/gemini-2.5-flash:generateContent",
+            "/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        ]
+    );
+    assert!(seen
+        .iter()
+        .all(|s| s.headers["x-goog-api-key"] == UPSTREAM_KEY));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_function_calling_never_runs_a_denied_call() {
+    let mock = scripted().await;
+    let gate = start(&mock, &deny(&["run_shell"])).await;
+    let base = gate.url.clone();
+    let Some(r) = run_sdk("gemini_check.py", vec![base, "afc".into()]).await else {
+        return;
+    };
+    assert!(r.get("raised").is_none(), "{r:#}");
+    for how in ["whole", "stream"] {
+        assert_eq!(
+            r[how]["ran"],
+            json!([["get_weather", "Paris"]]),
+            "{how}: {r:#}"
+        );
+        assert!(
+            r[how]["final"].as_str().unwrap().contains("Done."),
+            "{how}: {r:#}"
+        );
+    }
+    // Every call denied: nothing runs, the model's turn is a text.
+    let mock = scripted().await;
+    let gate = start(&mock, &deny(&["run_shell", "get_weather"])).await;
+    let base = gate.url.clone();
+    let r = run_sdk("gemini_check.py", vec![base, "afc".into()])
+        .await
+        .unwrap();
+    assert!(r.get("raised").is_none(), "{r:#}");
+    for how in ["whole", "stream"] {
+        assert_eq!(r[how]["ran"], json!([]), "{how}: {r:#}");
+        assert!(
+            r[how]["final"].as_str().unwrap().contains(NEUTRAL),
+            "{how}: {r:#}"
+        );
+    }
+}
