@@ -21,10 +21,8 @@ pub struct Config {
     pub deferred: Vec<String>,
     pub listen: Listen,
     pub upstream: Upstream,
-    /// `[upstream.messages]`: where `/v1/messages` goes.
-    pub messages_upstream: Upstream,
-    /// `[upstream.gemini]`: where Gemini's `generateContent` goes.
-    pub gemini_upstream: Upstream,
+    /// The `[upstream.NAME]` sections (`messages`, `gemini`), by name.
+    pub named_upstreams: Vec<(&'static str, Upstream)>,
     pub policy: Policy,
     pub audit: Audit,
     pub rewrite: Rewrite,
@@ -56,6 +54,7 @@ pub use sections::*;
 mod approval;
 mod clients;
 mod named;
+pub use named::KEY_HEADERS;
 mod raw;
 mod state;
 mod telemetry;
@@ -96,11 +95,8 @@ impl Config {
     /// a protocol that has its own (`Protocol::upstream_section`); a name
     /// without a section is the default one.
     pub fn upstream_section(&self, name: Option<&str>) -> &Upstream {
-        match name {
-            Some("messages") => &self.messages_upstream,
-            Some("gemini") => &self.gemini_upstream,
-            _ => &self.upstream,
-        }
+        let named = (self.named_upstreams.iter()).find(|(n, _)| Some(*n) == name);
+        named.map_or(&self.upstream, |(_, u)| u)
     }
 
     /// The configuration used when no file is given.
@@ -134,8 +130,9 @@ impl Config {
     }
 
     fn parse(src: &str, file: &str, base: &Path, defer: bool) -> Result<Config, Error> {
-        let raw: RawConfig =
+        let mut raw: RawConfig =
             toml::from_str(src).map_err(|e| Error::Config(vec![toml_diagnostic(file, src, &e)]))?;
+        let named = raw.upstream.named();
         let mut diags = Vec::new();
         let mut bad = |span: std::ops::Range<usize>, message: String| {
             diags.push(Diagnostic {
@@ -319,15 +316,14 @@ impl Config {
             http2: raw.upstream.http2,
         };
         let clients_set = !raw.client.is_empty();
-        let messages_upstream = (raw.upstream.messages).build(
-            &named::MESSAGES,
-            &upstream,
-            clients_set,
-            &resolve,
-            &mut bad,
-        );
-        let gemini_upstream =
-            (raw.upstream.gemini).build(&named::GEMINI, &upstream, clients_set, &resolve, &mut bad);
+        let named_upstreams = (named.into_iter())
+            .map(|(d, r)| {
+                (
+                    d.name,
+                    r.build(d, &upstream, clients_set, &resolve, &mut bad),
+                )
+            })
+            .collect();
         if !diags.is_empty() {
             return Err(Error::Config(diags));
         }
@@ -395,8 +391,7 @@ impl Config {
                 }
             }),
             upstream,
-            messages_upstream,
-            gemini_upstream,
+            named_upstreams,
             policy: Policy {
                 dir: raw.policy.dir.as_deref().map(resolve),
                 default_phase: raw.policy.default_phase.clone(),

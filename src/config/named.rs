@@ -9,52 +9,16 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::raw::OneOrMany;
-use super::{parse_base_url, AuthMode, GeminiAuth, KeyHeader, MessagesAuth, Upstream};
-
-/// How a named section's `auth` sends the key.
-pub(crate) trait Keyed: Copy {
-    fn mode(self) -> AuthMode;
-    fn header(self) -> KeyHeader;
-}
-
-impl Keyed for MessagesAuth {
-    fn mode(self) -> AuthMode {
-        match self {
-            MessagesAuth::Passthrough => AuthMode::Passthrough,
-            _ => AuthMode::Inject,
-        }
-    }
-    fn header(self) -> KeyHeader {
-        match self {
-            MessagesAuth::Bearer => KeyHeader::Bearer,
-            _ => KeyHeader::XApiKey,
-        }
-    }
-}
-
-impl Keyed for GeminiAuth {
-    fn mode(self) -> AuthMode {
-        match self {
-            GeminiAuth::Passthrough => AuthMode::Passthrough,
-            _ => AuthMode::Inject,
-        }
-    }
-    fn header(self) -> KeyHeader {
-        match self {
-            GeminiAuth::Bearer => KeyHeader::Bearer,
-            _ => KeyHeader::XGoogApiKey,
-        }
-    }
-}
+use super::{parse_base_url, AuthMode, KeyHeader, NamedAuth, Upstream};
 
 /// A named section as written (a key left out takes the section's
 /// [`Defaults`], or `[upstream]`'s).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawNamed<A> {
+pub(crate) struct RawNamed {
     pub(crate) base_url: Option<Spanned<String>>,
     pub(crate) api_key_env: Option<OneOrMany>,
-    pub(crate) auth: Option<A>,
+    pub(crate) auth: Option<NamedAuth>,
     pub(crate) timeout_secs: Option<u64>,
     pub(crate) connect_timeout_secs: Option<u64>,
     pub(crate) idle_timeout_secs: Option<u64>,
@@ -62,58 +26,53 @@ pub(crate) struct RawNamed<A> {
     pub(crate) http2: Option<bool>,
 }
 
-impl<A> Default for RawNamed<A> {
-    fn default() -> Self {
-        RawNamed {
-            base_url: None,
-            api_key_env: None,
-            auth: None,
-            timeout_secs: None,
-            connect_timeout_secs: None,
-            idle_timeout_secs: None,
-            ca_file: None,
-            http2: None,
-        }
-    }
-}
-
 /// What a named section is when its keys are left out.
-pub(crate) struct Defaults<A: 'static> {
+pub(crate) struct Defaults {
     pub(crate) name: &'static str,
     pub(crate) base_url: &'static str,
     pub(crate) api_key_env: &'static [&'static str],
-    pub(crate) auth: A,
+    /// The header its provider reads a key from.
+    pub(crate) key_header: &'static str,
 }
 
 /// `[upstream.messages]`: the Anthropic Messages API.
-pub(crate) const MESSAGES: Defaults<MessagesAuth> = Defaults {
+pub(crate) const MESSAGES: Defaults = Defaults {
     name: "messages",
     base_url: "https://api.anthropic.com/v1",
     api_key_env: &["ANTHROPIC_API_KEY"],
-    auth: MessagesAuth::XApiKey,
+    key_header: "x-api-key",
 };
 
 /// `[upstream.gemini]`: Google's Gemini API (the version is in each path).
-pub(crate) const GEMINI: Defaults<GeminiAuth> = Defaults {
+pub(crate) const GEMINI: Defaults = Defaults {
     name: "gemini",
     base_url: "https://generativelanguage.googleapis.com",
     api_key_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-    auth: GeminiAuth::XGoogApiKey,
+    key_header: "x-goog-api-key",
 };
 
-impl<A: Keyed> RawNamed<A> {
+/// Every header a provider reads a key from, besides `Authorization`: an
+/// agent's key in one is dropped when toolgate sends its own, and a client
+/// token is read from one.
+pub const KEY_HEADERS: [&str; 3] = ["api-key", MESSAGES.key_header, GEMINI.key_header];
+
+impl RawNamed {
     /// Checks the section (`bad` takes each finding) and builds it over
     /// `upstream`'s defaults; `resolve` makes a path absolute.
     pub(crate) fn build(
         self,
-        d: &Defaults<A>,
+        d: &Defaults,
         upstream: &Upstream,
         clients: bool,
         resolve: &dyn Fn(&str) -> PathBuf,
         bad: &mut dyn FnMut(std::ops::Range<usize>, String),
     ) -> Upstream {
         let name = d.name;
-        let auth = self.auth.unwrap_or(d.auth);
+        let auth = self.auth.unwrap_or(NamedAuth::Header);
+        let mode = match auth {
+            NamedAuth::Passthrough => AuthMode::Passthrough,
+            _ => AuthMode::Inject,
+        };
         let base = (self.base_url).unwrap_or_else(|| Spanned::new(0..0, d.base_url.into()));
         let (origin, path_prefix) = match parse_base_url(base.get_ref()) {
             Ok(v) => v,
@@ -131,7 +90,7 @@ impl<A: Keyed> RawNamed<A> {
                 format!("upstream.{name} timeouts must be greater than 0"),
             );
         }
-        if clients && auth.mode() == AuthMode::Passthrough {
+        if clients && mode == AuthMode::Passthrough {
             bad(0..0, format!("upstream.{name}.auth = \"passthrough\" would forward client tokens upstream; it cannot be used with [[client]]"));
         }
         Upstream {
@@ -141,8 +100,11 @@ impl<A: Keyed> RawNamed<A> {
                 Some(v) => v.into_vec(),
                 None => d.api_key_env.iter().map(|s| s.to_string()).collect(),
             },
-            auth: auth.mode(),
-            key_header: auth.header(),
+            auth: mode,
+            key_header: match auth {
+                NamedAuth::Bearer => KeyHeader::Bearer,
+                _ => KeyHeader::Named(d.key_header),
+            },
             timeout: self
                 .timeout_secs
                 .map_or(upstream.timeout, Duration::from_secs),

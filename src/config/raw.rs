@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::named::RawNamed;
+use super::named::{self, Defaults, RawNamed};
 use super::{AuthMode, ErrorMode, LogFormat, PolicyMode};
 
 #[derive(Debug, Default, Deserialize)]
@@ -215,9 +215,19 @@ pub(crate) struct RawUpstream {
     pub(crate) ca_file: Option<String>,
     pub(crate) http2: bool,
     /// `[upstream.messages]`: where `/v1/messages` goes.
-    pub(crate) messages: RawNamed<super::MessagesAuth>,
+    pub(crate) messages: RawNamed,
     /// `[upstream.gemini]`: where Gemini's `generateContent` goes.
-    pub(crate) gemini: RawNamed<super::GeminiAuth>,
+    pub(crate) gemini: RawNamed,
+}
+
+impl RawUpstream {
+    /// The named sections as written, each with its defaults.
+    pub(crate) fn named(&mut self) -> [(&'static Defaults, RawNamed); 2] {
+        [
+            (&named::MESSAGES, std::mem::take(&mut self.messages)),
+            (&named::GEMINI, std::mem::take(&mut self.gemini)),
+        ]
+    }
 }
 
 impl Default for RawUpstream {

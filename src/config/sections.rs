@@ -80,15 +80,17 @@ pub enum AuthMode {
     Passthrough,
 }
 
-/// `[upstream.messages] auth`: how the Messages upstream gets its key.
+/// `[upstream.NAME] auth`: how a named upstream gets its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum MessagesAuth {
-    /// The key in `x-api-key` (Anthropic's API).
-    XApiKey,
+pub enum NamedAuth {
+    /// The key in the section's own header (`x-api-key` for Anthropic's
+    /// API, `x-goog-api-key` for Google's), each name also accepted.
+    #[serde(alias = "x-api-key", alias = "x-goog-api-key")]
+    Header,
     /// The key as `Authorization: Bearer` (gateways that want it).
     Bearer,
-    /// The agent's own `x-api-key` / `Authorization` forwarded as they are.
+    /// The agent's own key headers (and a `?key=`) forwarded as they are.
     Passthrough,
 }
 
@@ -97,22 +99,8 @@ pub enum MessagesAuth {
 pub enum KeyHeader {
     /// `Authorization: Bearer <key>`.
     Bearer,
-    /// `x-api-key: <key>`.
-    XApiKey,
-    /// `x-goog-api-key: <key>` (Google's Gemini API).
-    XGoogApiKey,
-}
-
-/// `[upstream.gemini] auth`: how the Gemini upstream gets its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GeminiAuth {
-    /// The key in `x-goog-api-key` (Google's API).
-    XGoogApiKey,
-    /// The key as `Authorization: Bearer` (gateways that want it).
-    Bearer,
-    /// The agent's own `x-goog-api-key` / `Authorization` / `?key=` forwarded.
-    Passthrough,
+    /// `<name>: <key>` (`x-api-key`, `x-goog-api-key`).
+    Named(&'static str),
 }
 
 #[derive(Debug, Clone)]

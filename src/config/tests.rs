@@ -51,13 +51,51 @@ fn api_key_env_takes_one_name_or_a_list() {
 #[test]
 fn http2_is_offered_unless_turned_off_and_messages_follows_upstream() {
     let on = Config::embedded().unwrap();
-    assert!(on.upstream.http2 && on.messages_upstream.http2);
+    assert!(on.upstream.http2 && on.upstream_section(Some("messages")).http2);
     let off = |src: &str| Config::from_toml(src, "t", Path::new(".")).unwrap();
     let c = off("[upstream]\nhttp2 = false\n");
-    assert!(!c.upstream.http2 && !c.messages_upstream.http2);
+    assert!(!c.upstream.http2 && !c.upstream_section(Some("messages")).http2);
     let c = off("[upstream]\nhttp2 = false\n[upstream.messages]\nhttp2 = true\n");
-    assert!(!c.upstream.http2 && c.messages_upstream.http2);
+    assert!(!c.upstream.http2 && c.upstream_section(Some("messages")).http2);
     assert!(Config::from_toml("[upstream]\nhttp2 = 1\n", "t", Path::new(".")).is_err());
+}
+
+#[test]
+fn named_upstreams_take_their_own_defaults_and_key_headers() {
+    let parse = |src: &str| Config::from_toml(src, "t", Path::new("."));
+    let c = Config::embedded().unwrap();
+    let g = c.upstream_section(Some("gemini"));
+    assert_eq!(
+        g.origin.to_string(),
+        "https://generativelanguage.googleapis.com/"
+    );
+    assert_eq!(g.api_key_env, ["GEMINI_API_KEY", "GOOGLE_API_KEY"]);
+    assert_eq!(g.key_header, KeyHeader::Named("x-goog-api-key"));
+    let m = c.upstream_section(Some("messages"));
+    assert_eq!(m.key_header, KeyHeader::Named("x-api-key"));
+    assert_eq!(m.api_key_env, ["ANTHROPIC_API_KEY"]);
+    // Each section's documented spelling, and the other's, mean "its own header".
+    for (section, auth) in [
+        ("messages", "x-api-key"),
+        ("gemini", "x-goog-api-key"),
+        ("gemini", "header"),
+    ] {
+        let c = parse(&format!("[upstream.{section}]\nauth = \"{auth}\"\n")).unwrap();
+        assert!(matches!(
+            c.upstream_section(Some(section)).key_header,
+            KeyHeader::Named(_)
+        ));
+    }
+    let c = parse("[upstream.gemini]\nauth = \"bearer\"\ntimeout_secs = 7\n").unwrap();
+    let g = c.upstream_section(Some("gemini"));
+    assert_eq!((g.key_header, g.timeout.as_secs()), (KeyHeader::Bearer, 7));
+    assert!(parse("[upstream.gemini]\nbase = \"x\"\n").is_err());
+    assert!(parse("[upstream.gemini]\nbase_url = \"ftp://x\"\n").is_err());
+    let tokens = "[[client]]\nname = \"a\"\ntoken_sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n";
+    let e = parse(&format!(
+        "{tokens}[upstream.gemini]\nauth = \"passthrough\"\n"
+    ));
+    assert!(e.is_err_and(|e| e.to_string().contains("upstream.gemini.auth")));
 }
 
 #[test]

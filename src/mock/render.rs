@@ -345,22 +345,6 @@ fn messages_stream(turn: &Turn, asked: &Asked, cut: Cut) -> String {
     e.out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pieces_cover_the_text_at_character_boundaries() {
-        for s in ["", "a", "{\"city\":\"Paris\"}", "héllo wörld ☃"] {
-            for n in 1..6 {
-                let p = pieces(s, n);
-                assert_eq!(p.concat(), s);
-                assert!(p.len() <= n.max(1), "{s:?} in {n}: {p:?}");
-            }
-        }
-    }
-}
-
 /// A turn's parts: its text, then a `functionCall` part per call.
 fn gemini_parts(turn: &Turn) -> Vec<Value> {
     let mut parts = Vec::new();
@@ -406,4 +390,20 @@ fn gemini_stream(turn: &Turn, asked: &Asked) -> String {
         out.push_str(&format!("data: {r}\r\n\r\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_text_at_character_boundaries() {
+        for s in ["", "a", "{\"city\":\"Paris\"}", "héllo wörld ☃"] {
+            for n in 1..6 {
+                let p = pieces(s, n);
+                assert_eq!(p.concat(), s);
+                assert!(p.len() <= n.max(1), "{s:?} in {n}: {p:?}");
+            }
+        }
+    }
 }

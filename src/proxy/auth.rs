@@ -69,10 +69,9 @@ pub fn principal(
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
         });
-    // `x-api-key` as the Anthropic SDKs send a key, `x-goog-api-key` as
-    // Google's do.
-    let api_key = ["x-api-key", "x-goog-api-key"]
-        .into_iter()
+    // A provider's own key header (`x-api-key` as the Anthropic SDKs send
+    // a key, `x-goog-api-key` as Google's do).
+    let api_key = (crate::config::KEY_HEADERS.into_iter())
         .find_map(|h| headers.get(h).and_then(|v| v.to_str().ok()));
     let token = bearer.or(api_key).map(str::trim).filter(|t| !t.is_empty());
     let by_token = token.and_then(|t| by_token(clients, t));

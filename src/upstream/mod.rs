@@ -115,11 +115,8 @@ fn forwarded(name: &HeaderName, inject: bool, named: &[HeaderName]) -> bool {
         || name == header::CONTENT_LENGTH
         || name == header::ACCEPT_ENCODING
         || name.as_str().starts_with("x-toolgate-");
-    let key = inject
-        && matches!(
-            name.as_str(),
-            "authorization" | "api-key" | "x-api-key" | "x-goog-api-key"
-        );
+    let key =
+        inject && (name == header::AUTHORIZATION || config::KEY_HEADERS.contains(&name.as_str()));
     !(own || key || hop_by_hop(name, named))
 }
 
@@ -183,7 +180,7 @@ impl Upstream {
             Some(k) => {
                 let text = match cfg.key_header {
                     KeyHeader::Bearer => format!("Bearer {k}"),
-                    KeyHeader::XApiKey | KeyHeader::XGoogApiKey => k,
+                    KeyHeader::Named(_) => k,
                 };
                 let mut v = HeaderValue::from_str(&text).map_err(|_| {
                     Error::config(
@@ -308,8 +305,7 @@ impl Upstream {
         if let (true, Some(k)) = (inject, &self.key) {
             let name = match self.key_header {
                 KeyHeader::Bearer => header::AUTHORIZATION,
-                KeyHeader::XApiKey => HeaderName::from_static("x-api-key"),
-                KeyHeader::XGoogApiKey => HeaderName::from_static("x-goog-api-key"),
+                KeyHeader::Named(n) => HeaderName::from_static(n),
             };
             headers.insert(name, k.clone());
         }
@@ -406,7 +402,10 @@ mod tests {
 
     #[test]
     fn the_messages_upstream_sends_its_key_as_x_api_key() {
-        let mut cfg = config::Config::embedded().unwrap().messages_upstream;
+        let mut cfg = config::Config::embedded()
+            .unwrap()
+            .upstream_section(Some("messages"))
+            .clone();
         cfg.api_key_env = vec!["TOOLGATE_TEST_MESSAGES_KEY".into()];
         std::env::set_var("TOOLGATE_TEST_MESSAGES_KEY", "sk-ant-upstream");
         let u = Upstream::new(&cfg).unwrap();
