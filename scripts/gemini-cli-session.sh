@@ -14,7 +14,9 @@ gemini="${1:?path to the gemini binary}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-mkdir -p "$work/policies" "$work/project" "$work/home"
+mkdir -p "$work/policies" "$work/project" "$work/home/.gemini"
+# An API key as the auth method (the CLI asks otherwise).
+echo '{"security": {"auth": {"selectedType": "gemini-api-key"}}}' > "$work/home/.gemini/settings.json"
 cp "$repo/policies/default.toml" "$work/policies/00-default.toml"
 cat > "$work/policies/50-session.toml" <<'TOML'
 [[rule]]
@@ -58,7 +60,7 @@ MOCK_GEMINI_KEY=mock-key "$repo/target/release/toolgate" serve --config "$work/t
 for _ in $(seq 50); do "$repo/target/release/toolgate" health --addr 127.0.0.1:19290 && break; sleep 0.2; done
 started=$(date +%s)
 (cd "$work/project" && HOME="$work/home" GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:18280 \
-  GEMINI_API_KEY=unused GEMINI_CLI_NO_RELAUNCH=true \
+  GEMINI_API_KEY=unused GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true \
   timeout 180 "$gemini" --yolo -m gemini-2.5-flash -p "Create the files please") \
   > "$work/result.txt" 2>&1 || { cat "$work/result.txt"; tail -20 "$work/toolgate.log"; exit 1; }
 took=$(( $(date +%s) - started ))
