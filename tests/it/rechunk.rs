@@ -1,5 +1,5 @@
 //! Property: for every fixture of every protocol (Chat Completions,
-//! Responses, Messages) and any re-chunking of its bytes, what the agent
+//! Responses, Messages, Gemini) and any re-chunking of its bytes, what the agent
 //! receives is the same (with every tool allowed, and with the first denied).
 
 use proptest::prelude::*;
@@ -65,6 +65,14 @@ fn sse_fixtures() -> Vec<(Protocol, String, Vec<u8>)> {
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "sse"));
+    // Google's API has no recorded stream in the shared set: the
+    // repository's own Gemini fixtures (tests/fixtures/gemini).
+    let gemini = std::fs::read_dir(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gemini"),
+    )
+    .unwrap()
+    .map(|e| e.unwrap().path())
+    .filter(|p| p.extension().is_some_and(|x| x == "sse"));
     chat_fixtures()
         .into_iter()
         .filter(|p| p.extension().unwrap() == "sse")
@@ -80,6 +88,7 @@ fn sse_fixtures() -> Vec<(Protocol, String, Vec<u8>)> {
                 .into_iter()
                 .map(|p| read(Protocol::Messages, p)),
         )
+        .chain(gemini.map(|p| read(Protocol::Gemini, p)))
         .collect()
 }
 
