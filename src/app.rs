@@ -107,6 +107,7 @@ pub async fn build(config: Config) -> Result<State, Error> {
         scrub,
         approvals,
         telemetry,
+        mcp: crate::proxy::mcp::servers::Servers::new(&config)?,
     };
     Ok(State::new(config, built))
 }

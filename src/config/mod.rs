@@ -46,6 +46,8 @@ pub struct Config {
     pub admin: Admin,
     /// `[state]`: where state shared by replicas is kept.
     pub state: State,
+    /// `[[mcp]]`: MCP servers served at `/mcp/{name}`.
+    pub mcp: Vec<Mcp>,
 }
 
 mod sections;
@@ -53,6 +55,8 @@ pub use sections::*;
 
 mod approval;
 mod clients;
+mod mcp;
+pub use mcp::Mcp;
 mod named;
 pub use named::KEY_HEADERS;
 mod raw;
@@ -316,6 +320,7 @@ impl Config {
             http2: raw.upstream.http2,
         };
         let clients_set = !raw.client.is_empty();
+        let mcp = mcp::build(&raw.mcp, &mut bad);
         let named_upstreams = (named.into_iter())
             .map(|(d, r)| {
                 (
@@ -345,6 +350,7 @@ impl Config {
             telemetry: telemetry::build(&raw.telemetry, resolve),
             approval: approval::build(&raw.approval, resolve),
             state: state::build(&raw.state, resolve),
+            mcp,
             admin: Admin {
                 token_env: raw.admin.token_env.clone(),
                 hosts: raw

@@ -28,6 +28,7 @@ pub(crate) struct RawConfig {
     pub(crate) approval: super::approval::RawApproval,
     pub(crate) admin: RawAdmin,
     pub(crate) state: super::state::RawState,
+    pub(crate) mcp: Vec<super::mcp::RawMcp>,
 }
 
 /// `[admin]`: who may change state through the admin port, and which

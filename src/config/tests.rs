@@ -99,6 +99,30 @@ fn named_upstreams_take_their_own_defaults_and_key_headers() {
 }
 
 #[test]
+fn mcp_servers_are_checked() {
+    let parse = |src: &str| Config::from_toml(src, "t", Path::new("."));
+    let c = parse("[[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:9/mcp\"\n").unwrap();
+    assert_eq!(
+        (c.mcp[0].name.as_str(), c.mcp[0].timeout.as_secs()),
+        ("crm", 60)
+    );
+    assert!(c.mcp[0].auth.is_none());
+    let c = parse("[[mcp]]\nname = \"a\"\nurl = \"https://x/m\"\nauth_header = \"Authorization\"\nauth_env = \"E\"\n").unwrap();
+    assert_eq!(c.mcp[0].auth, Some(("authorization".into(), "E".into())));
+    for bad in [
+        "[[mcp]]\nname = \"CRM\"\nurl = \"http://x/m\"\n",
+        "[[mcp]]\nname = \"a/b\"\nurl = \"http://x/m\"\n",
+        "[[mcp]]\nname = \"a\"\nurl = \"ftp://x/m\"\n",
+        "[[mcp]]\nname = \"a\"\nurl = \"http://x/m\"\nauth_env = \"E\"\n",
+        "[[mcp]]\nname = \"a\"\nurl = \"http://x/m\"\ntimeout_secs = 0\n",
+        "[[mcp]]\nname = \"a\"\nurl = \"http://x/m\"\n[[mcp]]\nname = \"a\"\nurl = \"http://y/m\"\n",
+        "[[mcp]]\nname = \"a\"\nurl = \"http://x/m\"\ncommand = \"x\"\n",
+    ] {
+        assert!(parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
 fn relative_paths_are_relative_to_the_config_file() {
     let c = Config::from_toml(
         "[policy]\ndir = \"p\"\n[audit]\npath = \"a.jsonl\"\n",

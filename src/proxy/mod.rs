@@ -19,6 +19,7 @@ pub mod conversations;
 pub mod errors;
 mod gated;
 pub mod gather;
+pub mod mcp;
 pub mod release;
 pub mod resume;
 pub mod route;
@@ -230,6 +231,12 @@ fn respond(
                 Route::Pass(protocol) => {
                     access.principal = Some(principal);
                     pass(&state, req, &r.rest, protocol).await
+                }
+                Route::Mcp => {
+                    access.principal = Some(principal.clone());
+                    let (parts, body) = req.into_parts();
+                    let id = access.request_id.clone();
+                    mcp::handle(&state, parts, body, &r, &principal, &id).await
                 }
                 Route::Conversations => {
                     access.principal = Some(principal.clone());

@@ -25,6 +25,8 @@ pub enum Route {
     /// The Conversations API, served by `proxy::conversations` (to the
     /// Responses upstream, with its errors).
     Conversations,
+    /// An MCP server of `[[mcp]]`, served by `proxy::mcp`.
+    Mcp,
 }
 
 impl Route {
@@ -35,6 +37,7 @@ impl Route {
             Route::Pass(_) => "passthrough",
             Route::Probe(_) => "probe",
             Route::Conversations => "conversations",
+            Route::Mcp => "mcp",
         }
     }
 
@@ -43,6 +46,8 @@ impl Route {
         match self {
             Route::Gated(p) | Route::Pass(p) | Route::Probe(p) => p,
             Route::Conversations => crate::protocol::conversation::SERVED_BY,
+            // toolgate's own errors on an MCP path: the OpenAI shape.
+            Route::Mcp => Protocol::default(),
         }
     }
 }
@@ -101,6 +106,8 @@ fn refusals() -> impl Iterator<Item = Refusal> {
 enum Own {
     /// Served by the Conversations API.
     Conversation,
+    /// An MCP server (`/mcp/{name}`).
+    Mcp,
     /// Answered here (see [`Route::Probe`]).
     Probe,
     Refuse(Refusal),
@@ -119,6 +126,7 @@ const OWN: &[(&str, &str, Own)] = &[
     ("DELETE", "conversations/+/items/+", Own::Conversation),
     ("*", "conversations", Own::Refuse(CONVERSATIONS)),
     ("*", "conversations/*", Own::Refuse(CONVERSATIONS)),
+    ("*", "mcp/+", Own::Mcp),
     // Claude Code's reachability probes.
     ("GET", "api/hello", Own::Probe),
     ("HEAD", "api/hello", Own::Probe),
@@ -195,6 +203,7 @@ fn lookup(
             .find(|(m, p, _)| method_ok(m, method) && matches(p, segs));
         match own {
             Some((_, _, Own::Conversation)) => return Ok(Route::Conversations),
+            Some((_, _, Own::Mcp)) => return Ok(Route::Mcp),
             Some((_, _, Own::Probe)) => return Ok(Route::Probe(family())),
             Some((_, _, Own::Refuse(r))) => return Err(Error::NotServed(r.message)),
             None if segs.is_empty() && method == Method::HEAD => {
@@ -567,5 +576,20 @@ mod tests {
             super::family("/v1beta/whatever", &HeaderMap::new()),
             Protocol::Gemini
         );
+    }
+
+    #[test]
+    fn mcp_servers_have_their_own_rows() {
+        for (m, p) in [
+            (Method::POST, "/mcp/crm"),
+            (Method::GET, "/mcp/crm"),
+            (Method::DELETE, "/v1/mcp/crm"),
+            (Method::POST, "/phase/x/mcp/crm"),
+        ] {
+            assert_eq!(route(&m, p).unwrap().route, Route::Mcp, "{p}");
+        }
+        assert!(route(&Method::POST, "/mcp").is_err());
+        assert!(route(&Method::POST, "/mcp/crm/x").is_err());
+        assert_eq!(Route::Mcp.label(), "mcp");
     }
 }

@@ -77,6 +77,8 @@ pub struct Built {
     pub scrub: crate::upstream::scrub::Scrub,
     pub approvals: Arc<crate::approval::Approvals>,
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// The `[[mcp]]` servers.
+    pub mcp: crate::proxy::mcp::servers::Servers,
 }
 
 pub struct State {
@@ -115,6 +117,8 @@ pub struct State {
     pub approvals: Arc<crate::approval::Approvals>,
     /// OpenTelemetry traces (`[telemetry]`); `None` when off.
     pub telemetry: Option<crate::telemetry::Telemetry>,
+    /// The `[[mcp]]` servers, their sessions and pinned tools.
+    pub mcp: crate::proxy::mcp::servers::Servers,
     /// Calls withheld from stored responses, by response id (`[responses]`).
     withheld: moka::sync::Cache<String, Arc<Vec<(String, String)>>>,
     /// Stored responses the agent knows by one id that a follow-up
@@ -224,6 +228,7 @@ impl State {
         State {
             approvals: b.approvals,
             telemetry: b.telemetry,
+            mcp: b.mcp,
             id_key,
             fence_secret: b.fence_secret,
             redactor: b.redactor,

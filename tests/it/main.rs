@@ -25,6 +25,8 @@ mod hostile_responses;
 mod conformance;
 // Google's Gemini API: its own fixtures, keys, paths and errors.
 mod gemini;
+// MCP servers behind the gates, with the official MCP Python SDK.
+mod mcp;
 // Bad inputs and provider failures.
 mod edge;
 // Pass-through, refused endpoints, keys, admin port, h2c, shutdown.

@@ -1,0 +1,192 @@
+//! The server's answer to one agent message, read and written again: a
+//! `tools/list` result keeps only tools whose definition matches its pin
+//! (and no tool a rule always denies); a `tools/call` result is fenced and
+//! redacted. Other messages (notifications, the server's own requests)
+//! pass as they came. An answer in an event stream is read whole, event by
+//! event, and written again as events.
+
+use bytes::{Bytes, BytesMut};
+use serde_json::{json, Value};
+
+use super::servers::Pin;
+use crate::context::Context;
+use crate::error::Error;
+use crate::fence::ToolResult;
+use crate::gate::Gates;
+use crate::protocol::sse::SseDecoder;
+use crate::proxy::state::State;
+
+/// What was asked, and of whom.
+pub struct Answer<'a> {
+    state: &'a State,
+    gates: &'a Gates,
+    server: &'a str,
+    request_id: &'a str,
+    principal: &'a str,
+    method: &'a str,
+    id: Option<&'a Value>,
+    /// The tool a `tools/call` named.
+    tool: &'a str,
+}
+
+impl<'a> Answer<'a> {
+    pub fn new(
+        state: &'a State,
+        gates: &'a Gates,
+        server: &'a str,
+        request_id: &'a str,
+        principal: &'a str,
+        asked: &'a Value,
+    ) -> Answer<'a> {
+        Answer {
+            state,
+            gates,
+            server,
+            request_id,
+            principal,
+            method: asked.get("method").and_then(Value::as_str).unwrap_or(""),
+            id: asked.get("id"),
+            tool: (asked.get("params"))
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        }
+    }
+
+    /// A JSON answer.
+    pub async fn whole(&self, raw: &[u8]) -> Result<Bytes, Error> {
+        let mut m = crate::json::strict_value(raw)
+            .map_err(|_| Error::UpstreamUnreadable("an MCP answer is not unambiguous JSON"))?;
+        self.message(&mut m).await?;
+        Ok(Bytes::from(
+            serde_json::to_vec(&m).map_err(|_| Error::Overloaded("memory"))?,
+        ))
+    }
+
+    /// An answer as an event stream, read whole.
+    pub async fn stream(&self, raw: &[u8]) -> Result<Bytes, Error> {
+        let mut dec = SseDecoder::new(self.state.config.limits.max_response_bytes);
+        dec.push(raw);
+        let mut out = BytesMut::new();
+        let mut events = Vec::new();
+        while let Some(ev) = dec
+            .next_event()
+            .map_err(|e| Error::UpstreamUnreadable(e.why()))?
+        {
+            events.push(ev);
+        }
+        if let Some(ev) = dec
+            .finish()
+            .map_err(|e| Error::UpstreamUnreadable(e.why()))?
+        {
+            events.push(ev);
+        }
+        for ev in events {
+            let Some(data) = ev.data else {
+                continue;
+            };
+            let mut m = crate::json::strict_value(&data)
+                .map_err(|_| Error::UpstreamUnreadable("an MCP event is not unambiguous JSON"))?;
+            self.message(&mut m).await?;
+            let text = serde_json::to_vec(&m).map_err(|_| Error::Overloaded("memory"))?;
+            out.extend_from_slice(b"event: message\n");
+            crate::protocol::write_raw_data(&mut out, &text);
+        }
+        Ok(out.freeze())
+    }
+
+    /// One message of the server's: the answer to what was asked is
+    /// checked; anything else passes.
+    async fn message(&self, m: &mut Value) -> Result<(), Error> {
+        let answers = m.get("id").is_some() && m.get("id") == self.id && m.get("method").is_none();
+        let Some(result) = m.get_mut("result").filter(|_| answers) else {
+            return Ok(());
+        };
+        match self.method {
+            "tools/list" => self.pinned(result).await,
+            "tools/call" => self.fenced(result).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Keeps the tools whose definition matches its pin, and none a rule
+    /// always denies; a changed one is audited with both digests.
+    async fn pinned(&self, result: &mut Value) -> Result<(), Error> {
+        let Some(Value::Array(tools)) = result.get_mut("tools") else {
+            return Ok(());
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut kept = Vec::with_capacity(tools.len());
+        let ctx = Context::default();
+        for tool in std::mem::take(tools) {
+            let Some((name, pin)) = self.state.mcp.check(self.server, &tool) else {
+                continue;
+            };
+            // A name listed twice reads two ways: neither is kept.
+            if !seen.insert(name.clone()) {
+                kept.retain(|t: &Value| t.get("name").and_then(Value::as_str) != Some(&name));
+                continue;
+            }
+            if let Pin::Changed(pinned, now) = &pin {
+                let record = json!({
+                    "ts": crate::digest::now_rfc3339(),
+                    "request_id": self.request_id,
+                    "principal": self.principal,
+                    "protocol": "mcp",
+                    "event": "mcp_tool_changed",
+                    "tool": format!("{}.{name}", self.server),
+                    "pinned_sha256": pinned,
+                    "seen_sha256": now,
+                });
+                self.state.audit.record(&record).await?;
+                continue;
+            }
+            let full = format!("{}.{name}", self.server);
+            if self.gates.policy_gate.always_denied(&full, &ctx) {
+                continue;
+            }
+            kept.push(tool);
+        }
+        *tools = kept;
+        Ok(())
+    }
+
+    /// Fences and redacts the text a tool returned (its `content` texts
+    /// and embedded resources' texts).
+    async fn fenced(&self, result: &mut Value) -> Result<(), Error> {
+        if !self.state.config.fence.enabled {
+            return Ok(());
+        }
+        let tool = format!("{}.{}", self.server, self.tool);
+        let mut results = Vec::new();
+        if let Some(Value::Array(items)) = result.get_mut("content") {
+            for item in items.iter_mut() {
+                let text = match item.get("type").and_then(Value::as_str) {
+                    Some("text") => item.get_mut("text"),
+                    Some("resource") => item.get_mut("resource").and_then(|r| r.get_mut("text")),
+                    _ => None,
+                };
+                if let Some(content) = text.filter(|t| t.is_string()) {
+                    results.push(ToolResult {
+                        call_id: String::new(),
+                        tool: tool.clone(),
+                        url: None,
+                        content,
+                    });
+                }
+            }
+        }
+        let settings = crate::proxy::gated::fence_settings(
+            self.state,
+            self.gates,
+            crate::fence::kept::Digests::new(Vec::new()),
+        );
+        let report = crate::fence::apply(results, &settings);
+        crate::proxy::gated::fenced(
+            self.state,
+            (self.request_id, self.principal, "mcp"),
+            &report,
+        )
+        .await
+    }
+}

@@ -1,0 +1,265 @@
+//! MCP servers behind the gates: `[[mcp]]` servers served at `/mcp/{name}`
+//! (Streamable HTTP). A `tools/call` is decided by the same policy as the
+//! model's calls, under `{name}.{tool}`; a denied one never reaches the
+//! server and the agent gets an ordinary tool result with `isError` and the
+//! neutral text. The tool list is pinned by digest (`servers.rs`): a tool
+//! whose definition changed is hidden and its calls rejected; results are
+//! fenced (`messages.rs`). A session is bound to the principal who opened
+//! it. The `GET` stream is not served (405, as a server without one
+//! answers): what it carries would pass ungated.
+
+mod messages;
+pub mod servers;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+
+use super::gather::{self, content_length};
+use super::state::State;
+use super::{full, reply, ProxyBody, Routed};
+use crate::call::Call;
+use crate::context::{self, Context, Declared, Texts};
+use crate::error::Error;
+
+/// The session header of Streamable HTTP.
+const SESSION: &str = "mcp-session-id";
+/// Headers of the agent's that go on to the server.
+const FORWARDED: [&str; 4] = ["accept", "content-type", SESSION, "mcp-protocol-version"];
+
+/// Serves one request to `/mcp/{name}`.
+pub async fn handle(
+    state: &Arc<State>,
+    parts: http::request::Parts,
+    body: Incoming,
+    routed: &Routed,
+    principal: &str,
+    request_id: &str,
+) -> Result<Response<ProxyBody>, Error> {
+    let name = (routed.rest.rsplit('/').next())
+        .filter(|_| routed.rest.matches('/').count() == 2)
+        .ok_or(Error::UnsupportedEndpoint)?;
+    let server = state.mcp.get(name).ok_or(Error::UnsupportedEndpoint)?;
+    let session = parts.headers.get(SESSION).and_then(|v| v.to_str().ok());
+    if let Some(id) = session {
+        // Another principal's session, or one this replica never saw.
+        if !state.mcp.owns(id, name, principal) {
+            return Err(Error::NotServed(UNKNOWN_SESSION));
+        }
+    }
+    let session = session.map(str::to_string);
+    let mut charge = state.budget.charge();
+    let limit = state.config.limits.max_request_bytes;
+    let wait = state.config.limits.request_body_timeout;
+    let announced = content_length(&parts.headers);
+    let bytes = tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
+        .await
+        .map_err(|_| Error::RequestTimeout)??;
+    let asked = match parts.method {
+        Method::POST => Some(read_message(&bytes)?),
+        Method::DELETE => None,
+        _ => return Err(Error::MethodNotAllowed),
+    };
+    if let Some(m) = &asked {
+        if let Some(denied) = gate_call(
+            state,
+            &parts.headers,
+            routed,
+            principal,
+            request_id,
+            name,
+            m,
+        )
+        .await?
+        {
+            return Ok(json_reply(StatusCode::OK, denied.to_string().into()));
+        }
+    }
+    let mut headers = HeaderMap::new();
+    for h in FORWARDED {
+        if let Some(v) = parts.headers.get(h) {
+            headers.insert(h, v.clone());
+        }
+    }
+    if let Some((h, env)) = &server.config.auth {
+        let v = std::env::var(env).unwrap_or_default();
+        let v = HeaderValue::from_str(&v).map_err(|_| Error::Overloaded("mcp credentials"))?;
+        let h = http::HeaderName::from_bytes(h.as_bytes())
+            .map_err(|_| Error::Overloaded("mcp credentials"))?;
+        headers.insert(h, v);
+    }
+    // What goes on is what toolgate read.
+    let sent = match &asked {
+        Some(m) => Bytes::from(serde_json::to_vec(m).map_err(|_| Error::Overloaded("memory"))?),
+        None => Bytes::new(),
+    };
+    let up = server
+        .client
+        .request(parts.method.clone(), "", None, headers, full(sent))?;
+    let deadline = tokio::time::Instant::now() + server.config.timeout;
+    let resp = tokio::time::timeout_at(deadline, Box::pin(server.client.send(up)))
+        .await
+        .map_err(|_| Error::UpstreamTimeout)??;
+    let (mut head, body) = resp.into_parts();
+    let opened = head.headers.get(SESSION).cloned();
+    if let Some(id) = opened.as_ref().and_then(|v| v.to_str().ok()) {
+        if session.as_deref() != Some(id) {
+            state.mcp.open(id, name, principal);
+        }
+    }
+    if parts.method == Method::DELETE {
+        if let Some(id) = &session {
+            state.mcp.close(id);
+        }
+    }
+    let content_type = (head.headers.get(header::CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let sse = content_type.starts_with("text/event-stream");
+    let status = head.status;
+    if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+        return Ok(Response::builder()
+            .status(status)
+            .body(reply(Bytes::new()))
+            .unwrap_or_default());
+    }
+    let (decoder, announced) =
+        super::gated::read_head(&mut head, sse, &state.scrub).or_else(|e| {
+            if status.is_success() {
+                Err(e)
+            } else {
+                super::gated::read_head(&mut head, false, &state.scrub).or(Err(e))
+            }
+        })?;
+    let raw = gather::response(
+        body,
+        decoder,
+        announced,
+        state.config.limits.max_response_bytes,
+        deadline,
+        &mut charge,
+    )
+    .await?;
+    let raw = state.scrub.bytes(raw);
+    let gates = state.gates();
+    let out = match (&asked, status.is_success()) {
+        (Some(m), true) => {
+            let answer = messages::Answer::new(state, &gates, name, request_id, principal, m);
+            match sse {
+                true => answer.stream(&raw).await?,
+                false => answer.whole(&raw).await?,
+            }
+        }
+        // The server's own errors (an expired session, a bad request) pass.
+        _ => raw,
+    };
+    let mut resp = Response::from_parts(head, reply(out));
+    if let Some(v) = opened {
+        resp.headers_mut().insert(SESSION, v);
+    }
+    Ok(resp)
+}
+
+/// What an unknown session is told (as a server tells it).
+const UNKNOWN_SESSION: &str = "Session not found.";
+
+/// The agent's message: one JSON-RPC object (batches are not served: the
+/// protocol dropped them, and each call must be answered on its own).
+fn read_message(bytes: &[u8]) -> Result<Value, Error> {
+    let v = crate::json::strict_value(bytes)
+        .map_err(|e| Error::BadRequest(format!("The message is not valid JSON: {e}")))?;
+    match v {
+        Value::Object(_) => Ok(v),
+        Value::Array(_) => Err(Error::BadRequest("JSON-RPC batches are not served.".into())),
+        _ => Err(Error::BadRequest(
+            "The message must be a JSON-RPC object.".into(),
+        )),
+    }
+}
+
+fn json_reply(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
+    let mut r = Response::new(reply(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Decides a `tools/call`: `None` when it may go to the server, else the
+/// answer the agent gets instead (an error result with the neutral text).
+async fn gate_call(
+    state: &State,
+    headers: &HeaderMap,
+    routed: &Routed,
+    principal: &str,
+    request_id: &str,
+    server: &str,
+    m: &Value,
+) -> Result<Option<Value>, Error> {
+    if m.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return Ok(None);
+    }
+    let id = m.get("id").cloned().unwrap_or(Value::Null);
+    let params = m.get("params").and_then(Value::as_object);
+    let tool = params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::BadRequest("tools/call has no tool name.".into()))?;
+    let arguments = match params.and_then(|p| p.get("arguments")) {
+        None | Some(Value::Null) => "{}".to_string(),
+        Some(a @ Value::Object(_)) => a.to_string(),
+        Some(_) => {
+            return Err(Error::BadRequest(
+                "tools/call arguments must be an object.".into(),
+            ))
+        }
+    };
+    let full_name = format!("{server}.{tool}");
+    let mut ctx = Context {
+        request_id: request_id.to_string(),
+        principal: principal.to_string(),
+        protocol: "mcp",
+        ..Context::default()
+    };
+    // Only a tool pinned and unchanged counts as declared.
+    if let Some(schema) = state.mcp.declared(server, tool) {
+        ctx.declared
+            .insert(full_name.clone(), Declared::new(schema.as_ref()));
+    }
+    let default_phase = state.config.policy.default_phase.as_deref();
+    context::fill(
+        &mut ctx,
+        headers,
+        routed.phase.as_deref(),
+        default_phase,
+        Texts::default(),
+    );
+    let max = state.config.limits.max_tool_args_bytes;
+    let mut call = Call {
+        id: id.to_string().chars().take(128).collect(),
+        name: full_name,
+        arguments,
+        ..Call::default()
+    };
+    if call.arguments.len() > max {
+        call.arguments = String::new();
+        call.oversized = true;
+    }
+    let gates = state.gates();
+    let verdicts = super::release::decide(state, &gates, &ctx, std::slice::from_ref(&call)).await;
+    if crate::call::Release::at(&verdicts, 0).allowed() {
+        return Ok(None);
+    }
+    let neutral = &state.config.rewrite.neutral_message;
+    Ok(Some(json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "result": {"content": [{"type": "text", "text": neutral.as_ref() as &str}], "isError": true},
+    })))
+}

@@ -1,0 +1,129 @@
+//! The MCP servers toolgate fronts: a client for each, the sessions each
+//! principal opened on them, and the tool definitions pinned by digest.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::Value;
+
+use crate::config::{Config, Mcp};
+use crate::digest::sha256_hex;
+use crate::error::Error;
+use crate::upstream::Upstream;
+
+/// One server: its settings and its client.
+pub struct Server {
+    pub config: Mcp,
+    pub client: Upstream,
+}
+
+/// What a server's tool list was checked to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pin {
+    /// Pinned now, on first sight, or the same as its pin.
+    Kept,
+    /// Its definition differs from its pin: (pinned, seen) digests.
+    Changed(String, String),
+}
+
+/// A tool as pinned: its digest and its input schema.
+#[derive(Debug, Clone)]
+struct Pinned {
+    digest: String,
+    schema: Option<Value>,
+    /// The definition seen last matches the pin.
+    current: bool,
+}
+
+/// Every server, with sessions and pins.
+pub struct Servers {
+    servers: HashMap<String, Server>,
+    /// Session id → (server, principal) that opened it.
+    sessions: moka::sync::Cache<String, Arc<(String, String)>>,
+    /// (server, tool) → its pin.
+    pins: Mutex<HashMap<(String, String), Pinned>>,
+}
+
+impl Servers {
+    /// A client for each `[[mcp]]` entry.
+    pub fn new(config: &Config) -> Result<Servers, Error> {
+        let mut servers = HashMap::new();
+        for m in &config.mcp {
+            let client = Upstream::to_url(&m.url, ("mcp", "mcp.url"), None, m.timeout)?;
+            servers.insert(
+                m.name.clone(),
+                Server {
+                    config: m.clone(),
+                    client,
+                },
+            );
+        }
+        Ok(Servers {
+            servers,
+            sessions: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_idle(std::time::Duration::from_secs(3600))
+                .build(),
+            pins: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Server> {
+        self.servers.get(name)
+    }
+
+    /// Binds a session the server opened to the principal who opened it.
+    pub fn open(&self, id: &str, server: &str, principal: &str) {
+        self.sessions
+            .insert(id.to_string(), Arc::new((server.into(), principal.into())));
+    }
+
+    /// Whether `id` is a session this principal opened on this server.
+    pub fn owns(&self, id: &str, server: &str, principal: &str) -> bool {
+        self.sessions
+            .get(id)
+            .is_some_and(|s| s.0 == server && s.1 == principal)
+    }
+
+    pub fn close(&self, id: &str) {
+        self.sessions.invalidate(id);
+    }
+
+    /// Checks a listed tool against its pin, pinning it on first sight.
+    pub fn check(&self, server: &str, tool: &Value) -> Option<(String, Pin)> {
+        let name = tool.get("name")?.as_str()?.to_string();
+        let digest = sha256_hex(&serde_json::to_vec(tool).unwrap_or_default());
+        let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (server.to_string(), name.clone());
+        let pin = match pins.get_mut(&key) {
+            Some(p) if p.digest == digest => {
+                p.current = true;
+                Pin::Kept
+            }
+            Some(p) => {
+                p.current = false;
+                Pin::Changed(p.digest.clone(), digest)
+            }
+            None => {
+                pins.insert(
+                    key,
+                    Pinned {
+                        digest,
+                        schema: tool.get("inputSchema").cloned(),
+                        current: true,
+                    },
+                );
+                Pin::Kept
+            }
+        };
+        Some((name, pin))
+    }
+
+    /// The pinned input schema of a tool whose last listing matched its
+    /// pin; `None` when the tool is unknown or changed.
+    pub fn declared(&self, server: &str, tool: &str) -> Option<Option<Value>> {
+        let pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
+        let p = pins.get(&(server.to_string(), tool.to_string()))?;
+        p.current.then(|| p.schema.clone())
+    }
+}

@@ -1,0 +1,250 @@
+//! MCP servers behind toolgate (`[[mcp]]`, Streamable HTTP): the official
+//! MCP Python SDK client against a FastMCP server (`tests/sdk/`). An
+//! allowed call reaches the server, a denied one never does and reads as an
+//! ordinary error result; a tool a rule always denies is not listed; a
+//! tool whose description changed after it was pinned is hidden and its
+//! calls rejected; results are fenced and redacted; a session is bound to
+//! the principal who opened it.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The FastMCP server, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    record: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// The tool calls the server ran, in order.
+    fn ran(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+async fn start_server() -> Option<Server> {
+    let py = python()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let dir = TempDir::new();
+    let record = dir.0.join("ran.jsonl");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_server.py");
+    let child = Command::new(py)
+        .arg(script)
+        .arg(port.to_string())
+        .arg(&record)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let server = Server {
+        child,
+        port,
+        record,
+        _dir: dir,
+    };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Some(server);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the MCP server did not start");
+}
+
+const TOKEN_A: &str = "mcp-agent-a-token-0123456789";
+const TOKEN_B: &str = "mcp-agent-b-token-0123456789";
+
+async fn start(server: &Server, policy: &str) -> Gate {
+    std::env::set_var("TG_IT_MCP_A", TOKEN_A);
+    std::env::set_var("TG_IT_MCP_B", TOKEN_B);
+    let extra = format!(
+        "[[client]]\nname = \"agent-a\"\ntoken_env = \"TG_IT_MCP_A\"\n\n\
+         [[client]]\nname = \"agent-b\"\ntoken_env = \"TG_IT_MCP_B\"\n\n\
+         [[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+        server.port
+    );
+    start_gate("http://127.0.0.1:9/v1", policy, &extra).await
+}
+
+async fn check(gate: &Gate, token: &str, mode: &str, other: &str) -> Option<Value> {
+    let url = format!("{}/mcp/crm", gate.url);
+    let args = vec![url, token.to_string(), mode.to_string(), other.to_string()];
+    let r = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args))
+        .await
+        .unwrap()?;
+    assert!(r.get("raised").is_none(), "{r:#}");
+    Some(r)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_tool_call_never_reaches_the_server() {
+    let Some(server) = start_server().await else {
+        return;
+    };
+    let gate = start(&server, &deny(&["crm.delete_contact"])).await;
+    let Some(r) = check(&gate, TOKEN_A, "plain", "").await else {
+        return;
+    };
+    // A tool a rule always denies is not listed.
+    assert_eq!(
+        r["tools"],
+        serde_json::json!(["lookup_contact", "rug_pull"]),
+        "{r:#}"
+    );
+    assert_eq!(r["delete"]["error"], true, "{r:#}");
+    assert_eq!(r["delete"]["text"], NEUTRAL);
+    assert_eq!(r["lookup"]["error"], false, "{r:#}");
+    let text = r["lookup"]["text"].as_str().unwrap();
+    // Fenced, and the key in it redacted.
+    assert!(text.contains("bob@example.com"), "{text}");
+    assert!(text.contains("UNTRUSTED"), "{text}");
+    assert!(
+        !text.contains("sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{text}"
+    );
+    let ran: Vec<String> = server
+        .ran()
+        .iter()
+        .map(|c| c[0].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ran, ["lookup_contact"]);
+    let audit = gate.audit_flushed().await;
+    let decided: Vec<(String, String)> = audit
+        .iter()
+        .filter(|a| a["protocol"] == "mcp" && a["tool"].is_string())
+        .map(|a| {
+            (
+                a["tool"].as_str().unwrap().into(),
+                a["verdict"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        [
+            ("crm.lookup_contact".to_string(), "allow".to_string()),
+            ("crm.delete_contact".to_string(), "deny".to_string())
+        ]
+    );
+    // The arguments never reach the trail.
+    assert!(!serde_json::to_string(&audit).unwrap().contains("Bob"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_whose_description_changed_is_hidden_and_refused() {
+    let Some(server) = start_server().await else {
+        return;
+    };
+    let gate = start(&server, ALLOW_ALL).await;
+    let Some(r) = check(&gate, TOKEN_A, "rug", "").await else {
+        return;
+    };
+    assert_eq!(r["rug"]["error"], false, "{r:#}");
+    assert_eq!(
+        r["tools_after"],
+        serde_json::json!(["delete_contact", "rug_pull"]),
+        "{r:#}"
+    );
+    assert_eq!(r["lookup_after"]["error"], true, "{r:#}");
+    assert_eq!(r["lookup_after"]["text"], NEUTRAL);
+    let lookups = server
+        .ran()
+        .iter()
+        .filter(|c| c[0] == "lookup_contact")
+        .count();
+    assert_eq!(lookups, 1, "the changed tool ran after its change");
+    let audit = gate.audit_flushed().await;
+    let changed = audit
+        .iter()
+        .find(|a| a["event"] == "mcp_tool_changed")
+        .unwrap();
+    assert_eq!(changed["tool"], "crm.lookup_contact");
+    assert_ne!(changed["pinned_sha256"], changed["seen_sha256"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_refused_to_another_principal() {
+    let Some(server) = start_server().await else {
+        return;
+    };
+    let gate = start(&server, ALLOW_ALL).await;
+    let Some(a) = check(&gate, TOKEN_A, "plain", "").await else {
+        return;
+    };
+    let session = a["session"].as_str().unwrap().to_string();
+    let b = check(&gate, TOKEN_B, "session", &session).await.unwrap();
+    assert_eq!(b["status"], 404, "{b:#}");
+    // Without a token, nothing.
+    let c = check(&gate, "not-a-token", "session", &session)
+        .await
+        .unwrap();
+    assert_eq!(c["status"], 401, "{c:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_would_pass_ungated_is_refused_before_the_server() {
+    // A provider stands in for the server: nothing may reach it.
+    let mock = start_mock(vec![Reply::json(200, "{}")]).await;
+    let extra = format!(
+        "[[mcp]]\nname = \"crm\"\nurl = \"{}/mcp\"\n",
+        mock.base_url()
+    );
+    let gate = start_gate("http://127.0.0.1:9/v1", ALLOW_ALL, &extra).await;
+    let url = |p: &str| format!("{}{p}", gate.url);
+    let json = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    // The GET stream: what it carries would pass ungated.
+    let a = send("GET", &url("/mcp/crm"), &json, String::new()).await;
+    assert_eq!(a.status, 405, "{}", a.text());
+    // Batches: each call must be answered on its own.
+    let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}]"#;
+    let a = send("POST", &url("/mcp/crm"), &json, batch.to_string()).await;
+    assert_eq!(a.status, 400, "{}", a.text());
+    // A server that is not configured, and a session nobody opened.
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let a = send("POST", &url("/mcp/other"), &json, list.to_string()).await;
+    assert_eq!(a.status, 404, "{}", a.text());
+    let with_session = [json[0], json[1], ("mcp-session-id", "forged")];
+    let a = send("POST", &url("/mcp/crm"), &with_session, list.to_string()).await;
+    assert_eq!(a.status, 404, "{}", a.text());
+    // A call to a tool never listed is not declared: rejected here.
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"delete_all","arguments":{}}}"#;
+    let a = send("POST", &url("/mcp/crm"), &json, call.to_string()).await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    let v = a.json();
+    assert_eq!(
+        (v["id"].clone(), v["result"]["isError"].clone()),
+        (serde_json::json!(7), serde_json::json!(true))
+    );
+    assert_eq!(v["result"]["content"][0]["text"], NEUTRAL);
+    assert!(
+        mock.seen.lock().unwrap().is_empty(),
+        "nothing reached the server"
+    );
+}
