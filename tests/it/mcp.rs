@@ -79,12 +79,16 @@ const TOKEN_A: &str = "mcp-agent-a-token-0123456789";
 const TOKEN_B: &str = "mcp-agent-b-token-0123456789";
 
 async fn start(server: &Server, policy: &str) -> Gate {
+    start_with(server, policy, "").await
+}
+
+async fn start_with(server: &Server, policy: &str, mcp_extra: &str) -> Gate {
     std::env::set_var("TG_IT_MCP_A", TOKEN_A);
     std::env::set_var("TG_IT_MCP_B", TOKEN_B);
     let extra = format!(
         "[[client]]\nname = \"agent-a\"\ntoken_env = \"TG_IT_MCP_A\"\n\n\
          [[client]]\nname = \"agent-b\"\ntoken_env = \"TG_IT_MCP_B\"\n\n\
-         [[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+         [[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/mcp\"\n{mcp_extra}",
         server.port
     );
     start_gate("http://127.0.0.1:9/v1", policy, &extra).await
@@ -112,7 +116,7 @@ async fn a_denied_tool_call_never_reaches_the_server() {
     // A tool a rule always denies is not listed.
     assert_eq!(
         r["tools"],
-        serde_json::json!(["lookup_contact", "rug_pull"]),
+        serde_json::json!(["lookup_contact", "rug_pull", "slow"]),
         "{r:#}"
     );
     assert_eq!(r["delete"]["error"], true, "{r:#}");
@@ -135,7 +139,7 @@ async fn a_denied_tool_call_never_reaches_the_server() {
     let audit = gate.audit_flushed().await;
     let decided: Vec<(String, String)> = audit
         .iter()
-        .filter(|a| a["protocol"] == "mcp" && a["tool"].is_string())
+        .filter(|a| a["protocol"] == "mcp" && a["verdict"].is_string())
         .map(|a| {
             (
                 a["tool"].as_str().unwrap().into(),
@@ -166,7 +170,7 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
     assert_eq!(r["rug"]["error"], false, "{r:#}");
     assert_eq!(
         r["tools_after"],
-        serde_json::json!(["delete_contact", "rug_pull"]),
+        serde_json::json!(["delete_contact", "rug_pull", "slow"]),
         "{r:#}"
     );
     assert_eq!(r["lookup_after"]["error"], true, "{r:#}");
@@ -246,5 +250,57 @@ async fn what_would_pass_ungated_is_refused_before_the_server() {
     assert!(
         mock.seen.lock().unwrap().is_empty(),
         "nothing reached the server"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flagged_description_a_stalled_server_and_resources() {
+    let Some(server) = start_server().await else {
+        return;
+    };
+    let gate = start_with(&server, ALLOW_ALL, "timeout_secs = 2\n").await;
+    let Some(r) = check(&gate, TOKEN_A, "more", "").await else {
+        return;
+    };
+    // Flagged, so never listed, so never declared: refused, never run.
+    assert_eq!(r["export"]["error"], true, "{r:#}");
+    assert_eq!(r["export"]["text"], NEUTRAL);
+    // The server took longer than toolgate waits: an error result, no hang.
+    assert_eq!(r["slow"]["error"], true, "{r:#}");
+    assert_eq!(r["slow"]["text"], "The tool server did not answer.");
+    // A resource's text is fenced and redacted too.
+    let notes = r["notes"].as_str().unwrap();
+    assert!(
+        notes.contains("Meeting at 10") && notes.contains("UNTRUSTED"),
+        "{notes}"
+    );
+    assert!(
+        !notes.contains("sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"),
+        "{notes}"
+    );
+    let ran: Vec<String> = server
+        .ran()
+        .iter()
+        .map(|c| c[0].as_str().unwrap().to_string())
+        .collect();
+    assert!(!ran.contains(&"export_contacts".to_string()), "{ran:?}");
+    let audit = gate.audit_flushed().await;
+    let flagged = audit
+        .iter()
+        .find(|a| a["event"] == "mcp_tool_flagged")
+        .unwrap();
+    assert_eq!(flagged["tool"], "crm.export_contacts");
+    assert!(!flagged["detectors"].as_array().unwrap().is_empty());
+    // A rule naming the tool lets it be listed.
+    let allow =
+        "[[rule]]\nname = \"export-ok\"\ntools = [\"crm.export_contacts\"]\nverdict = \"allow\"\n";
+    let gate = start_with(&server, allow, "").await;
+    let r = check(&gate, TOKEN_A, "plain", "").await.unwrap();
+    assert!(
+        r["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("export_contacts")),
+        "{r:#}"
     );
 }

@@ -4,6 +4,8 @@ Usage: python mcp_check.py URL TOKEN plain|rug|session SESSION_ID
 
 plain: initialize, list the tools, call lookup_contact and delete_contact.
 rug: the same, then the server's rug_pull, the list again and lookup_contact again.
+more: call export_contacts (never listed: its description is flagged) and
+slow (the server takes longer than toolgate waits), and read crm://notes.
 session: send one request in the session SESSION_ID (another principal's).
 
 Prints what each step saw as JSON; an exception as `{"raised": ...}`.
@@ -38,6 +40,11 @@ async def run(url, token, mode, other):
             out["tools"] = sorted(t.name for t in (await s.list_tools()).tools)
             out["lookup"] = result(await s.call_tool("lookup_contact", {"name": "Bob"}))
             out["delete"] = result(await s.call_tool("delete_contact", {"contact_id": "c1"}))
+            if mode == "more":
+                out["export"] = result(await s.call_tool("export_contacts", {"folder": "x"}))
+                out["slow"] = result(await s.call_tool("slow", {}))
+                r = await s.read_resource("crm://notes")
+                out["notes"] = "".join(getattr(c, "text", "") for c in r.contents)
             if mode == "rug":
                 out["rug"] = result(await s.call_tool("rug_pull", {}))
                 out["tools_after"] = sorted(t.name for t in (await s.list_tools()).tools)

@@ -1,9 +1,11 @@
 //! The server's answer to one agent message, read and written again: a
-//! `tools/list` result keeps only tools whose definition matches its pin
-//! (and no tool a rule always denies); a `tools/call` result is fenced and
-//! redacted. Other messages (notifications, the server's own requests)
-//! pass as they came. An answer in an event stream is read whole, event by
-//! event, and written again as events.
+//! `tools/list` result keeps only tools whose definition matches its pin,
+//! whose description the injection detectors do not flag (unless a rule
+//! allows the tool by name), and that no rule always denies; a
+//! `tools/call` or `resources/read` result is fenced and redacted. The
+//! server's own requests (sampling, elicitation) pass and are audited;
+//! notifications pass. An answer in an event stream is read whole, event
+//! by event, and written again as events.
 
 use bytes::{Bytes, BytesMut};
 use serde_json::{json, Value};
@@ -98,15 +100,55 @@ impl<'a> Answer<'a> {
     /// One message of the server's: the answer to what was asked is
     /// checked; anything else passes.
     async fn message(&self, m: &mut Value) -> Result<(), Error> {
-        let answers = m.get("id").is_some() && m.get("id") == self.id && m.get("method").is_none();
+        if let (Some(method), Some(_)) = (m.get("method").and_then(Value::as_str), m.get("id")) {
+            // The server asks the agent (sampling, elicitation): it goes on.
+            let record = json!({
+                "ts": crate::digest::now_rfc3339(),
+                "request_id": self.request_id,
+                "principal": self.principal,
+                "protocol": "mcp",
+                "event": "mcp_server_request",
+                "server": self.server,
+                "method": method.chars().take(64).collect::<String>(),
+            });
+            return self.state.audit.record(&record).await;
+        }
+        let answers = m.get("id").is_some() && m.get("id") == self.id;
         let Some(result) = m.get_mut("result").filter(|_| answers) else {
             return Ok(());
         };
         match self.method {
             "tools/list" => self.pinned(result).await,
-            "tools/call" => self.fenced(result).await,
+            "tools/call" => self.fenced(result, "content").await,
+            "resources/read" => self.fenced(result, "contents").await,
             _ => Ok(()),
         }
+    }
+
+    /// The detectors that flag a tool's description (its own, and its
+    /// parameters' descriptions); empty when none does.
+    fn flagged(&self, tool: &Value) -> Vec<String> {
+        let mut texts = Vec::new();
+        if let Some(d) = tool.get("description").and_then(Value::as_str) {
+            texts.push(d);
+        }
+        let props = (tool.get("inputSchema"))
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object);
+        for p in props.into_iter().flat_map(|p| p.values()) {
+            if let Some(d) = p.get("description").and_then(Value::as_str) {
+                texts.push(d);
+            }
+        }
+        let words = &self.gates.policy().words;
+        let mut out: Vec<String> = texts
+            .iter()
+            .flat_map(|t| crate::gate::injection::scan(words, t))
+            .map(|s| s.pattern.to_string())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Keeps the tools whose definition matches its pin, and none a rule
@@ -119,7 +161,14 @@ impl<'a> Answer<'a> {
         let mut kept = Vec::with_capacity(tools.len());
         let ctx = Context::default();
         for tool in std::mem::take(tools) {
-            let Some((name, pin)) = self.state.mcp.check(self.server, &tool) else {
+            let Some(name) = tool.get("name").and_then(Value::as_str).map(str::to_string) else {
+                continue;
+            };
+            let full = format!("{}.{name}", self.server);
+            let flagged = self.flagged(&tool);
+            let usable =
+                flagged.is_empty() || self.gates.policy_gate.explicitly_allowed(&full, &ctx);
+            let Some((name, pin)) = self.state.mcp.check(self.server, &tool, usable) else {
                 continue;
             };
             // A name listed twice reads two ways: neither is kept.
@@ -134,15 +183,27 @@ impl<'a> Answer<'a> {
                     "principal": self.principal,
                     "protocol": "mcp",
                     "event": "mcp_tool_changed",
-                    "tool": format!("{}.{name}", self.server),
+                    "tool": full,
                     "pinned_sha256": pinned,
                     "seen_sha256": now,
                 });
                 self.state.audit.record(&record).await?;
                 continue;
             }
-            let full = format!("{}.{name}", self.server);
             if self.gates.policy_gate.always_denied(&full, &ctx) {
+                continue;
+            }
+            if !usable {
+                let record = json!({
+                    "ts": crate::digest::now_rfc3339(),
+                    "request_id": self.request_id,
+                    "principal": self.principal,
+                    "protocol": "mcp",
+                    "event": "mcp_tool_flagged",
+                    "tool": full,
+                    "detectors": flagged,
+                });
+                self.state.audit.record(&record).await?;
                 continue;
             }
             kept.push(tool);
@@ -151,19 +212,25 @@ impl<'a> Answer<'a> {
         Ok(())
     }
 
-    /// Fences and redacts the text a tool returned (its `content` texts
-    /// and embedded resources' texts).
-    async fn fenced(&self, result: &mut Value) -> Result<(), Error> {
+    /// Fences and redacts the text a tool returned or a resource holds (a
+    /// result's `content` texts and embedded resources' texts, a read's
+    /// `contents` texts).
+    async fn fenced(&self, result: &mut Value, list: &str) -> Result<(), Error> {
         if !self.state.config.fence.enabled {
             return Ok(());
         }
-        let tool = format!("{}.{}", self.server, self.tool);
+        let tool = match self.method {
+            "tools/call" => format!("{}.{}", self.server, self.tool),
+            _ => format!("{}.resources", self.server),
+        };
         let mut results = Vec::new();
-        if let Some(Value::Array(items)) = result.get_mut("content") {
+        if let Some(Value::Array(items)) = result.get_mut(list) {
             for item in items.iter_mut() {
                 let text = match item.get("type").and_then(Value::as_str) {
                     Some("text") => item.get_mut("text"),
                     Some("resource") => item.get_mut("resource").and_then(|r| r.get_mut("text")),
+                    // A read's contents carry no type: a text or a blob.
+                    None if list == "contents" => item.get_mut("text"),
                     _ => None,
                 };
                 if let Some(content) = text.filter(|t| t.is_string()) {

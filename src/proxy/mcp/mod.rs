@@ -78,90 +78,155 @@ pub async fn handle(
             return Ok(json_reply(StatusCode::OK, denied.to_string().into()));
         }
     }
-    let mut headers = HeaderMap::new();
-    for h in FORWARDED {
-        if let Some(v) = parts.headers.get(h) {
-            headers.insert(h, v.clone());
-        }
-    }
-    if let Some((h, env)) = &server.config.auth {
-        let v = std::env::var(env).unwrap_or_default();
-        let v = HeaderValue::from_str(&v).map_err(|_| Error::Overloaded("mcp credentials"))?;
-        let h = http::HeaderName::from_bytes(h.as_bytes())
-            .map_err(|_| Error::Overloaded("mcp credentials"))?;
-        headers.insert(h, v);
-    }
-    // What goes on is what toolgate read.
-    let sent = match &asked {
-        Some(m) => Bytes::from(serde_json::to_vec(m).map_err(|_| Error::Overloaded("memory"))?),
-        None => Bytes::new(),
+    let on = Exchange {
+        state,
+        server,
+        name,
+        principal,
+        request_id,
+        session: session.as_deref(),
     };
-    let up = server
-        .client
-        .request(parts.method.clone(), "", None, headers, full(sent))?;
-    let deadline = tokio::time::Instant::now() + server.config.timeout;
-    let resp = tokio::time::timeout_at(deadline, Box::pin(server.client.send(up)))
-        .await
-        .map_err(|_| Error::UpstreamTimeout)??;
-    let (mut head, body) = resp.into_parts();
-    let opened = head.headers.get(SESSION).cloned();
-    if let Some(id) = opened.as_ref().and_then(|v| v.to_str().ok()) {
-        if session.as_deref() != Some(id) {
-            state.mcp.open(id, name, principal);
+    let is_call = asked.as_ref().and_then(|m| m.get("method")) == Some(&json!("tools/call"));
+    match on.forward(&parts, asked.as_ref(), &mut charge).await {
+        // A server that fails a call answers it with an error result: the
+        // agent's turn goes on.
+        Err(e) if is_call && e.side() == crate::error::Side::Upstream => {
+            tracing::warn!(error = %e, server = name, "MCP server failed a tool call");
+            let id = asked.as_ref().and_then(|m| m.get("id")).cloned();
+            Ok(json_reply(
+                StatusCode::OK,
+                error_result(id, FAILED).to_string().into(),
+            ))
         }
+        r => r,
     }
-    if parts.method == Method::DELETE {
-        if let Some(id) = &session {
-            state.mcp.close(id);
-        }
-    }
-    let content_type = (head.headers.get(header::CONTENT_TYPE))
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let sse = content_type.starts_with("text/event-stream");
-    let status = head.status;
-    if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
-        return Ok(Response::builder()
-            .status(status)
-            .body(reply(Bytes::new()))
-            .unwrap_or_default());
-    }
-    let (decoder, announced) =
-        super::gated::read_head(&mut head, sse, &state.scrub).or_else(|e| {
-            if status.is_success() {
-                Err(e)
-            } else {
-                super::gated::read_head(&mut head, false, &state.scrub).or(Err(e))
-            }
-        })?;
-    let raw = gather::response(
-        body,
-        decoder,
-        announced,
-        state.config.limits.max_response_bytes,
-        deadline,
-        &mut charge,
-    )
-    .await?;
-    let raw = state.scrub.bytes(raw);
-    let gates = state.gates();
-    let out = match (&asked, status.is_success()) {
-        (Some(m), true) => {
-            let answer = messages::Answer::new(state, &gates, name, request_id, principal, m);
-            match sse {
-                true => answer.stream(&raw).await?,
-                false => answer.whole(&raw).await?,
+}
+
+/// What a call the server failed is answered with.
+const FAILED: &str = "The tool server did not answer.";
+
+/// A `tools/call` result that is an error, saying `text`.
+fn error_result(id: Option<Value>, text: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "result": {"content": [{"type": "text", "text": text}], "isError": true},
+    })
+}
+
+/// One exchange with a server.
+struct Exchange<'a> {
+    state: &'a Arc<State>,
+    server: &'a servers::Server,
+    name: &'a str,
+    principal: &'a str,
+    request_id: &'a str,
+    /// The session the agent named, if any.
+    session: Option<&'a str>,
+}
+
+impl Exchange<'_> {
+    /// Sends the agent's message (what toolgate read of it) on and reads
+    /// the server's answer.
+    async fn forward(
+        &self,
+        parts: &http::request::Parts,
+        asked: Option<&Value>,
+        charge: &mut crate::proxy::budget::Charge,
+    ) -> Result<Response<ProxyBody>, Error> {
+        let (state, server, name, principal, request_id) = (
+            self.state,
+            self.server,
+            self.name,
+            self.principal,
+            self.request_id,
+        );
+        let session = self.session;
+        let mut headers = HeaderMap::new();
+        for h in FORWARDED {
+            if let Some(v) = parts.headers.get(h) {
+                headers.insert(h, v.clone());
             }
         }
-        // The server's own errors (an expired session, a bad request) pass.
-        _ => raw,
-    };
-    let mut resp = Response::from_parts(head, reply(out));
-    if let Some(v) = opened {
-        resp.headers_mut().insert(SESSION, v);
+        if let Some((h, env)) = &server.config.auth {
+            let v = std::env::var(env).unwrap_or_default();
+            let v = HeaderValue::from_str(&v).map_err(|_| Error::Overloaded("mcp credentials"))?;
+            let h = http::HeaderName::from_bytes(h.as_bytes())
+                .map_err(|_| Error::Overloaded("mcp credentials"))?;
+            headers.insert(h, v);
+        }
+        // What goes on is what toolgate read.
+        let sent = match asked {
+            Some(m) => Bytes::from(serde_json::to_vec(m).map_err(|_| Error::Overloaded("memory"))?),
+            None => Bytes::new(),
+        };
+        let up = server
+            .client
+            .request(parts.method.clone(), "", None, headers, full(sent))?;
+        let deadline = tokio::time::Instant::now() + server.config.timeout;
+        let resp = tokio::time::timeout_at(deadline, Box::pin(server.client.send(up)))
+            .await
+            .map_err(|_| Error::UpstreamTimeout)??;
+        let (mut head, body) = resp.into_parts();
+        let opened = head.headers.get(SESSION).cloned();
+        if let Some(id) = opened.as_ref().and_then(|v| v.to_str().ok()) {
+            if session != Some(id) {
+                state.mcp.open(id, name, principal);
+            }
+        }
+        if parts.method == Method::DELETE {
+            if let Some(id) = session {
+                state.mcp.close(id);
+            }
+        }
+        let content_type = (head.headers.get(header::CONTENT_TYPE))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let sse = content_type.starts_with("text/event-stream");
+        let status = head.status;
+        if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            return Ok(Response::builder()
+                .status(status)
+                .body(reply(Bytes::new()))
+                .unwrap_or_default());
+        }
+        let (decoder, announced) =
+            super::gated::read_head(&mut head, sse, &state.scrub).or_else(|e| {
+                if status.is_success() {
+                    Err(e)
+                } else {
+                    super::gated::read_head(&mut head, false, &state.scrub).or(Err(e))
+                }
+            })?;
+        let raw = gather::response(
+            body,
+            decoder,
+            announced,
+            state.config.limits.max_response_bytes,
+            deadline,
+            charge,
+        )
+        .await?;
+        let raw = state.scrub.bytes(raw);
+        let gates = state.gates();
+        let out = match (asked, status.is_success()) {
+            (Some(m), true) => {
+                let answer = messages::Answer::new(state, &gates, name, request_id, principal, m);
+                match sse {
+                    true => answer.stream(&raw).await?,
+                    false => answer.whole(&raw).await?,
+                }
+            }
+            // The server's own errors (an expired session, a bad request) pass.
+            _ => raw,
+        };
+        let mut resp = Response::from_parts(head, reply(out));
+        if let Some(v) = opened {
+            resp.headers_mut().insert(SESSION, v);
+        }
+        Ok(resp)
     }
-    Ok(resp)
 }
 
 /// What an unknown session is told (as a server tells it).

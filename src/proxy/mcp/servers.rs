@@ -90,14 +90,16 @@ impl Servers {
     }
 
     /// Checks a listed tool against its pin, pinning it on first sight.
-    pub fn check(&self, server: &str, tool: &Value) -> Option<(String, Pin)> {
+    /// A tool that is not `usable` (its description was flagged) is pinned
+    /// but does not count as declared until a listing finds it usable.
+    pub fn check(&self, server: &str, tool: &Value, usable: bool) -> Option<(String, Pin)> {
         let name = tool.get("name")?.as_str()?.to_string();
         let digest = sha256_hex(&serde_json::to_vec(tool).unwrap_or_default());
         let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (server.to_string(), name.clone());
         let pin = match pins.get_mut(&key) {
             Some(p) if p.digest == digest => {
-                p.current = true;
+                p.current = usable;
                 Pin::Kept
             }
             Some(p) => {
@@ -110,7 +112,7 @@ impl Servers {
                     Pinned {
                         digest,
                         schema: tool.get("inputSchema").cloned(),
-                        current: true,
+                        current: usable,
                     },
                 );
                 Pin::Kept
