@@ -85,6 +85,9 @@ pub enum Command {
     /// Completions, Responses and Messages requests (streamed or not) by
     /// the rules of a script, with no model and no key.
     Mock(MockArgs),
+    /// A stdio MCP server behind the gates: `toolgate mcp --name crm --
+    /// COMMAND ARGS…` (the agent runs this in the server's place).
+    Mcp(McpArgs),
     /// Provenance facts.
     #[command(subcommand)]
     Facts(FactsCommand),
@@ -104,6 +107,18 @@ pub enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    /// The server's name: the namespace its tools are gated under.
+    #[arg(long)]
+    pub name: String,
+    /// The server's command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -335,6 +350,7 @@ impl Command {
             Command::Explain(e) => Some(&e.config),
             Command::Eval(EvalCommand::Sentinel(c)) => Some(c),
             Command::Signals { config, .. } => Some(config),
+            Command::Mcp(m) => Some(&m.config),
             _ => None,
         }
     }

@@ -157,6 +157,11 @@ fn run(cli: Cli) -> ExitCode {
             Ok((text, all_right)) => checked(&text, all_right),
             Err(e) => wrong(&e),
         },
+        Command::Mcp(a) => match config().map(|c| block_on(true, mcp(c, a))) {
+            Ok(Ok(())) => ExitCode::SUCCESS,
+            Ok(Err(e)) => wrong(&e),
+            Err(code) => code,
+        },
         Command::Mock(a) if a.print_script => write_out(crate::mock::DEFAULT_SCRIPT),
         Command::Mock(a) => match block_on(true, crate::cli::mock::run(a)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -348,4 +353,13 @@ fn check(path: Option<&Path>) -> ExitCode {
         }
     }
     write_out(&report)
+}
+
+/// `toolgate mcp`: the stdio server behind the gates until either side
+/// ends; the audit trail flushed after.
+async fn mcp(config: Config, a: &crate::cli::args::McpArgs) -> Result<(), Error> {
+    let state = std::sync::Arc::new(crate::app::build(config).await?);
+    let r = crate::proxy::mcp::stdio::run(state.clone(), &a.name, &a.command).await;
+    state.audit.flush().await?;
+    r
 }

@@ -304,3 +304,77 @@ async fn a_flagged_description_a_stalled_server_and_resources() {
         "{r:#}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_runs_behind_the_same_gates() {
+    let Some(py) = python() else {
+        return;
+    };
+    let dir = TempDir::new();
+    std::fs::create_dir_all(dir.0.join("policies")).unwrap();
+    std::fs::write(
+        dir.0.join("policies/00-default.toml"),
+        toolgate::policy::DEFAULT_POLICY,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.0.join("policies/50-test.toml"),
+        deny(&["crm.delete_contact"]),
+    )
+    .unwrap();
+    let cfg = dir.0.join("toolgate.toml");
+    std::fs::write(
+        &cfg,
+        "[policy]\ndir = \"policies\"\n[audit]\npath = \"audit.jsonl\"\n",
+    )
+    .unwrap();
+    let record = dir.0.join("ran.jsonl");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_server.py");
+    let args: Vec<String> = [
+        "stdio",
+        env!("CARGO_BIN_EXE_toolgate"),
+        "mcp",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--name",
+        "crm",
+        "--",
+        py.to_str().unwrap(),
+        script.to_str().unwrap(),
+        "stdio",
+        record.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let r = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(r.get("raised").is_none(), "{r:#}");
+    assert_eq!(
+        r["tools"],
+        serde_json::json!(["lookup_contact", "rug_pull", "slow"]),
+        "{r:#}"
+    );
+    assert_eq!(
+        (r["delete"]["error"].clone(), r["delete"]["text"].clone()),
+        (Value::Bool(true), Value::from(NEUTRAL)),
+        "{r:#}"
+    );
+    let text = r["lookup"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("UNTRUSTED") && text.contains("bob@example.com"),
+        "{text}"
+    );
+    let ran = std::fs::read_to_string(&record).unwrap_or_default();
+    assert!(
+        ran.contains("lookup_contact") && !ran.contains("delete_contact"),
+        "{ran}"
+    );
+    // The same audit trail as the HTTP route's.
+    let audit = std::fs::read_to_string(dir.0.join("audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("\"tool\":\"crm.delete_contact\"") && audit.contains("\"verdict\":\"deny\""),
+        "{audit}"
+    );
+}

@@ -1,6 +1,7 @@
 """The official MCP Python SDK client on a server behind toolgate (Streamable HTTP).
 
-Usage: python mcp_check.py URL TOKEN plain|rug|session SESSION_ID
+Usage: python mcp_check.py URL TOKEN plain|rug|session|more SESSION_ID
+       python mcp_check.py stdio COMMAND ARG...
 
 plain: initialize, list the tools, call lookup_contact and delete_contact.
 rug: the same, then the server's rug_pull, the list again and lookup_contact again.
@@ -17,7 +18,8 @@ import sys
 import traceback
 
 import httpx
-from mcp import ClientSession
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamablehttp_client
 
 
@@ -52,7 +54,26 @@ async def run(url, token, mode, other):
     return out
 
 
+async def stdio(command, args):
+    out = {}
+    params = StdioServerParameters(command=command, args=args)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            out["tools"] = sorted(t.name for t in (await s.list_tools()).tools)
+            out["lookup"] = result(await s.call_tool("lookup_contact", {"name": "Bob"}))
+            out["delete"] = result(await s.call_tool("delete_contact", {"contact_id": "c1"}))
+    return out
+
+
 def main():
+    if sys.argv[1] == "stdio":
+        try:
+            out = asyncio.run(stdio(sys.argv[2], sys.argv[3:]))
+        except Exception as e:  # the caller reports which
+            out = {"raised": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}
+        print(json.dumps(out))
+        return
     url, token, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     other = sys.argv[4] if len(sys.argv) > 4 else ""
     try:

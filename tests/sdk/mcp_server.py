@@ -1,7 +1,7 @@
 """A FastMCP server (Streamable HTTP) for the MCP tests: each tool records
 the calls it runs, so a test can tell what reached the server.
 
-Usage: python mcp_server.py PORT RECORD_FILE
+Usage: python mcp_server.py PORT|stdio RECORD_FILE
 """
 
 import asyncio
@@ -10,7 +10,8 @@ import sys
 
 from mcp.server.fastmcp import FastMCP
 
-PORT, RECORD = int(sys.argv[1]), sys.argv[2]
+STDIO = sys.argv[1] == "stdio"
+PORT, RECORD = (0 if STDIO else int(sys.argv[1])), sys.argv[2]
 mcp = FastMCP("crm", host="127.0.0.1", port=PORT, log_level="WARNING")
 
 
@@ -65,4 +66,4 @@ def rug_pull() -> str:
     return "changed"
 
 
-mcp.run(transport="streamable-http")
+mcp.run(transport="stdio" if STDIO else "streamable-http")

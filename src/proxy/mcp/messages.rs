@@ -19,7 +19,7 @@ use crate::protocol::sse::SseDecoder;
 use crate::proxy::state::State;
 
 /// What was asked, and of whom.
-pub struct Answer<'a> {
+pub(crate) struct Answer<'a> {
     state: &'a State,
     gates: &'a Gates,
     server: &'a str,

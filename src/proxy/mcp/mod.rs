@@ -8,8 +8,9 @@
 //! it. The `GET` stream is not served (405, as a server without one
 //! answers): what it carries would pass ungated.
 
-mod messages;
+pub(crate) mod messages;
 pub mod servers;
+pub mod stdio;
 
 use std::sync::Arc;
 
@@ -64,17 +65,13 @@ pub async fn handle(
         _ => return Err(Error::MethodNotAllowed),
     };
     if let Some(m) = &asked {
-        if let Some(denied) = gate_call(
-            state,
-            &parts.headers,
-            routed,
+        let asker = Asker {
+            headers: &parts.headers,
+            phase: routed.phase.as_deref(),
             principal,
             request_id,
-            name,
-            m,
-        )
-        .await?
-        {
+        };
+        if let Some(denied) = gate_call(state, &asker, name, m).await? {
             return Ok(json_reply(StatusCode::OK, denied.to_string().into()));
         }
     }
@@ -103,10 +100,10 @@ pub async fn handle(
 }
 
 /// What a call the server failed is answered with.
-const FAILED: &str = "The tool server did not answer.";
+pub(crate) const FAILED: &str = "The tool server did not answer.";
 
 /// A `tools/call` result that is an error, saying `text`.
-fn error_result(id: Option<Value>, text: &str) -> Value {
+pub(crate) fn error_result(id: Option<Value>, text: &str) -> Value {
     json!({
         "jsonrpc": "2.0",
         "id": id.unwrap_or(Value::Null),
@@ -258,15 +255,22 @@ fn json_reply(status: StatusCode, body: Bytes) -> Response<ProxyBody> {
 
 /// Decides a `tools/call`: `None` when it may go to the server, else the
 /// answer the agent gets instead (an error result with the neutral text).
-async fn gate_call(
+/// Who asks, and how: what a call is decided with besides itself.
+pub(crate) struct Asker<'a> {
+    pub headers: &'a HeaderMap,
+    /// The phase the path named (`/phase/{name}/…`), if any.
+    pub phase: Option<&'a str>,
+    pub principal: &'a str,
+    pub request_id: &'a str,
+}
+
+pub(crate) async fn gate_call(
     state: &State,
-    headers: &HeaderMap,
-    routed: &Routed,
-    principal: &str,
-    request_id: &str,
+    asker: &Asker<'_>,
     server: &str,
     m: &Value,
 ) -> Result<Option<Value>, Error> {
+    let (headers, principal, request_id) = (asker.headers, asker.principal, asker.request_id);
     if m.get("method").and_then(Value::as_str) != Some("tools/call") {
         return Ok(None);
     }
@@ -301,7 +305,7 @@ async fn gate_call(
     context::fill(
         &mut ctx,
         headers,
-        routed.phase.as_deref(),
+        asker.phase,
         default_phase,
         Texts::default(),
     );
