@@ -110,15 +110,37 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct McpArgs {
+    #[command(subcommand)]
+    pub pin: Option<McpCommand>,
     #[command(flatten)]
     pub config: ConfigArg,
     /// The server's name: the namespace its tools are gated under.
-    #[arg(long)]
-    pub name: String,
+    #[arg(long, required = true)]
+    pub name: Option<String>,
     /// The server's command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Writes a pin file of a server's tools as it lists them now: the
+    /// `[[mcp]]` entry's URL, or the stdio command after `--`.
+    Pin {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The server's name (its `[[mcp]]` entry).
+        #[arg(long)]
+        name: String,
+        /// Where to write it (else the entry's `pins`, else stdout).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// A stdio server's command and its arguments, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -350,6 +372,10 @@ impl Command {
             Command::Explain(e) => Some(&e.config),
             Command::Eval(EvalCommand::Sentinel(c)) => Some(c),
             Command::Signals { config, .. } => Some(config),
+            Command::Mcp(McpArgs {
+                pin: Some(McpCommand::Pin { config, .. }),
+                ..
+            }) => Some(config),
             Command::Mcp(m) => Some(&m.config),
             _ => None,
         }

@@ -356,10 +356,42 @@ fn check(path: Option<&Path>) -> ExitCode {
 }
 
 /// `toolgate mcp`: the stdio server behind the gates until either side
-/// ends; the audit trail flushed after.
+/// ends, the audit trail flushed after; `toolgate mcp pin`: a pin file.
 async fn mcp(config: Config, a: &crate::cli::args::McpArgs) -> Result<(), Error> {
+    use crate::cli::args::McpCommand;
+    use crate::proxy::mcp::{list, pins::PinFile, servers::Servers};
+    if let Some(McpCommand::Pin {
+        name, out, command, ..
+    }) = &a.pin
+    {
+        let entry = config.mcp.iter().find(|m| &m.name == name);
+        let tools = if command.is_empty() {
+            // The pins are being written: the old ones are not read.
+            let mut unpinned = config.clone();
+            unpinned.mcp.iter_mut().for_each(|m| m.pins = None);
+            let servers = Servers::new(&unpinned)?;
+            let server = servers.get(name).ok_or_else(|| {
+                Error::BadRequest(format!("no [[mcp]] entry named '{name}' with a url"))
+            })?;
+            list::over_http(server).await?
+        } else {
+            let timeout = entry.map_or(std::time::Duration::from_secs(60), |m| m.timeout);
+            list::over_stdio(command, timeout).await?
+        };
+        let text = PinFile::of(name, &tools).to_json();
+        return match out.as_ref().or(entry.and_then(|m| m.pins.as_ref())) {
+            Some(path) => std::fs::write(path, text)
+                .map_err(|e| Error::io(format!("writing {}", path.display()), e)),
+            None => {
+                let mut o = std::io::stdout().lock();
+                (o.write_all(text.as_bytes()).and_then(|_| o.flush()))
+                    .map_err(|e| Error::io("writing the pin file to stdout", e))
+            }
+        };
+    }
+    let name = a.name.as_deref().unwrap_or_default();
     let state = std::sync::Arc::new(crate::app::build(config).await?);
-    let r = crate::proxy::mcp::stdio::run(state.clone(), &a.name, &a.command).await;
+    let r = crate::proxy::mcp::stdio::run(state.clone(), name, &a.command).await;
     state.audit.flush().await?;
     r
 }

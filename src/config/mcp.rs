@@ -12,13 +12,16 @@ use toml::Spanned;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMcp {
     pub(crate) name: Spanned<String>,
-    pub(crate) url: Spanned<String>,
+    /// Without one the entry is a stdio server's (`toolgate mcp`).
+    pub(crate) url: Option<Spanned<String>>,
     /// A header the server's credentials go in (`Authorization`, …).
     pub(crate) auth_header: Option<String>,
     /// The environment variable holding that header's value.
     pub(crate) auth_env: Option<String>,
     #[serde(default = "timeout")]
     pub(crate) timeout_secs: u64,
+    /// A pin file (`toolgate mcp pin`): the tools and their digests.
+    pub(crate) pins: Option<String>,
 }
 
 fn timeout() -> u64 {
@@ -31,17 +34,22 @@ pub struct Mcp {
     /// Its name: the path (`/mcp/{name}`) and the namespace its tools are
     /// gated under (`{name}.{tool}`).
     pub name: String,
-    /// The server's Streamable HTTP endpoint.
-    pub url: String,
+    /// The server's Streamable HTTP endpoint; `None`: a stdio server run
+    /// by `toolgate mcp` (not served at `/mcp/{name}`).
+    pub url: Option<String>,
     /// `(header, environment variable)` of the server's credentials.
     pub auth: Option<(String, String)>,
     /// How long one exchange with the server may take.
     pub timeout: Duration,
+    /// The pin file: only the tools it names, as it pins them, are served
+    /// (without one, tools are pinned on first sight).
+    pub pins: Option<std::path::PathBuf>,
 }
 
 /// Checks the entries; problems go to `bad` with their place in the file.
 pub(super) fn build(
     raw: &[RawMcp],
+    resolve: &dyn Fn(&str) -> std::path::PathBuf,
     bad: &mut impl FnMut(std::ops::Range<usize>, String),
 ) -> Vec<Mcp> {
     let mut out: Vec<Mcp> = Vec::new();
@@ -60,12 +68,11 @@ pub(super) fn build(
         if out.iter().any(|m| &m.name == name) {
             bad(r.name.span(), format!("mcp.name '{name}' is given twice"));
         }
-        let url = r.url.get_ref();
-        if super::parse_base_url(url).is_err() {
-            bad(
-                r.url.span(),
-                format!("mcp.url '{url}' is not an http(s) URL"),
-            );
+        if let Some(url) = &r.url {
+            let u = url.get_ref();
+            if super::parse_base_url(u).is_err() {
+                bad(url.span(), format!("mcp.url '{u}' is not an http(s) URL"));
+            }
         }
         let auth = match (&r.auth_header, &r.auth_env) {
             (Some(h), Some(e)) => {
@@ -94,9 +101,10 @@ pub(super) fn build(
         }
         out.push(Mcp {
             name: name.clone(),
-            url: url.clone(),
+            url: r.url.as_ref().map(|u| u.get_ref().clone()),
             auth,
             timeout: Duration::from_secs(r.timeout_secs),
+            pins: r.pins.as_deref().map(resolve),
         });
     }
     out

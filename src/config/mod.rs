@@ -320,7 +320,7 @@ impl Config {
             http2: raw.upstream.http2,
         };
         let clients_set = !raw.client.is_empty();
-        let mcp = mcp::build(&raw.mcp, &mut bad);
+        let mcp = mcp::build(&raw.mcp, &resolve, &mut bad);
         let named_upstreams = (named.into_iter())
             .map(|(d, r)| {
                 (

@@ -378,3 +378,129 @@ async fn a_stdio_server_runs_behind_the_same_gates() {
         "{audit}"
     );
 }
+
+/// Runs the built binary with `args`; its stdout.
+fn toolgate(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pin_file_serves_only_the_tools_it_vouches_for() {
+    let Some(server) = start_server().await else {
+        return;
+    };
+    let py = python().unwrap();
+    let dir = TempDir::new();
+    let pins = dir.0.join("crm.pins.json");
+    let cfg = dir.0.join("toolgate.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/mcp\"\npins = \"crm.pins.json\"\n",
+            server.port
+        ),
+    )
+    .unwrap();
+    let (c, p) = (
+        cfg.to_str().unwrap().to_string(),
+        pins.to_str().unwrap().to_string(),
+    );
+    tokio::task::spawn_blocking(move || toolgate(&["mcp", "pin", "--config", &c, "--name", "crm"]))
+        .await
+        .unwrap();
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    let names: Vec<&String> = file["tools"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        names,
+        [
+            "delete_contact",
+            "export_contacts",
+            "lookup_contact",
+            "rug_pull",
+            "slow"
+        ]
+    );
+    // The same pins from the stdio server, written to stdout.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/mcp_server.py");
+    let record = dir.0.join("stdio-ran.jsonl");
+    let args = [
+        "mcp",
+        "pin",
+        "--name",
+        "crm",
+        "--",
+        py.to_str().unwrap(),
+        script.to_str().unwrap(),
+        "stdio",
+        record.to_str().unwrap(),
+    ]
+    .map(String::from);
+    let printed = tokio::task::spawn_blocking(move || {
+        toolgate(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    })
+    .await
+    .unwrap();
+    let stdio: Value = serde_json::from_str(&printed).unwrap();
+    assert_eq!(stdio, file, "the same tools, the same digests");
+    // The operator vouches for less: delete_contact left out, lookup_contact
+    // pinned as something else.
+    let mut edited = file.clone();
+    edited["tools"]
+        .as_object_mut()
+        .unwrap()
+        .remove("delete_contact");
+    edited["tools"]["lookup_contact"] = Value::from("0".repeat(64));
+    std::fs::write(&pins, edited.to_string()).unwrap();
+    let extra = format!(
+        "[[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/mcp\"\npins = \"{}\"\n",
+        server.port,
+        pins.display()
+    );
+    let gate = start_gate("http://127.0.0.1:9/v1", ALLOW_ALL, &extra).await;
+    let r = check(&gate, "unused", "plain", "").await.unwrap();
+    assert_eq!(r["tools"], serde_json::json!(["rug_pull", "slow"]), "{r:#}");
+    assert_eq!(r["lookup"]["error"], true, "{r:#}");
+    assert_eq!(r["delete"]["error"], true, "{r:#}");
+    let ran = server.ran();
+    assert!(
+        ran.iter()
+            .all(|c| c[0] != "lookup_contact" && c[0] != "delete_contact"),
+        "{ran:?}"
+    );
+    let audit = gate.audit_flushed().await;
+    let events: Vec<&str> = audit.iter().filter_map(|a| a["event"].as_str()).collect();
+    assert!(
+        events.contains(&"mcp_tool_unpinned") && events.contains(&"mcp_tool_changed"),
+        "{events:?}"
+    );
+    // A pin file that is not there, or names another server, stops toolgate.
+    let bad = "[[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:9/mcp\"\npins = \"/nonexistent/pins.json\"\n";
+    std::fs::write(&cfg, bad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "mcp",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--name",
+            "crm",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("pin file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -176,13 +176,18 @@ impl<'a> Answer<'a> {
                 kept.retain(|t: &Value| t.get("name").and_then(Value::as_str) != Some(&name));
                 continue;
             }
-            if let Pin::Changed(pinned, now) = &pin {
+            let (event, pinned, now) = match &pin {
+                Pin::Kept => ("", None, None),
+                Pin::Changed(pinned, now) => ("mcp_tool_changed", Some(pinned), Some(now)),
+                Pin::Unpinned(now) => ("mcp_tool_unpinned", None, Some(now)),
+            };
+            if !event.is_empty() {
                 let record = json!({
                     "ts": crate::digest::now_rfc3339(),
                     "request_id": self.request_id,
                     "principal": self.principal,
                     "protocol": "mcp",
-                    "event": "mcp_tool_changed",
+                    "event": event,
                     "tool": full,
                     "pinned_sha256": pinned,
                     "seen_sha256": now,

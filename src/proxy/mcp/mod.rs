@@ -8,7 +8,9 @@
 //! it. The `GET` stream is not served (405, as a server without one
 //! answers): what it carries would pass ungated.
 
+pub mod list;
 pub(crate) mod messages;
+pub mod pins;
 pub mod servers;
 pub mod stdio;
 

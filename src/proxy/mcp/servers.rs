@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
+use super::pins::{digest, PinFile};
 use crate::config::{Config, Mcp};
-use crate::digest::sha256_hex;
 use crate::error::Error;
 use crate::upstream::Upstream;
 
@@ -24,6 +24,8 @@ pub enum Pin {
     Kept,
     /// Its definition differs from its pin: (pinned, seen) digests.
     Changed(String, String),
+    /// Its server's pin file does not name it: the digest seen.
+    Unpinned(String),
 }
 
 /// A tool as pinned: its digest and its input schema.
@@ -42,14 +44,32 @@ pub struct Servers {
     sessions: moka::sync::Cache<String, Arc<(String, String)>>,
     /// (server, tool) → its pin.
     pins: Mutex<HashMap<(String, String), Pinned>>,
+    /// Servers pinned by a file: a tool it does not name is not served.
+    fixed: std::collections::HashSet<String>,
 }
 
 impl Servers {
     /// A client for each `[[mcp]]` entry.
     pub fn new(config: &Config) -> Result<Servers, Error> {
         let mut servers = HashMap::new();
+        let mut pins = HashMap::new();
+        let mut fixed = std::collections::HashSet::new();
         for m in &config.mcp {
-            let client = Upstream::to_url(&m.url, ("mcp", "mcp.url"), None, m.timeout)?;
+            if let Some(path) = &m.pins {
+                for (tool, digest) in PinFile::read(path, &m.name)?.tools {
+                    let p = Pinned {
+                        digest,
+                        schema: None,
+                        current: false,
+                    };
+                    pins.insert((m.name.clone(), tool), p);
+                }
+                fixed.insert(m.name.clone());
+            }
+            let Some(url) = &m.url else {
+                continue;
+            };
+            let client = Upstream::to_url(url, ("mcp", "mcp.url"), None, m.timeout)?;
             servers.insert(
                 m.name.clone(),
                 Server {
@@ -64,7 +84,8 @@ impl Servers {
                 .max_capacity(100_000)
                 .time_to_idle(std::time::Duration::from_secs(3600))
                 .build(),
-            pins: Mutex::new(HashMap::new()),
+            pins: Mutex::new(pins),
+            fixed,
         })
     }
 
@@ -94,18 +115,21 @@ impl Servers {
     /// but does not count as declared until a listing finds it usable.
     pub fn check(&self, server: &str, tool: &Value, usable: bool) -> Option<(String, Pin)> {
         let name = tool.get("name")?.as_str()?.to_string();
-        let digest = sha256_hex(&serde_json::to_vec(tool).unwrap_or_default());
+        let digest = digest(tool);
         let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (server.to_string(), name.clone());
         let pin = match pins.get_mut(&key) {
             Some(p) if p.digest == digest => {
                 p.current = usable;
+                // A pin from a file learns the schema it vouched for.
+                p.schema = tool.get("inputSchema").cloned();
                 Pin::Kept
             }
             Some(p) => {
                 p.current = false;
                 Pin::Changed(p.digest.clone(), digest)
             }
+            None if self.fixed.contains(server) => Pin::Unpinned(digest),
             None => {
                 pins.insert(
                     key,

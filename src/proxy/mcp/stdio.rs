@@ -30,7 +30,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Reads one line of at most `max` bytes; `None` at the end of input.
-async fn line<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> Result<Option<Vec<u8>>, Error> {
+pub(super) async fn line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    max: usize,
+) -> Result<Option<Vec<u8>>, Error> {
     let mut buf = Vec::new();
     loop {
         let chunk = r.fill_buf().await.map_err(|e| Error::io("stdio", e))?;
