@@ -168,6 +168,14 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
         return;
     };
     assert_eq!(r["rug"]["error"], false, "{r:#}");
+    // The server said so on its own stream, relayed through toolgate.
+    assert!(
+        r["notified"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("notifications/tools/list_changed")),
+        "{r:#}"
+    );
     assert_eq!(
         r["tools_after"],
         serde_json::json!(["delete_contact", "rug_pull", "slow"]),
@@ -223,8 +231,8 @@ async fn what_would_pass_ungated_is_refused_before_the_server() {
         ("content-type", "application/json"),
         ("accept", "application/json, text/event-stream"),
     ];
-    // The GET stream: what it carries would pass ungated.
-    let a = send("GET", &url("/mcp/crm"), &json, String::new()).await;
+    // Another method.
+    let a = send("PUT", &url("/mcp/crm"), &json, String::new()).await;
     assert_eq!(a.status, 405, "{}", a.text());
     // Batches: each call must be answered on its own.
     let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}]"#;

@@ -35,8 +35,16 @@ async def run(url, token, mode, other):
         h = dict(headers, **{"mcp-session-id": other, "accept": "application/json, text/event-stream"})
         r = httpx.post(url, json=body, headers=h)
         return {"status": r.status_code}
+    notified = []
+
+    async def on_message(message):
+        root = getattr(message, "root", None)
+        method = getattr(root, "method", None)
+        if method:
+            notified.append(method)
+
     async with streamablehttp_client(url, headers=headers) as (read, write, session_id):
-        async with ClientSession(read, write) as s:
+        async with ClientSession(read, write, message_handler=on_message) as s:
             await s.initialize()
             out["session"] = session_id()
             out["tools"] = sorted(t.name for t in (await s.list_tools()).tools)
@@ -49,6 +57,11 @@ async def run(url, token, mode, other):
                 out["notes"] = "".join(getattr(c, "text", "") for c in r.contents)
             if mode == "rug":
                 out["rug"] = result(await s.call_tool("rug_pull", {}))
+                for _ in range(50):
+                    if "notifications/tools/list_changed" in notified:
+                        break
+                    await asyncio.sleep(0.1)
+                out["notified"] = notified
                 out["tools_after"] = sorted(t.name for t in (await s.list_tools()).tools)
                 out["lookup_after"] = result(await s.call_tool("lookup_contact", {"name": "Bob"}))
     return out

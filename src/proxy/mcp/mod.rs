@@ -5,10 +5,11 @@
 //! neutral text. The tool list is pinned by digest (`servers.rs`): a tool
 //! whose definition changed is hidden and its calls rejected; results are
 //! fenced (`messages.rs`). A session is bound to the principal who opened
-//! it. The `GET` stream is not served (405, as a server without one
-//! answers): what it carries would pass ungated.
+//! it. The `GET` stream is relayed event by event (`listen.rs`): the
+//! server's requests and notifications, never an answer.
 
 pub mod list;
+mod listen;
 pub(crate) mod messages;
 pub mod pins;
 pub mod servers;
@@ -63,7 +64,7 @@ pub async fn handle(
         .map_err(|_| Error::RequestTimeout)??;
     let asked = match parts.method {
         Method::POST => Some(read_message(&bytes)?),
-        Method::DELETE => None,
+        Method::DELETE | Method::GET => None,
         _ => return Err(Error::MethodNotAllowed),
     };
     if let Some(m) = &asked {
@@ -184,6 +185,21 @@ impl Exchange<'_> {
             .to_ascii_lowercase();
         let sse = content_type.starts_with("text/event-stream");
         let status = head.status;
+        if parts.method == Method::GET && status.is_success() && sse {
+            // The server's own stream, relayed as it comes.
+            let (decoder, _) = super::gated::read_head(&mut head, true, &state.scrub)?;
+            let who = listen::Listener {
+                server: name.to_string(),
+                principal: principal.to_string(),
+                request_id: request_id.to_string(),
+            };
+            let body = listen::relay(state.clone(), who, body, decoder);
+            let mut resp = Response::from_parts(head, body);
+            if let Some(v) = opened {
+                resp.headers_mut().insert(SESSION, v);
+            }
+            return Ok(resp);
+        }
         if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
             return Ok(Response::builder()
                 .status(status)
