@@ -55,6 +55,10 @@ pub async fn handle(
         }
     }
     let session = session.map(str::to_string);
+    // A request without a session may open one: within the principal's share.
+    if session.is_none() && !state.mcp.may_open(principal) {
+        return Err(Error::Overloaded("mcp sessions"));
+    }
     let mut charge = state.budget.charge();
     let limit = state.config.limits.max_request_bytes;
     let wait = state.config.limits.request_body_timeout;

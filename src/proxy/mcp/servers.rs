@@ -37,11 +37,17 @@ struct Pinned {
     current: bool,
 }
 
+/// The most sessions one principal may hold open at once (idle ones
+/// expire after an hour).
+pub const MAX_SESSIONS: usize = 64;
+
 /// Every server, with sessions and pins.
 pub struct Servers {
     servers: HashMap<String, Server>,
     /// Session id → (server, principal) that opened it.
     sessions: moka::sync::Cache<String, Arc<(String, String)>>,
+    /// Sessions open, by principal.
+    open: Arc<Mutex<HashMap<String, usize>>>,
     /// (server, tool) → its pin.
     pins: Mutex<HashMap<(String, String), Pinned>>,
     /// Servers pinned by a file: a tool it does not name is not served.
@@ -78,12 +84,24 @@ impl Servers {
                 },
             );
         }
+        let open: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+        let counts = open.clone();
         Ok(Servers {
             servers,
             sessions: moka::sync::Cache::builder()
                 .max_capacity(100_000)
                 .time_to_idle(std::time::Duration::from_secs(3600))
+                .eviction_listener(move |_, s: Arc<(String, String)>, _| {
+                    let mut c = counts.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(n) = c.get_mut(&s.1) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            c.remove(&s.1);
+                        }
+                    }
+                })
                 .build(),
+            open,
             pins: Mutex::new(pins),
             fixed,
         })
@@ -93,8 +111,20 @@ impl Servers {
         self.servers.get(name)
     }
 
+    /// Whether the principal may open another session.
+    pub fn may_open(&self, principal: &str) -> bool {
+        let c = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        c.get(principal).copied().unwrap_or(0) < MAX_SESSIONS
+    }
+
     /// Binds a session the server opened to the principal who opened it.
     pub fn open(&self, id: &str, server: &str, principal: &str) {
+        if self.sessions.contains_key(id) {
+            return;
+        }
+        *(self.open.lock().unwrap_or_else(PoisonError::into_inner))
+            .entry(principal.to_string())
+            .or_insert(0) += 1;
         self.sessions
             .insert(id.to_string(), Arc::new((server.into(), principal.into())));
     }
@@ -151,5 +181,57 @@ impl Servers {
         let pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
         let p = pins.get(&(server.to_string(), tool.to_string()))?;
         p.current.then(|| p.schema.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn servers() -> Servers {
+        Servers::new(&Config::embedded().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_principal_holds_a_bounded_number_of_sessions() {
+        let s = servers();
+        for i in 0..MAX_SESSIONS {
+            assert!(s.may_open("a"));
+            s.open(&format!("s{i}"), "crm", "a");
+        }
+        assert!(!s.may_open("a") && s.may_open("b"));
+        // The same id again counts once; a closed one frees its place.
+        s.open("s0", "crm", "a");
+        s.close("s0");
+        s.sessions.run_pending_tasks();
+        assert!(s.may_open("a"));
+        assert!(
+            s.owns("s1", "crm", "a") && !s.owns("s1", "crm", "b") && !s.owns("s1", "other", "a")
+        );
+    }
+
+    #[test]
+    fn a_tool_is_pinned_on_first_sight_and_a_change_is_caught() {
+        let s = servers();
+        let t = json!({"name": "x", "description": "d", "inputSchema": {"type": "object"}});
+        assert_eq!(s.check("crm", &t, true).unwrap().1, Pin::Kept);
+        assert_eq!(
+            s.declared("crm", "x"),
+            Some(Some(json!({"type": "object"})))
+        );
+        let changed = json!({"name": "x", "description": "d2", "inputSchema": {"type": "object"}});
+        assert!(matches!(
+            s.check("crm", &changed, true).unwrap().1,
+            Pin::Changed(..)
+        ));
+        assert_eq!(s.declared("crm", "x"), None);
+        // Seen as pinned again: served again.
+        assert_eq!(s.check("crm", &t, true).unwrap().1, Pin::Kept);
+        assert!(s.declared("crm", "x").is_some());
+        // Not usable (a flagged description): pinned, not declared.
+        let y = json!({"name": "y"});
+        s.check("crm", &y, false);
+        assert_eq!(s.declared("crm", "y"), None);
     }
 }
