@@ -81,6 +81,9 @@ pub struct Context {
     /// expired record, another replica's): `context.history_complete` is
     /// false.
     pub history_incomplete: bool,
+    /// Declared tools whose definition differs from the one first declared
+    /// in this session (`tool.definition_changed`).
+    pub redefined: Vec<String>,
     /// The calls decided in this request's answer, the sources of the tool
     /// results a follow-up by reference sends back.
     pub decided: std::sync::Arc<std::sync::Mutex<Vec<Source>>>,

@@ -79,6 +79,19 @@ pub trait Codec: Sync {
     fn parse(&self, bytes: &[u8]) -> Result<Parsed, Error>;
     /// The tools `body` declares, each with its schema, in body order.
     fn declarations<'a>(&self, body: &'a Value) -> Result<Declarations<'a>, Error>;
+    /// Each declared tool's whole definition (name, description, schema),
+    /// in body order, for the digests a session's definitions are kept by.
+    fn definitions<'a>(&self, body: &'a Value) -> Vec<(String, &'a Value)> {
+        let tools = body.get("tools").and_then(Value::as_array);
+        (tools.into_iter().flatten())
+            .filter_map(|t| {
+                let name = (t.get("name"))
+                    .or_else(|| t.get("function").and_then(|f| f.get("name")))?
+                    .as_str()?;
+                Some((name.to_string(), t))
+            })
+            .collect()
+    }
     /// Where in the body tools are declared (for the schema slices).
     fn tool_lists(&self) -> &'static [&'static str] {
         &["tools", "functions"]

@@ -169,6 +169,11 @@ impl Protocol {
         self.codec().declarations(body)
     }
 
+    /// Each declared tool's whole definition, in body order.
+    pub fn definitions(self, body: &Value) -> Vec<(String, &Value)> {
+        self.codec().definitions(body)
+    }
+
     /// Writes the request `body` with `write` (given the nodes whose places
     /// it must note, it gives the text and those places), and gives each
     /// declaration of `declared` still [`Declared::unwritten`] its schema's

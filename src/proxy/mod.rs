@@ -16,6 +16,7 @@ pub mod body;
 pub mod budget;
 pub mod complete;
 pub mod conversations;
+mod definitions;
 pub mod errors;
 mod gated;
 pub mod gather;

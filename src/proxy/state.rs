@@ -136,6 +136,9 @@ pub struct State {
     conversations: moka::sync::Cache<String, Arc<conversations::Conversation>>,
     /// Calls a principal may read back from a conversation's items.
     vouched: moka::sync::Cache<[u8; 32], ()>,
+    /// The digest of each tool's first definition in a session, by
+    /// (principal, session, tool) (`proxy::definitions`).
+    pub definitions: moka::sync::Cache<[u8; 32], Arc<str>>,
 }
 
 impl State {
@@ -207,6 +210,10 @@ impl State {
             })
             .time_to_live(r.remember_ttl)
             .build();
+        let definitions = moka::sync::Cache::builder()
+            .max_capacity(200_000)
+            .time_to_idle(std::time::Duration::from_secs(24 * 3600))
+            .build();
         let vouched = moka::sync::Cache::builder()
             .max_capacity(capacity / 2)
             .weigher(move |_: &[u8; 32], _: &()| weight(96))
@@ -253,6 +260,7 @@ impl State {
             history,
             conversations,
             vouched,
+            definitions,
         }
     }
 

@@ -302,6 +302,10 @@ pub fn static_signals(
         .unwrap_or(ToolClass::Unclassified);
     s.set("tool.class", json!(class.as_str()));
     s.set("tool.declared", json!(ctx.declared.contains_key(raw)));
+    s.set(
+        "tool.definition_changed",
+        json!(ctx.redefined.iter().any(|n| n == raw)),
+    );
     s.set("phase", json!(ctx.phase));
     s.set("principal", json!(ctx.principal));
     s.set("session", json!(ctx.session));

@@ -80,20 +80,23 @@ impl Codec for Gemini {
     fn declarations<'a>(&self, body: &'a Value) -> Result<Declarations<'a>, Error> {
         super::request::declarations(body)
     }
+    fn definitions<'a>(&self, body: &'a Value) -> Vec<(String, &'a Value)> {
+        super::request::definitions(body)
+    }
     fn tool_lists(&self) -> &'static [&'static str] {
         &["tools", "functionDeclarations", "function_declarations"]
     }
     fn texts(&self, body: &Value, all: bool, calls: bool) -> Texts {
-        super::request::texts(body, all, calls)
+        super::texts::texts(body, all, calls)
     }
     fn tool_results<'a>(&self, body: &'a mut Value) -> Vec<ToolResult<'a>> {
-        super::request::tool_results(body)
+        super::texts::tool_results(body)
     }
     fn add_notice(&self, body: &mut Value, notice: &str) {
         super::request::add_notice(body, notice)
     }
     fn hide(&self, body: &mut Value, names: &[String]) -> bool {
-        super::request::hide(body, names)
+        super::hide::hide(body, names)
     }
     fn rewriter(&self, o: &Options) -> Box<dyn Rewriter> {
         Box::new(super::stream::StreamRewriter::new(o))

@@ -5,9 +5,10 @@
 //!   snake_case alike; toolgate reads both as one key and refuses an object
 //!   holding both, or a spelling that only folds to one.
 //! - [`request`]: declared functions (`tools[].functionDeclarations`, their
-//!   `parametersJsonSchema` or classic `parameters`), texts from
-//!   `systemInstruction` and `contents`, tool results from `functionResponse`
-//!   parts, the notice in `systemInstruction`, hiding tools.
+//!   `parametersJsonSchema` or classic `parameters`), provider-run tools,
+//!   what the path says, the notice in `systemInstruction`.
+//! - [`texts`]: texts from `systemInstruction` and `contents`, tool results
+//!   from `functionResponse` parts. [`hide`]: denied tools taken out.
 //! - [`response`]: a `GenerateContentResponse` (a whole body, or one stream
 //!   event) read for the `functionCall` parts of its candidates, and
 //!   written again without the withheld ones, every other byte as it came.
@@ -20,12 +21,14 @@
 
 mod codec;
 pub mod complete;
+pub mod hide;
 pub mod keys;
 pub mod request;
 pub mod response;
 pub mod stream;
 #[cfg(test)]
 mod tests;
+pub mod texts;
 
 pub use codec::Gemini;
 
