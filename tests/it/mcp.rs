@@ -558,3 +558,35 @@ async fn a_tool_redefined_within_a_session_raises_a_signal() {
     let denied = audit.iter().find(|a| a["verdict"] == "deny").unwrap();
     assert_eq!(denied["rule"], "no-redefined-tools");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asked_call_waits_for_a_person_on_a_kept_alive_stream() {
+    use crate::approval::{approval_config, decide, pending};
+    let Some(server) = start_server().await else {
+        return;
+    };
+    let ask =
+        "[[rule]]\nname = \"ask-delete\"\ntools = [\"crm.delete_contact\"]\nverdict = \"ask\"\n";
+    let extra = format!("[stream]\nkeepalive_ms = 100\n{}", approval_config(30.0));
+    let gate = start_with(&server, ask, &extra).await;
+    let url = format!("{}/mcp/crm", gate.url);
+    let args = vec![url, TOKEN_A.to_string(), "plain".to_string(), String::new()];
+    let client = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args));
+    let asked = pending(&gate, 1).await;
+    assert_eq!(asked[0]["tool"], "crm.delete_contact", "{asked:?}");
+    // Nothing ran while the person thinks.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(server.ran().iter().all(|c| c[0] != "delete_contact"));
+    let id = asked[0]["id"].as_str().unwrap();
+    let d = decide(
+        &gate,
+        id,
+        serde_json::json!({"decision": "approve", "by": "ana"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    let r = client.await.unwrap().unwrap();
+    assert!(r.get("raised").is_none(), "{r:#}");
+    assert_eq!(r["delete"]["error"], false, "{r:#}");
+    assert!(server.ran().iter().any(|c| c[0] == "delete_contact"));
+}

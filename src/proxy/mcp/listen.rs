@@ -23,7 +23,7 @@ use crate::upstream::encoding::ContentDecoder;
 use crate::upstream::ResponseBody;
 
 /// A body fed by a task.
-struct Fed(mpsc::Receiver<Bytes>);
+pub(super) struct Fed(pub(super) mpsc::Receiver<Bytes>);
 
 impl http_body::Body for Fed {
     type Data = Bytes;

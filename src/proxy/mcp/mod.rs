@@ -14,6 +14,7 @@ pub(crate) mod messages;
 pub mod pins;
 pub mod servers;
 pub mod stdio;
+mod waiting;
 
 use std::sync::Arc;
 
@@ -46,7 +47,7 @@ pub async fn handle(
     let name = (routed.rest.rsplit('/').next())
         .filter(|_| routed.rest.matches('/').count() == 2)
         .ok_or(Error::UnsupportedEndpoint)?;
-    let server = state.mcp.get(name).ok_or(Error::UnsupportedEndpoint)?;
+    state.mcp.get(name).ok_or(Error::UnsupportedEndpoint)?;
     let session = parts.headers.get(SESSION).and_then(|v| v.to_str().ok());
     if let Some(id) = session {
         // Another principal's session, or one this replica never saw.
@@ -71,32 +72,79 @@ pub async fn handle(
         Method::DELETE | Method::GET => None,
         _ => return Err(Error::MethodNotAllowed),
     };
-    if let Some(m) = &asked {
+    let is_call = asked.as_ref().and_then(|m| m.get("method")) == Some(&json!("tools/call"));
+    let job = Job {
+        parts,
+        phase: routed.phase.clone(),
+        principal: principal.to_string(),
+        request_id: request_id.to_string(),
+        name: name.to_string(),
+        asked,
+        session,
+        charge,
+    };
+    // A call whose decision may wait on a person or a judge is answered as
+    // an event stream, kept alive while it waits (a client's read timeout
+    // is shorter than a person's answer).
+    if is_call && accepts_events(&job.parts.headers) && !state.gates().prompt() {
+        return Ok(waiting::answer(state.clone(), job));
+    }
+    serve(state, job).await
+}
+
+/// A request, read, and who sent it.
+pub(crate) struct Job {
+    parts: http::request::Parts,
+    phase: Option<String>,
+    principal: String,
+    request_id: String,
+    /// The server's name.
+    name: String,
+    /// The agent's message (`None` for `GET` and `DELETE`).
+    asked: Option<Value>,
+    /// The session the agent named, if any.
+    session: Option<String>,
+    charge: crate::proxy::budget::Charge,
+}
+
+/// Whether the agent takes an event stream for an answer.
+fn accepts_events(h: &HeaderMap) -> bool {
+    h.get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+/// Decides a call, if the message is one, then forwards what may go on.
+async fn serve(state: &Arc<State>, mut job: Job) -> Result<Response<ProxyBody>, Error> {
+    let server = state.mcp.get(&job.name).ok_or(Error::UnsupportedEndpoint)?;
+    if let Some(m) = &job.asked {
         let asker = Asker {
-            headers: &parts.headers,
-            phase: routed.phase.as_deref(),
-            principal,
-            request_id,
+            headers: &job.parts.headers,
+            phase: job.phase.as_deref(),
+            principal: &job.principal,
+            request_id: &job.request_id,
         };
-        if let Some(denied) = gate_call(state, &asker, name, m).await? {
+        if let Some(denied) = gate_call(state, &asker, &job.name, m).await? {
             return Ok(json_reply(StatusCode::OK, denied.to_string().into()));
         }
     }
     let on = Exchange {
         state,
         server,
-        name,
-        principal,
-        request_id,
-        session: session.as_deref(),
+        name: &job.name,
+        principal: &job.principal,
+        request_id: &job.request_id,
+        session: job.session.as_deref(),
     };
-    let is_call = asked.as_ref().and_then(|m| m.get("method")) == Some(&json!("tools/call"));
-    match on.forward(&parts, asked.as_ref(), &mut charge).await {
+    let asked = job.asked.as_ref();
+    let is_call = asked.and_then(|m| m.get("method")) == Some(&json!("tools/call"));
+    match on.forward(&job.parts, asked, &mut job.charge).await {
         // A server that fails a call answers it with an error result: the
         // agent's turn goes on.
         Err(e) if is_call && e.side() == crate::error::Side::Upstream => {
-            tracing::warn!(error = %e, server = name, "MCP server failed a tool call");
-            let id = asked.as_ref().and_then(|m| m.get("id")).cloned();
+            tracing::warn!(error = %e, server = job.name, "MCP server failed a tool call");
+            let id = asked.and_then(|m| m.get("id")).cloned();
             Ok(json_reply(
                 StatusCode::OK,
                 error_result(id, FAILED).to_string().into(),
