@@ -25,6 +25,7 @@ pub mod release;
 pub mod resume;
 pub mod route;
 pub mod state;
+mod story;
 pub mod threads;
 
 use crate::metrics::genai::Exchange;

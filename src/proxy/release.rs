@@ -59,6 +59,10 @@ struct Record<'a> {
     /// Rules whose condition failed at run time (each counted as matched).
     #[serde(skip_serializing_if = "Option::is_none")]
     cel_errors: Option<&'a serde_json::Value>,
+    /// An MCP call's: the request whose answer proposed the same call
+    /// (`proxy::story`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proposed_in: Option<std::sync::Arc<str>>,
 }
 
 #[derive(Serialize)]
@@ -108,6 +112,7 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
             .as_ref()
             .and_then(|s| s.get("policy.cel_errors"))
             .map(|s| &s.value),
+        proposed_in: None,
     }
 }
 
@@ -202,6 +207,12 @@ pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
         let mut rec = record(ctx, call, d, version);
         if monitor {
             rec.mode = Some("monitor");
+        }
+        let story = crate::proxy::story::key(&ctx.principal, &call.name, &call.arguments);
+        if ctx.protocol == "mcp" {
+            rec.proposed_in = state.proposed.get(&story);
+        } else {
+            state.proposed.insert(story, ctx.request_id.as_str().into());
         }
         // Metrics count the decided verdict (in monitor mode too); a call whose
         // audit record could not be written fails closed and counts as rejected.

@@ -139,6 +139,9 @@ pub struct State {
     /// The digest of each tool's first definition in a session, by
     /// (principal, session, tool) (`proxy::definitions`).
     pub definitions: moka::sync::Cache<[u8; 32], Arc<str>>,
+    /// The request each recent model call was proposed in, by
+    /// `proxy::story::key`, for the MCP call that carries it out.
+    pub proposed: moka::sync::Cache<[u8; 32], Arc<str>>,
 }
 
 impl State {
@@ -261,6 +264,10 @@ impl State {
             conversations,
             vouched,
             definitions,
+            proposed: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(std::time::Duration::from_secs(600))
+                .build(),
         }
     }
 

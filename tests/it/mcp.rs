@@ -83,6 +83,11 @@ async fn start(server: &Server, policy: &str) -> Gate {
 }
 
 async fn start_with(server: &Server, policy: &str, mcp_extra: &str) -> Gate {
+    start_at("http://127.0.0.1:9/v1", server, policy, mcp_extra).await
+}
+
+/// toolgate with its model upstream at `upstream` and the server behind it.
+async fn start_at(upstream: &str, server: &Server, policy: &str, mcp_extra: &str) -> Gate {
     std::env::set_var("TG_IT_MCP_A", TOKEN_A);
     std::env::set_var("TG_IT_MCP_B", TOKEN_B);
     let extra = format!(
@@ -91,7 +96,7 @@ async fn start_with(server: &Server, policy: &str, mcp_extra: &str) -> Gate {
          [[mcp]]\nname = \"crm\"\nurl = \"http://127.0.0.1:{}/mcp\"\n{mcp_extra}",
         server.port
     );
-    start_gate("http://127.0.0.1:9/v1", policy, &extra).await
+    start_gate(upstream, policy, &extra).await
 }
 
 async fn check(gate: &Gate, token: &str, mode: &str, other: &str) -> Option<Value> {
@@ -589,4 +594,50 @@ async fn an_asked_call_waits_for_a_person_on_a_kept_alive_stream() {
     assert!(r.get("raised").is_none(), "{r:#}");
     assert_eq!(r["delete"]["error"], false, "{r:#}");
     assert!(server.ran().iter().any(|c| c[0] == "delete_contact"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_proposal_and_the_mcp_call_are_one_story() {
+    let Some(server) = start_server().await else {
+        return;
+    };
+    // The model proposes the call under the client's name for it.
+    let proposed = one_call_stream("mcp__crm__delete_contact", r#"{"contact_id": "c1"}"#);
+    let mock = start_mock(vec![Reply::sse(proposed)]).await;
+    let gate = start_at(&mock.base_url(), &server, ALLOW_ALL, "").await;
+    let url = format!("{}/v1/chat/completions", gate.url);
+    let auth = format!("Bearer {TOKEN_A}");
+    let body = chat_request(true, &["mcp__crm__delete_contact"]);
+    let a = send(
+        "POST",
+        &url,
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text());
+    // The agent carries it out on the MCP route (with other calls around it).
+    let Some(r) = check(&gate, TOKEN_A, "plain", "").await else {
+        return;
+    };
+    assert_eq!(r["delete"]["error"], false, "{r:#}");
+    let audit = gate.audit_flushed().await;
+    let model = audit
+        .iter()
+        .find(|a| a["tool"] == "mcp__crm__delete_contact")
+        .unwrap();
+    let mcp = audit
+        .iter()
+        .find(|a| a["tool"] == "crm.delete_contact" && a["verdict"].is_string())
+        .unwrap();
+    assert_eq!(mcp["proposed_in"], model["request_id"], "{mcp}");
+    // A call the model never proposed stands alone.
+    let lookup = audit
+        .iter()
+        .find(|a| a["tool"] == "crm.lookup_contact")
+        .unwrap();
+    assert!(lookup.get("proposed_in").is_none(), "{lookup}");
 }
