@@ -24,7 +24,11 @@ from mcp.client.streamable_http import streamablehttp_client
 
 
 def result(r):
-    return {"error": bool(r.isError), "text": "".join(getattr(c, "text", "") for c in r.content)}
+    return {
+        "error": bool(r.isError),
+        "text": "".join(getattr(c, "text", "") for c in r.content),
+        "structured": r.structuredContent,
+    }
 
 
 async def run(url, token, mode, other):

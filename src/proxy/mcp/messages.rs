@@ -228,6 +228,12 @@ impl<'a> Answer<'a> {
             "tools/call" => format!("{}.{}", self.server, self.tool),
             _ => format!("{}.resources", self.server),
         };
+        // Structured content keeps its shape (a client checks it against
+        // the tool's output schema): its strings are redacted, not fenced.
+        let mut counts = crate::fence::redact::Counts::new();
+        if let Some(structured) = result.get_mut("structuredContent") {
+            redact_strings(&self.state.redactor, structured, &mut counts);
+        }
         let mut results = Vec::new();
         if let Some(Value::Array(items)) = result.get_mut(list) {
             for item in items.iter_mut() {
@@ -253,12 +259,34 @@ impl<'a> Answer<'a> {
             self.gates,
             crate::fence::kept::Digests::new(Vec::new()),
         );
-        let report = crate::fence::apply(results, &settings);
+        let mut report = crate::fence::apply(results, &settings);
+        report.add(&crate::fence::Fenced {
+            redactions: counts,
+            ..Default::default()
+        });
         crate::proxy::gated::fenced(
             self.state,
             (self.request_id, self.principal, "mcp"),
             &report,
         )
         .await
+    }
+}
+
+/// Redacts every string of a JSON value in place.
+fn redact_strings(
+    r: &crate::fence::redact::Redactor,
+    v: &mut Value,
+    counts: &mut crate::fence::redact::Counts,
+) {
+    match v {
+        Value::String(s) => {
+            if let Some(t) = r.redact(s, counts) {
+                *s = t;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_strings(r, x, counts)),
+        Value::Object(m) => m.values_mut().for_each(|x| redact_strings(r, x, counts)),
+        _ => {}
     }
 }
