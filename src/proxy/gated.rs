@@ -47,14 +47,9 @@ pub fn handle<'a>(
     asker: Box<Context>,
 ) -> impl std::future::Future<Output = Result<Response<ProxyBody>, Error>> + Send + 'a {
     async move {
-        let limit = state.config.limits.max_request_bytes;
         let mut charge = state.budget.charge();
-        let announced = content_length(&parts.headers);
-        let wait = state.config.limits.request_body_timeout;
         let bytes =
-            tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
-                .await
-                .map_err(|_| Error::RequestTimeout)??;
+            gather::agent_body(&state.config.limits, &parts.headers, body, &mut charge).await?;
         // The parsed tree is charged too, before it is built.
         charge.grow_to(bytes.len() + tree_cost(&bytes)?)?;
         let mut req = protocol.parse(&bytes)?;

@@ -246,6 +246,22 @@ pub fn content_length(h: &http::HeaderMap) -> Option<u64> {
         .ok()
 }
 
+/// The agent's whole request body within `[limits]`: at most
+/// `max_request_bytes`, sent within `request_body_timeout`, charged to the
+/// budget.
+pub async fn agent_body(
+    limits: &crate::config::Limits,
+    headers: &http::HeaderMap,
+    body: Incoming,
+    charge: &mut Charge,
+) -> Result<Bytes, Error> {
+    let (limit, wait) = (limits.max_request_bytes, limits.request_body_timeout);
+    let read = request(body, content_length(headers), limit, charge);
+    tokio::time::timeout(wait, read)
+        .await
+        .map_err(|_| Error::RequestTimeout)?
+}
+
 /// Reads the agent's request body up to `limit` bytes, charged to the budget.
 pub async fn request(
     mut body: Incoming,

@@ -18,7 +18,7 @@ use super::{full, reply, upstream_status, ProxyBody, Routed};
 use crate::context::Turn;
 use crate::error::Error;
 use crate::protocol::Protocol;
-use crate::proxy::gather::{self, content_length};
+use crate::proxy::gather;
 use crate::proxy::state::conversations::{before_toolgate, Conversation};
 use crate::proxy::state::State;
 
@@ -113,12 +113,7 @@ pub async fn handle(
         Path::Create => None,
     };
     let mut charge = state.budget.charge();
-    let limit = state.config.limits.max_request_bytes;
-    let wait = state.config.limits.request_body_timeout;
-    let announced = content_length(&parts.headers);
-    let bytes = tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
-        .await
-        .map_err(|_| Error::RequestTimeout)??;
+    let bytes = gather::agent_body(&state.config.limits, &parts.headers, body, &mut charge).await?;
     let gates = state.gates();
     let (sent, written) = if bytes.is_empty() {
         (Bytes::new(), None)

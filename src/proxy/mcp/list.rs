@@ -32,6 +32,30 @@ fn list(id: u64, cursor: Option<&Value>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params})
 }
 
+/// The most pages of tools read.
+const MAX_PAGES: u64 = 100;
+
+/// Tools gathered page by page.
+#[derive(Default)]
+struct Pages {
+    tools: Vec<Value>,
+    cursor: Option<Value>,
+}
+
+impl Pages {
+    /// Takes one page's result; whether it was the last.
+    fn take(&mut self, result: Value) -> bool {
+        let tools = result.get("tools").and_then(Value::as_array);
+        self.tools.extend(tools.into_iter().flatten().cloned());
+        self.cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
+        self.cursor.is_none()
+    }
+}
+
+fn endless() -> Error {
+    Error::UpstreamUnreadable("the MCP server's tool list does not end")
+}
+
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
 /// The answer with `id` among a body's messages (JSON, or events).
@@ -115,26 +139,14 @@ pub async fn over_http(server: &Server) -> Result<Vec<Value>, Error> {
     answer(&b, sse, 0)?;
     let initialized: Value = serde_json::from_str(INITIALIZED).unwrap_or_default();
     send(&initialized).await?;
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    for page in 1..=100 {
-        let (b, sse) = send(&list(page, cursor.as_ref())).await?;
-        let result = answer(&b, sse, page)?;
-        tools.extend(
-            result
-                .get("tools")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-        );
-        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
-        if cursor.is_none() {
-            return Ok(tools);
+    let mut pages = Pages::default();
+    for page in 1..=MAX_PAGES {
+        let (b, sse) = send(&list(page, pages.cursor.as_ref())).await?;
+        if pages.take(answer(&b, sse, page)?) {
+            return Ok(pages.tools);
         }
     }
-    Err(Error::UpstreamUnreadable(
-        "the MCP server's tool list does not end",
-    ))
+    Err(endless())
 }
 
 /// The tools a stdio server lists now.
@@ -142,21 +154,7 @@ pub async fn over_stdio(
     command: &[String],
     timeout: std::time::Duration,
 ) -> Result<Vec<Value>, Error> {
-    let (program, args) = command
-        .split_first()
-        .ok_or_else(|| Error::BadRequest("No server command was given.".into()))?;
-    let mut child = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| Error::io(format!("starting {program}"), e))?;
-    let (Some(mut to), Some(from)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(Error::BadRequest(
-            "The server's stdio could not be opened.".into(),
-        ));
-    };
+    let (_child, mut to, from) = super::stdio::spawn(command)?;
     let mut from = BufReader::new(from);
     let mut ask = async |m: &Value, id: Option<u64>| -> Result<Value, Error> {
         let mut line = m.to_string().into_bytes();
@@ -181,23 +179,12 @@ pub async fn over_stdio(
     ask(&initialize(), Some(0)).await?;
     let initialized: Value = serde_json::from_str(INITIALIZED).unwrap_or_default();
     ask(&initialized, None).await?;
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    for page in 1..=100 {
-        let result = ask(&list(page, cursor.as_ref()), Some(page)).await?;
-        tools.extend(
-            result
-                .get("tools")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-        );
-        cursor = result.get("nextCursor").filter(|c| !c.is_null()).cloned();
-        if cursor.is_none() {
-            return Ok(tools);
+    let mut pages = Pages::default();
+    for page in 1..=MAX_PAGES {
+        let result = ask(&list(page, pages.cursor.as_ref()), Some(page)).await?;
+        if pages.take(result) {
+            return Ok(pages.tools);
         }
     }
-    Err(Error::UpstreamUnreadable(
-        "the MCP server's tool list does not end",
-    ))
+    Err(endless())
 }

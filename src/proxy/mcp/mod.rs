@@ -23,7 +23,7 @@ use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{json, Value};
 
-use super::gather::{self, content_length};
+use super::gather;
 use super::state::State;
 use super::{full, reply, ProxyBody, Routed};
 use crate::call::Call;
@@ -61,12 +61,7 @@ pub async fn handle(
         return Err(Error::Overloaded("mcp sessions"));
     }
     let mut charge = state.budget.charge();
-    let limit = state.config.limits.max_request_bytes;
-    let wait = state.config.limits.request_body_timeout;
-    let announced = content_length(&parts.headers);
-    let bytes = tokio::time::timeout(wait, gather::request(body, announced, limit, &mut charge))
-        .await
-        .map_err(|_| Error::RequestTimeout)??;
+    let bytes = gather::agent_body(&state.config.limits, &parts.headers, body, &mut charge).await?;
     let asked = match parts.method {
         Method::POST => Some(read_message(&bytes)?),
         Method::DELETE | Method::GET => None,

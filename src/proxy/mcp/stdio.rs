@@ -57,8 +57,17 @@ pub(super) async fn line<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// Runs `command` as the server `name` and relays until either side ends.
-pub async fn run(state: Arc<State>, name: &str, command: &[String]) -> Result<(), Error> {
+/// Starts a server: the process, its input and its output.
+pub(super) fn spawn(
+    command: &[String],
+) -> Result<
+    (
+        tokio::process::Child,
+        tokio::process::ChildStdin,
+        tokio::process::ChildStdout,
+    ),
+    Error,
+> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| Error::BadRequest("No server command was given.".into()))?;
@@ -69,11 +78,17 @@ pub async fn run(state: Arc<State>, name: &str, command: &[String]) -> Result<()
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| Error::io(format!("starting {program}"), e))?;
-    let (Some(mut to_server), Some(from_server)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(Error::BadRequest(
+    match (child.stdin.take(), child.stdout.take()) {
+        (Some(i), Some(o)) => Ok((child, i, o)),
+        _ => Err(Error::BadRequest(
             "The server's stdio could not be opened.".into(),
-        ));
-    };
+        )),
+    }
+}
+
+/// Runs `command` as the server `name` and relays until either side ends.
+pub async fn run(state: Arc<State>, name: &str, command: &[String]) -> Result<(), Error> {
+    let (mut child, mut to_server, from_server) = spawn(command)?;
     let timeout = (state.config.mcp.iter())
         .find(|m| m.name == name)
         .map_or(std::time::Duration::from_secs(60), |m| m.timeout);
