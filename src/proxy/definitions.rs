@@ -1,7 +1,9 @@
 //! The tool definitions each session declared first, by digest: a request
 //! that declares a tool again with another definition (a description
 //! changed under the agent, a rug pull) raises `tool.definition_changed`
-//! for that tool's calls, and the audit trail records both digests.
+//! for that tool's calls, and the audit trail records both digests. Kept
+//! when a rule reads the signal or MCP servers are fronted (the pins of
+//! both sides); otherwise nothing is hashed on the request path.
 
 use crate::context::Context;
 use crate::digest::{now_rfc3339, sha256, sha256_hex};
@@ -12,10 +14,14 @@ use crate::proxy::state::State;
 /// Notes the request's definitions against the session's first ones.
 pub async fn note(
     state: &State,
+    policy: &crate::policy::PolicySet,
     ctx: &mut Context,
     protocol: Protocol,
     body: &serde_json::Value,
 ) -> Result<(), Error> {
+    if state.config.mcp.is_empty() && !policy.reads_signal("tool.definition_changed") {
+        return Ok(());
+    }
     for (name, def) in protocol.definitions(body) {
         let digest = sha256_hex(&serde_json::to_vec(def).unwrap_or_default());
         let key = sha256(format!("{}\n{}\n{name}", ctx.principal, ctx.session).as_bytes());

@@ -138,7 +138,7 @@ pub fn handle<'a>(
         if let Some(facts) = &continued {
             facts.continue_in(&mut ctx, &parts.headers);
         }
-        super::definitions::note(state, &mut ctx, protocol, &req.body).await?;
+        super::definitions::note(state, policy, &mut ctx, protocol, &req.body).await?;
         fence_tool_results(state, &gates, &ctx, protocol, &mut req.body).await?;
         // After the fence: these answers are toolgate's own, not a tool's output.
         state.recall(protocol, &req.body).await?;

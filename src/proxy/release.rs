@@ -208,11 +208,14 @@ pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
         if monitor {
             rec.mode = Some("monitor");
         }
-        let story = crate::proxy::story::key(&ctx.principal, &call.name, &call.arguments);
-        if ctx.protocol == "mcp" {
-            rec.proposed_in = state.proposed.get(&story);
-        } else {
-            state.proposed.insert(story, ctx.request_id.as_str().into());
+        // Joined only where MCP servers are fronted.
+        if !state.config.mcp.is_empty() {
+            let story = crate::proxy::story::key(&ctx.principal, &call.name, &call.arguments);
+            if ctx.protocol == "mcp" {
+                rec.proposed_in = state.proposed.get(&story);
+            } else {
+                state.proposed.insert(story, ctx.request_id.as_str().into());
+            }
         }
         // Metrics count the decided verdict (in monitor mode too); a call whose
         // audit record could not be written fails closed and counts as rejected.
