@@ -641,3 +641,29 @@ async fn the_models_proposal_and_the_mcp_call_are_one_story() {
         .unwrap();
     assert!(lookup.get("proposed_in").is_none(), "{lookup}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_another_request_is_not_passed() {
+    // The server answers a list with a tool result of another id: never
+    // checked, so it does not go on, whole or in an event stream.
+    let other =
+        r#"{"jsonrpc":"2.0","id":99,"result":{"content":[{"type":"text","text":"unfenced"}]}}"#;
+    let sse = format!("event: message\ndata: {other}\n\n");
+    let mock = start_mock(vec![Reply::json(200, other), Reply::sse(sse)]).await;
+    let extra = format!(
+        "[[mcp]]\nname = \"crm\"\nurl = \"{}/mcp\"\n",
+        mock.base_url()
+    );
+    let gate = start_gate("http://127.0.0.1:9/v1", ALLOW_ALL, &extra).await;
+    let json = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let url = format!("{}/mcp/crm", gate.url);
+    let whole = send("POST", &url, &json, list.to_string()).await;
+    assert!(whole.status.is_server_error(), "{}", whole.text());
+    assert!(!whole.text().contains("unfenced"));
+    let streamed = send("POST", &url, &json, list.to_string()).await;
+    assert!(!streamed.text().contains("unfenced"), "{}", streamed.text());
+}

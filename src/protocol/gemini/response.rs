@@ -41,6 +41,21 @@ const META: [Key; 5] = [
     k::VIDEO_METADATA,
     k::MEDIA_RESOLUTION,
 ];
+/// Every field of a part toolgate reads: its data and the rest.
+const PART: [Key; 12] = [
+    k::TEXT,
+    k::FUNCTION_CALL,
+    k::FUNCTION_RESPONSE,
+    k::EXECUTABLE_CODE,
+    k::CODE_RESULT,
+    k::INLINE_DATA,
+    k::FILE_DATA,
+    k::THOUGHT,
+    k::THOUGHT_SIGNATURE,
+    k::PART_METADATA,
+    k::VIDEO_METADATA,
+    k::MEDIA_RESOLUTION,
+];
 const CALL: [Key; 5] = [k::ID, k::NAME, k::ARGS, k::PARTIAL_ARGS, k::WILL_CONTINUE];
 
 /// Where a call sits: its candidate's position and its part's.
@@ -148,9 +163,7 @@ enum Part {
 }
 
 fn part(p: &Map<String, Value>, max_call: usize, id: impl Fn() -> String) -> Result<Part, Error> {
-    let mut all = DATA.to_vec();
-    all.extend(META);
-    k::guard(p, &all).map_err(unreadable)?;
+    k::guard(p, &PART).map_err(unreadable)?;
     let mut data = None;
     for key in p.keys() {
         if k::known(key, &META).is_some() {

@@ -59,7 +59,11 @@ impl<'a> Answer<'a> {
     pub async fn whole(&self, raw: &[u8]) -> Result<Bytes, Error> {
         let mut m = crate::json::strict_value(raw)
             .map_err(|_| Error::UpstreamUnreadable("an MCP answer is not unambiguous JSON"))?;
-        self.message(&mut m).await?;
+        if !self.message(&mut m).await? {
+            return Err(Error::UpstreamUnreadable(
+                "an MCP answer answers another request",
+            ));
+        }
         Ok(Bytes::from(
             serde_json::to_vec(&m).map_err(|_| Error::Overloaded("memory"))?,
         ))
@@ -89,7 +93,9 @@ impl<'a> Answer<'a> {
             };
             let mut m = crate::json::strict_value(&data)
                 .map_err(|_| Error::UpstreamUnreadable("an MCP event is not unambiguous JSON"))?;
-            self.message(&mut m).await?;
+            if !self.message(&mut m).await? {
+                continue;
+            }
             let text = serde_json::to_vec(&m).map_err(|_| Error::Overloaded("memory"))?;
             out.extend_from_slice(b"event: message\n");
             crate::protocol::write_raw_data(&mut out, &text);
@@ -99,30 +105,46 @@ impl<'a> Answer<'a> {
 
     /// One message of the server's: the answer to what was asked is
     /// checked; anything else passes.
-    async fn message(&self, m: &mut Value) -> Result<(), Error> {
-        if let (Some(method), Some(_)) = (m.get("method").and_then(Value::as_str), m.get("id")) {
-            // The server asks the agent (sampling, elicitation): it goes on.
-            let record = json!({
-                "ts": crate::digest::now_rfc3339(),
-                "request_id": self.request_id,
-                "principal": self.principal,
-                "protocol": "mcp",
-                "event": "mcp_server_request",
-                "server": self.server,
-                "method": method.chars().take(64).collect::<String>(),
-            });
-            return self.state.audit.record(&record).await;
+    /// Whether it goes on: an answer to another request than the one asked
+    /// (whose result toolgate would not have checked) is dropped.
+    async fn message(&self, m: &mut Value) -> Result<bool, Error> {
+        if let Some(method) = m.get("method").and_then(Value::as_str) {
+            if m.get("id").is_some() {
+                // The server asks the agent (sampling, elicitation): it goes on.
+                let method: String = method.chars().take(64).collect();
+                let fields = json!({"server": self.server, "method": method});
+                self.audit("mcp_server_request", fields).await?;
+            }
+            // Notifications pass.
+            return Ok(true);
         }
-        let answers = m.get("id").is_some() && m.get("id") == self.id;
-        let Some(result) = m.get_mut("result").filter(|_| answers) else {
-            return Ok(());
+        if m.get("id").is_none_or(|id| Some(id) != self.id) {
+            return Ok(false);
+        }
+        let Some(result) = m.get_mut("result") else {
+            return Ok(true);
         };
         match self.method {
-            "tools/list" => self.pinned(result).await,
-            "tools/call" => self.fenced(result, "content").await,
-            "resources/read" => self.fenced(result, "contents").await,
-            _ => Ok(()),
+            "tools/list" => self.pinned(result).await.map(|()| true),
+            "tools/call" => self.fenced(result, "content").await.map(|()| true),
+            "resources/read" => self.fenced(result, "contents").await.map(|()| true),
+            _ => Ok(true),
         }
+    }
+
+    /// An audit record of this exchange: `event` with `fields`.
+    async fn audit(&self, event: &str, fields: Value) -> Result<(), Error> {
+        let mut record = json!({
+            "ts": crate::digest::now_rfc3339(),
+            "request_id": self.request_id,
+            "principal": self.principal,
+            "protocol": "mcp",
+            "event": event,
+        });
+        if let (Value::Object(r), Value::Object(f)) = (&mut record, fields) {
+            r.extend(f);
+        }
+        self.state.audit.record(&record).await
     }
 
     /// The detectors that flag a tool's description (its own, and its
@@ -182,33 +204,16 @@ impl<'a> Answer<'a> {
                 Pin::Unpinned(now) => ("mcp_tool_unpinned", None, Some(now)),
             };
             if !event.is_empty() {
-                let record = json!({
-                    "ts": crate::digest::now_rfc3339(),
-                    "request_id": self.request_id,
-                    "principal": self.principal,
-                    "protocol": "mcp",
-                    "event": event,
-                    "tool": full,
-                    "pinned_sha256": pinned,
-                    "seen_sha256": now,
-                });
-                self.state.audit.record(&record).await?;
+                let fields = json!({"tool": full, "pinned_sha256": pinned, "seen_sha256": now});
+                self.audit(event, fields).await?;
                 continue;
             }
             if self.gates.policy_gate.always_denied(&full, &ctx) {
                 continue;
             }
             if !usable {
-                let record = json!({
-                    "ts": crate::digest::now_rfc3339(),
-                    "request_id": self.request_id,
-                    "principal": self.principal,
-                    "protocol": "mcp",
-                    "event": "mcp_tool_flagged",
-                    "tool": full,
-                    "detectors": flagged,
-                });
-                self.state.audit.record(&record).await?;
+                let fields = json!({"tool": full, "detectors": flagged});
+                self.audit("mcp_tool_flagged", fields).await?;
                 continue;
             }
             kept.push(tool);
