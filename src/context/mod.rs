@@ -84,6 +84,11 @@ pub struct Context {
     /// Declared tools whose definition differs from the one first declared
     /// in this session (`tool.definition_changed`).
     pub redefined: Vec<String>,
+    /// The call's tool (an MCP server's) was listed last with another
+    /// definition than its pin: only a rule whose condition reads
+    /// `tool.definition_changed` may release it or ask about it; otherwise
+    /// it is rejected as `tool_definition_changed`.
+    pub pin_changed: bool,
     /// The calls decided in this request's answer, the sources of the tool
     /// results a follow-up by reference sends back.
     pub decided: std::sync::Arc<std::sync::Mutex<Vec<Source>>>,

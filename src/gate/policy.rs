@@ -14,6 +14,9 @@ use super::schema::SchemaCache;
 use super::sensor::{Sensor, SensorRun};
 use super::signals::{self, Namespaces, Needs, Signals};
 use super::{BoxFuture, Gate, Outcome};
+
+/// The signal a rule reads to decide a call whose tool changed under its pin.
+const CHANGED: &str = "tool.definition_changed";
 use crate::call::Call;
 use crate::context::Context;
 use crate::metrics::Metrics;
@@ -303,6 +306,17 @@ impl PolicyGate {
             rule: first.rule.map(|r| r.name.clone()),
             signals: None,
         };
+        // A tool changed under its pin is released (or asked about) only by
+        // a rule of the verdict reached that decided with the change in view.
+        let vouched = (first.matched.iter()).any(|r| r.verdict == out.verdict && r.reads(CHANGED));
+        if ctx.pin_changed && !vouched && out.verdict < Verdict::Reject {
+            out = Outcome {
+                verdict: Verdict::Reject,
+                reason: Cow::Borrowed("tool_definition_changed"),
+                rule: None,
+                signals: None,
+            };
+        }
         let limited = [
             (rated.over, "rate_limited"),
             (rated.unavailable, "state_unavailable"),

@@ -81,6 +81,15 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether its condition reads the signal `name`, or all of its
+    /// top-level variable.
+    pub fn reads(&self, name: &str) -> bool {
+        let top = name.split('.').next().unwrap_or(name);
+        self.when
+            .as_ref()
+            .is_some_and(|c| c.names.iter().any(|v| v == name || v == top))
+    }
+
     pub fn applies_to(&self, tool: &str) -> bool {
         match &self.tools {
             None => true,

@@ -85,7 +85,7 @@ pub const SIGNALS: &[SignalDef] = &[
     d("tool.namespace", Ty::String, "the text before the first explicit separator (`comm` in `comm.x`, `comm__x`, `comm/x`), or a `[policy] namespace_prefixes` entry followed by `_` or `-` (`comm_x`); `get_weather` has none (`\"\"`)"),
     d("tool.class", Ty::String, "the catalog class (`read_only`, `creates_state`, `modifies_state`, `irreversible`, `costs_money`, `external_io`) or `unclassified`"),
     d("tool.declared", Ty::Bool, "the request declared a tool under exactly this name (one that differs only by case, width or invisible characters is undeclared)"),
-    d("tool.definition_changed", Ty::Bool, "the request declares this tool with another definition (description, schema) than the session first declared it with"),
+    d("tool.definition_changed", Ty::Bool, "the request declares this tool with another definition (description, schema) than the session first declared it with; for an MCP call, its server listed it last with another definition than its pin (rejected unless a rule that reads this signal decides it)"),
     d("phase", Ty::String, "the request's phase (`x-toolgate-phase`, a `/phase/{name}/` prefix, `[policy] default_phase`, else `unknown`)"),
     d("principal", Ty::String, "the `[[client]]` the request authenticated as; `anonymous` without clients"),
     d("session", Ty::String, "`x-toolgate-session`, else a hash of the system prompt and first user message"),

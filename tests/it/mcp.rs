@@ -201,6 +201,59 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
         .unwrap();
     assert_eq!(changed["tool"], "crm.lookup_contact");
     assert_ne!(changed["pinned_sha256"], changed["seen_sha256"]);
+    let refused = audit
+        .iter()
+        .find(|a| a["tool"] == "crm.lookup_contact" && a["verdict"] == "reject")
+        .unwrap();
+    assert_eq!(refused["reason"], "tool_definition_changed", "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_is_asked_about_when_a_rule_reads_the_change() {
+    use crate::approval::{approval_config, decide, pending};
+    let Some(server) = start_server().await else {
+        return;
+    };
+    // A rule for every tool that reads the change: the changed tool's call
+    // waits for a person; the rule does not match the others, which the
+    // default verdict allows.
+    let ask = "[[rule]]\nname = \"ask-changed\"\ntools = [\"crm.*\"]\n\
+               when = \"tool.definition_changed\"\nverdict = \"ask\"\n";
+    let extra = format!("[stream]\nkeepalive_ms = 100\n{}", approval_config(30.0));
+    let gate = start_with(&server, ask, &extra).await;
+    let url = format!("{}/mcp/crm", gate.url);
+    let args = vec![url, TOKEN_A.to_string(), "rug".to_string(), String::new()];
+    let client = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args));
+    let asked = pending(&gate, 1).await;
+    assert_eq!(asked[0]["tool"], "crm.lookup_contact", "{asked:?}");
+    let id = asked[0]["id"].as_str().unwrap();
+    let d = decide(
+        &gate,
+        id,
+        serde_json::json!({"decision": "approve", "by": "ana"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    let r = client.await.unwrap().unwrap();
+    assert!(r.get("raised").is_none(), "{r:#}");
+    // Still hidden from the list; the call a person approved ran.
+    assert!(!r["tools_after"]
+        .as_array()
+        .unwrap()
+        .contains(&"lookup_contact".into()));
+    assert_eq!(r["lookup_after"]["error"], false, "{r:#}");
+    let lookups = server
+        .ran()
+        .iter()
+        .filter(|c| c[0] == "lookup_contact")
+        .count();
+    assert_eq!(lookups, 2);
+    let audit = gate.audit_flushed().await;
+    let asked = audit
+        .iter()
+        .find(|a| a["tool"] == "crm.lookup_contact" && a["verdict"] == "ask")
+        .unwrap();
+    assert_eq!(asked["rule"], "ask-changed", "{asked}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -361,10 +361,21 @@ pub(crate) async fn gate_call(
         protocol: "mcp",
         ..Context::default()
     };
-    // Only a tool pinned and unchanged counts as declared.
-    if let Some(schema) = state.mcp.declared(server, tool) {
-        ctx.declared
-            .insert(full_name.clone(), Declared::new(schema.as_ref()));
+    // A tool pinned and unchanged counts as declared; a changed one is
+    // declared with its pinned schema, and only a rule that reads
+    // `tool.definition_changed` may release it (or ask about it).
+    match state.mcp.standing(server, tool) {
+        Some(servers::Standing::Current(schema)) => {
+            ctx.declared
+                .insert(full_name.clone(), Declared::new(schema.as_ref()));
+        }
+        Some(servers::Standing::Changed(schema)) => {
+            ctx.declared
+                .insert(full_name.clone(), Declared::new(schema.as_ref()));
+            ctx.redefined.push(full_name.clone());
+            ctx.pin_changed = true;
+        }
+        None => {}
     }
     let default_phase = state.config.policy.default_phase.as_deref();
     context::fill(

@@ -35,6 +35,19 @@ struct Pinned {
     schema: Option<Value>,
     /// The definition seen last matches the pin.
     current: bool,
+    /// The definition seen last differs from the pin.
+    changed: bool,
+}
+
+/// Where a tool stands against its pin, for a call to it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    /// Listed last as pinned (and usable): declared, with its input schema.
+    Current(Option<Value>),
+    /// Listed last with another definition than its pin: its calls are
+    /// rejected unless a rule that reads `tool.definition_changed` decides
+    /// them; the schema is the pinned one.
+    Changed(Option<Value>),
 }
 
 /// The most sessions one principal may hold open at once (idle ones
@@ -67,6 +80,7 @@ impl Servers {
                         digest,
                         schema: None,
                         current: false,
+                        changed: false,
                     };
                     pins.insert((m.name.clone(), tool), p);
                 }
@@ -151,12 +165,14 @@ impl Servers {
         let pin = match pins.get_mut(&key) {
             Some(p) if p.digest == digest => {
                 p.current = usable;
+                p.changed = false;
                 // A pin from a file learns the schema it vouched for.
                 p.schema = tool.get("inputSchema").cloned();
                 Pin::Kept
             }
             Some(p) => {
                 p.current = false;
+                p.changed = true;
                 Pin::Changed(p.digest.clone(), digest)
             }
             None if self.fixed.contains(server) => Pin::Unpinned(digest),
@@ -167,6 +183,7 @@ impl Servers {
                         digest,
                         schema: tool.get("inputSchema").cloned(),
                         current: usable,
+                        changed: false,
                     },
                 );
                 Pin::Kept
@@ -175,12 +192,16 @@ impl Servers {
         Some((name, pin))
     }
 
-    /// The pinned input schema of a tool whose last listing matched its
-    /// pin; `None` when the tool is unknown or changed.
-    pub fn declared(&self, server: &str, tool: &str) -> Option<Option<Value>> {
+    /// Where a tool stands against its pin; `None` when it is unknown,
+    /// unpinned, or pinned but flagged (not declared).
+    pub fn standing(&self, server: &str, tool: &str) -> Option<Standing> {
         let pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
         let p = pins.get(&(server.to_string(), tool.to_string()))?;
-        p.current.then(|| p.schema.clone())
+        if p.current {
+            Some(Standing::Current(p.schema.clone()))
+        } else {
+            p.changed.then(|| Standing::Changed(p.schema.clone()))
+        }
     }
 }
 
@@ -216,22 +237,25 @@ mod tests {
         let s = servers();
         let t = json!({"name": "x", "description": "d", "inputSchema": {"type": "object"}});
         assert_eq!(s.check("crm", &t, true).unwrap().1, Pin::Kept);
+        let pinned = Some(json!({"type": "object"}));
         assert_eq!(
-            s.declared("crm", "x"),
-            Some(Some(json!({"type": "object"})))
+            s.standing("crm", "x"),
+            Some(Standing::Current(pinned.clone()))
         );
-        let changed = json!({"name": "x", "description": "d2", "inputSchema": {"type": "object"}});
+        let changed = json!({"name": "x", "description": "d2", "inputSchema": {"type": "string"}});
         assert!(matches!(
             s.check("crm", &changed, true).unwrap().1,
             Pin::Changed(..)
         ));
-        assert_eq!(s.declared("crm", "x"), None);
+        // Changed: its calls carry the pinned schema, never the new one.
+        assert_eq!(s.standing("crm", "x"), Some(Standing::Changed(pinned)));
         // Seen as pinned again: served again.
         assert_eq!(s.check("crm", &t, true).unwrap().1, Pin::Kept);
-        assert!(s.declared("crm", "x").is_some());
+        assert!(matches!(s.standing("crm", "x"), Some(Standing::Current(_))));
         // Not usable (a flagged description): pinned, not declared.
         let y = json!({"name": "y"});
         s.check("crm", &y, false);
-        assert_eq!(s.declared("crm", "y"), None);
+        assert_eq!(s.standing("crm", "y"), None);
+        assert_eq!(s.standing("crm", "unknown"), None);
     }
 }
