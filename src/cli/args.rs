@@ -271,8 +271,8 @@ pub struct ExplainArgs {
     #[command(flatten)]
     pub config: ConfigArg,
     /// The tool's name.
-    #[arg(long, value_name = "NAME")]
-    pub tool: String,
+    #[arg(long, value_name = "NAME", required_unless_present = "trail")]
+    pub tool: Option<String>,
     /// Its arguments (a JSON object).
     #[arg(long, value_name = "JSON", default_value = "{}")]
     pub args: String,
@@ -296,6 +296,17 @@ pub struct ExplainArgs {
     /// the declared ones.
     #[arg(long, value_name = "FILE")]
     pub conversation: Option<PathBuf>,
+    /// An audit trail (a rotated set oldest first): show what it recorded
+    /// for `--request-id`'s calls instead, each with the other decision of
+    /// its story (the model's proposal, the MCP call that carried it out).
+    #[arg(long, value_name = "FILE", num_args = 1.., requires = "request_id", conflicts_with_all = ["tool", "conversation"])]
+    pub trail: Vec<PathBuf>,
+    /// The request whose recorded calls are shown (`request_id`).
+    #[arg(long, value_name = "ID")]
+    pub request_id: Option<String>,
+    /// Only this call of it (`call_id`).
+    #[arg(long, value_name = "ID", requires = "request_id")]
+    pub call_id: Option<String>,
     /// Print the explanation as JSON.
     #[arg(long)]
     pub json: bool,
@@ -407,12 +418,12 @@ mod tests {
             Ok(Cli {
                 command: Command::Explain(e),
                 ..
-            }) => Some((e.tool.as_str(), e.protocol, e.json, e.args.as_str())),
+            }) => Some((e.tool.as_deref(), e.protocol, e.json, e.args.as_str())),
             _ => None,
         };
         assert_eq!(
             explained,
-            Some(("t", Protocol::Messages, true, "{}")),
+            Some((Some("t"), Protocol::Messages, true, "{}")),
             "{cli:?}"
         );
         assert!(Cli::try_parse_from(["toolgate", "serve", "--bogus"]).is_err());

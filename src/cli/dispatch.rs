@@ -244,8 +244,21 @@ fn audit_verify(files: &[PathBuf], key_env: Option<&str>, head: Option<&str>) ->
 }
 
 fn explain(config: &Config, a: &ExplainArgs) -> Result<String, Error> {
+    if !a.trail.is_empty() {
+        let q = explain::recorded::Lookup {
+            files: a.trail.clone(),
+            request_id: a.request_id.clone().unwrap_or_default(),
+            call_id: a.call_id.clone(),
+        };
+        let v = explain::recorded::explain(&q)?;
+        return Ok(if a.json {
+            format!("{v}\n")
+        } else {
+            explain::recorded::render(&v)
+        });
+    }
     let q = Query {
-        tool: a.tool.clone(),
+        tool: a.tool.clone().unwrap_or_default(),
         args: a.args.clone(),
         phase: a.phase.clone(),
         request: a.request.clone(),

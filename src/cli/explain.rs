@@ -1,5 +1,8 @@
 //! `toolgate explain`: the decision for one call, with every signal and the
-//! deciding rule, without any upstream.
+//! deciding rule, without any upstream; with `--trail`, the decisions an
+//! audit trail recorded (`recorded`).
+
+pub mod recorded;
 
 use std::sync::Arc;
 

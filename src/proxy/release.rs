@@ -60,9 +60,11 @@ struct Record<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     cel_errors: Option<&'a serde_json::Value>,
     /// An MCP call's: the request whose answer proposed the same call
-    /// (`proxy::story`).
+    /// (`proxy::story`), and that call's id there.
     #[serde(skip_serializing_if = "Option::is_none")]
-    proposed_in: Option<std::sync::Arc<str>>,
+    proposed_in: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proposed_call: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -113,6 +115,7 @@ fn record<'a>(ctx: &'a Context, call: &'a Call, d: &'a Decision, policy: &'a str
             .and_then(|s| s.get("policy.cel_errors"))
             .map(|s| &s.value),
         proposed_in: None,
+        proposed_call: None,
     }
 }
 
@@ -209,13 +212,22 @@ pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
             rec.mode = Some("monitor");
         }
         // Joined only where MCP servers are fronted.
+        let mut proposal = None;
         if !state.config.mcp.is_empty() {
             let story = crate::proxy::story::key(&ctx.principal, &call.name, &call.arguments);
             if ctx.protocol == "mcp" {
-                rec.proposed_in = state.proposed.get(&story);
+                proposal = state.proposed.get(&story);
             } else {
-                state.proposed.insert(story, ctx.request_id.as_str().into());
+                let p = crate::proxy::story::Proposal {
+                    request_id: ctx.request_id.clone(),
+                    call_id: clip(&call.id).to_string(),
+                };
+                state.proposed.insert(story, std::sync::Arc::new(p));
             }
+        }
+        if let Some(p) = &proposal {
+            rec.proposed_in = Some(&p.request_id);
+            rec.proposed_call = Some(&p.call_id);
         }
         // Metrics count the decided verdict (in monitor mode too); a call whose
         // audit record could not be written fails closed and counts as rejected.

@@ -4,9 +4,17 @@
 //! (`proposed_in`), found by principal, the tool's own name (what follows
 //! the last `.`, `__` or `/`: `mcp__crm__delete_contact` and
 //! `crm.delete_contact` are both `delete_contact`) and the arguments as
-//! JSON in one canonical form.
+//! JSON in one canonical form. `toolgate explain --trail` reads the join
+//! back: both decisions of one call.
 
 use crate::digest::sha256;
+
+/// Where a model call was proposed: its request and its call id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    pub request_id: String,
+    pub call_id: String,
+}
 
 /// The key a call is remembered by.
 pub fn key(principal: &str, tool: &str, arguments: &str) -> [u8; 32] {
