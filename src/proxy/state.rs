@@ -139,9 +139,9 @@ pub struct State {
     /// The digest of each tool's first definition in a session, by
     /// (principal, session, tool) (`proxy::definitions`).
     pub definitions: moka::sync::Cache<[u8; 32], Arc<str>>,
-    /// Where each recent model call was proposed, by `proxy::story::key`,
-    /// for the MCP call that carries it out.
-    pub proposed: moka::sync::Cache<[u8; 32], Arc<crate::proxy::story::Proposal>>,
+    /// Where recent model calls were proposed, by `proxy::story::key`, for
+    /// the MCP call that carries one out.
+    pub proposed: moka::sync::Cache<[u8; 32], Arc<[crate::proxy::story::Proposal]>>,
 }
 
 impl State {

@@ -85,22 +85,11 @@ pub fn explain(q: &Lookup) -> Result<Value, Error> {
 }
 
 /// Whether `model` (a record of `request`) is the proposal `mcp` carried
-/// out: the call its record names, else (a trail written before calls were
-/// named) the same tool's own name.
+/// out: the call its record names.
 fn is_proposal_of(model: &Map<String, Value>, mcp: &Map<String, Value>, request: &str) -> bool {
-    if text(model, "request_id") != Some(request) || text(model, "protocol") == Some("mcp") {
-        return false;
-    }
-    match text(mcp, "proposed_call") {
-        Some(call) => text(model, "call_id") == Some(call),
-        None => bare(text(model, "tool")) == bare(text(mcp, "tool")),
-    }
-}
-
-/// A tool's own name, as `proxy::story` joins it.
-fn bare(tool: Option<&str>) -> Option<&str> {
-    let t = tool?.rsplit(['.', '/']).next()?;
-    t.rsplit("__").next()
+    text(model, "request_id") == Some(request)
+        && text(model, "protocol") != Some("mcp")
+        && text(mcp, "proposed_call").is_some_and(|c| text(model, "call_id") == Some(c))
 }
 
 fn text<'a>(r: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
