@@ -133,14 +133,27 @@ fn declared(wire: Wire, req: &Value) -> Vec<String> {
             .map(str::to_string)
             .collect();
     }
-    tools
-        .iter()
-        .filter_map(|t| match wire {
+    let mut out = Vec::new();
+    for t in tools {
+        // A Responses namespace declares each of its tools as `ns.tool`.
+        if wire == Wire::Responses && t["type"] == "namespace" {
+            let ns = t["name"].as_str().unwrap_or_default();
+            let inner = t["tools"].as_array().map(Vec::as_slice).unwrap_or_default();
+            out.extend(
+                inner
+                    .iter()
+                    .filter_map(|f| f["name"].as_str())
+                    .map(|n| format!("{ns}.{n}")),
+            );
+            continue;
+        }
+        let name = match wire {
             Wire::Chat => t["function"]["name"].as_str(),
             Wire::Responses | Wire::Messages | Wire::Gemini => t["name"].as_str(),
-        })
-        .map(str::to_string)
-        .collect()
+        };
+        out.extend(name.map(str::to_string));
+    }
+    out
 }
 
 impl Asked {
@@ -188,5 +201,22 @@ impl Asked {
             declared: declared(wire, &req),
             tool_results: tool_results(wire, &items),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_responses_namespace_declares_each_tool_as_ns_dot_tool() {
+        let req = serde_json::json!({"tools": [
+            {"type": "function", "name": "shell"},
+            {"type": "namespace", "name": "mcp__crm", "tools": [{"name": "a"}, {"name": "b"}]},
+        ]});
+        assert_eq!(
+            declared(Wire::Responses, &req),
+            ["shell", "mcp__crm.a", "mcp__crm.b"]
+        );
     }
 }

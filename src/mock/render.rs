@@ -157,9 +157,15 @@ fn responses_items(turn: &Turn) -> Vec<Value> {
         );
     }
     for (i, u) in turn.calls.iter().enumerate() {
-        items.push(json!({"type": "function_call", "id": format!("fc_{i}"),
+        let mut item = json!({"type": "function_call", "id": format!("fc_{i}"),
             "call_id": format!("call_{i}"), "name": u.name, "arguments": arguments(u),
-            "status": "completed"}));
+            "status": "completed"});
+        // `ns.tool`: a call of a namespace's tool.
+        if let Some((ns, name)) = u.name.split_once('.') {
+            item["namespace"] = json!(ns);
+            item["name"] = json!(name);
+        }
+        items.push(item);
     }
     items
 }
@@ -395,6 +401,28 @@ fn gemini_stream(turn: &Turn, asked: &Asked) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_named_ns_dot_tool_is_a_namespaced_responses_call() {
+        let turn = Turn {
+            text: String::new(),
+            calls: vec![
+                Use {
+                    name: "mcp__crm.delete_contact".into(),
+                    arguments: json!({}),
+                },
+                Use {
+                    name: "shell".into(),
+                    arguments: json!({}),
+                },
+            ],
+        };
+        let items = responses_items(&turn);
+        assert_eq!(items[0]["namespace"], "mcp__crm");
+        assert_eq!(items[0]["name"], "delete_contact");
+        assert_eq!(items[1]["name"], "shell");
+        assert!(items[1].get("namespace").is_none());
+    }
 
     #[test]
     fn pieces_cover_the_text_at_character_boundaries() {
