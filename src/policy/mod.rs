@@ -116,6 +116,20 @@ pub struct PolicySet {
     /// The words the signals and detectors read: the embedded ones and the
     /// policy directory's `words/*.toml`.
     pub words: std::sync::Arc<words::Words>,
+    /// What of a request the rules read, found once at load.
+    pub reading: Reading,
+}
+
+/// What of a request the rules read: the request path asks these once per
+/// request, so they are found when the policy loads, not scanned each time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reading {
+    /// The conversation's texts (provenance, context, the injection sensor).
+    pub texts: bool,
+    /// `provenance.args_from_pointed_source`.
+    pub pointed: bool,
+    /// `tool.definition_changed`.
+    pub definitions: bool,
 }
 
 /// Rules indexed by their `tools` globs, so a call only looks at rules that
@@ -353,7 +367,7 @@ impl PolicySet {
         let mut files: Vec<PathBuf> = sources.iter().map(|(n, _)| PathBuf::from(n)).collect();
         files.extend(out.watched_files);
         files.extend(word_files);
-        Ok(PolicySet {
+        let mut set = PolicySet {
             index: RuleIndex::build(&rules),
             rules,
             tools: out.tools,
@@ -364,7 +378,14 @@ impl PolicySet {
             files,
             facts,
             words,
-        })
+            reading: Reading::default(),
+        };
+        set.reading = Reading {
+            texts: set.reads("provenance") || set.reads("context") || set.requires("injection"),
+            pointed: set.reads_signal("provenance.args_from_pointed_source"),
+            definitions: set.reads_signal("tool.definition_changed"),
+        };
+        Ok(set)
     }
 }
 

@@ -19,7 +19,7 @@ pub async fn note(
     protocol: Protocol,
     body: &serde_json::Value,
 ) -> Result<(), Error> {
-    if state.config.mcp.is_empty() && !policy.reads_signal("tool.definition_changed") {
+    if state.config.mcp.is_empty() && !policy.reading.definitions {
         return Ok(());
     }
     for (name, def) in protocol.definitions(body) {

@@ -93,8 +93,8 @@ pub fn handle<'a>(
         let policy = gates.policy();
         let texts = protocol.texts_and_calls(
             &req.body,
-            policy.reads("provenance") || policy.reads("context") || policy.requires("injection"),
-            policy.reads_signal("provenance.args_from_pointed_source"),
+            policy.reading.texts,
+            policy.reading.pointed,
         );
         // A conversation sent by reference is read as though it had come
         // whole: the earlier turns' texts this replica remembers, then the
