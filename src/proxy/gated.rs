@@ -91,11 +91,8 @@ pub fn handle<'a>(
         ctx.structured_output = req.structured_output;
         let gates = state.gates();
         let policy = gates.policy();
-        let texts = protocol.texts_and_calls(
-            &req.body,
-            policy.reading.texts,
-            policy.reading.pointed,
-        );
+        let texts =
+            protocol.texts_and_calls(&req.body, policy.reading.texts, policy.reading.pointed);
         // A conversation sent by reference is read as though it had come
         // whole: the earlier turns' texts this replica remembers, then the
         // request's own; when it remembers none, the signals say so.

@@ -109,6 +109,41 @@ async fn check(gate: &Gate, token: &str, mode: &str, other: &str) -> Option<Valu
     Some(r)
 }
 
+/// toolgate asking a person about what `policy` says `ask` to, kept alive
+/// every 100 ms while it waits.
+async fn start_asking(server: &Server, policy: &str) -> Gate {
+    let extra = format!(
+        "[stream]\nkeepalive_ms = 100\n{}",
+        crate::approval::approval_config(30.0)
+    );
+    start_with(server, policy, &extra).await
+}
+
+/// Runs the client in `mode` until a call of `tool` waits for a person;
+/// checks `meanwhile` (nothing ran while the person thinks), approves, and
+/// returns what the client saw.
+async fn approved(gate: &Gate, mode: &str, tool: &str, meanwhile: impl FnOnce()) -> Value {
+    use crate::approval::{decide, pending};
+    let url = format!("{}/mcp/crm", gate.url);
+    let args = vec![url, TOKEN_A.to_string(), mode.to_string(), String::new()];
+    let client = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args));
+    let asked = pending(gate, 1).await;
+    assert_eq!(asked[0]["tool"], tool, "{asked:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    meanwhile();
+    let id = asked[0]["id"].as_str().unwrap();
+    let d = decide(
+        gate,
+        id,
+        serde_json::json!({"decision": "approve", "by": "ana"}),
+    )
+    .await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    let r = client.await.unwrap().unwrap();
+    assert!(r.get("raised").is_none(), "{r:#}");
+    r
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_tool_call_never_reaches_the_server() {
     let Some(server) = start_server().await else {
@@ -210,7 +245,6 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_tool_is_asked_about_when_a_rule_reads_the_change() {
-    use crate::approval::{approval_config, decide, pending};
     let Some(server) = start_server().await else {
         return;
     };
@@ -219,23 +253,16 @@ async fn a_changed_tool_is_asked_about_when_a_rule_reads_the_change() {
     // default verdict allows.
     let ask = "[[rule]]\nname = \"ask-changed\"\ntools = [\"crm.*\"]\n\
                when = \"tool.definition_changed\"\nverdict = \"ask\"\n";
-    let extra = format!("[stream]\nkeepalive_ms = 100\n{}", approval_config(30.0));
-    let gate = start_with(&server, ask, &extra).await;
-    let url = format!("{}/mcp/crm", gate.url);
-    let args = vec![url, TOKEN_A.to_string(), "rug".to_string(), String::new()];
-    let client = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args));
-    let asked = pending(&gate, 1).await;
-    assert_eq!(asked[0]["tool"], "crm.lookup_contact", "{asked:?}");
-    let id = asked[0]["id"].as_str().unwrap();
-    let d = decide(
-        &gate,
-        id,
-        serde_json::json!({"decision": "approve", "by": "ana"}),
-    )
+    let gate = start_asking(&server, ask).await;
+    let r = approved(&gate, "rug", "crm.lookup_contact", || {
+        let lookups = server
+            .ran()
+            .iter()
+            .filter(|c| c[0] == "lookup_contact")
+            .count();
+        assert_eq!(lookups, 1, "the changed tool ran before a person approved");
+    })
     .await;
-    assert_eq!(d.status, 200, "{}", d.text());
-    let r = client.await.unwrap().unwrap();
-    assert!(r.get("raised").is_none(), "{r:#}");
     // Still hidden from the list; the call a person approved ran.
     assert!(!r["tools_after"]
         .as_array()
@@ -619,32 +646,16 @@ async fn a_tool_redefined_within_a_session_raises_a_signal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_asked_call_waits_for_a_person_on_a_kept_alive_stream() {
-    use crate::approval::{approval_config, decide, pending};
     let Some(server) = start_server().await else {
         return;
     };
     let ask =
         "[[rule]]\nname = \"ask-delete\"\ntools = [\"crm.delete_contact\"]\nverdict = \"ask\"\n";
-    let extra = format!("[stream]\nkeepalive_ms = 100\n{}", approval_config(30.0));
-    let gate = start_with(&server, ask, &extra).await;
-    let url = format!("{}/mcp/crm", gate.url);
-    let args = vec![url, TOKEN_A.to_string(), "plain".to_string(), String::new()];
-    let client = tokio::task::spawn_blocking(move || run_python("mcp_check.py", args));
-    let asked = pending(&gate, 1).await;
-    assert_eq!(asked[0]["tool"], "crm.delete_contact", "{asked:?}");
-    // Nothing ran while the person thinks.
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert!(server.ran().iter().all(|c| c[0] != "delete_contact"));
-    let id = asked[0]["id"].as_str().unwrap();
-    let d = decide(
-        &gate,
-        id,
-        serde_json::json!({"decision": "approve", "by": "ana"}),
-    )
+    let gate = start_asking(&server, ask).await;
+    let r = approved(&gate, "plain", "crm.delete_contact", || {
+        assert!(server.ran().iter().all(|c| c[0] != "delete_contact"));
+    })
     .await;
-    assert_eq!(d.status, 200, "{}", d.text());
-    let r = client.await.unwrap().unwrap();
-    assert!(r.get("raised").is_none(), "{r:#}");
     assert_eq!(r["delete"]["error"], false, "{r:#}");
     assert!(server.ran().iter().any(|c| c[0] == "delete_contact"));
 }
