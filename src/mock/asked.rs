@@ -26,8 +26,12 @@ pub struct Asked {
     pub model: String,
     /// The text of the last user message that has text.
     pub last_user_text: String,
-    /// The names of the tools the request declares.
+    /// The names of the tools the request declares (a Responses
+    /// namespace's as `ns.tool`).
     pub declared: Vec<String>,
+    /// The Responses namespaces the request declares: a script's call
+    /// `ns.tool` of one is sent as a namespaced call.
+    pub namespaces: Vec<String>,
     /// The tool results the request carries, as text.
     pub tool_results: Vec<String>,
 }
@@ -118,6 +122,19 @@ fn gemini_text(c: &Value) -> (bool, String) {
     (user, text.join(""))
 }
 
+fn namespaces(wire: Wire, req: &Value) -> Vec<String> {
+    let tools = req["tools"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    tools
+        .iter()
+        .filter(|t| wire == Wire::Responses && t["type"] == "namespace")
+        .filter_map(|t| t["name"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
 fn declared(wire: Wire, req: &Value) -> Vec<String> {
     let tools = req["tools"]
         .as_array()
@@ -199,6 +216,7 @@ impl Asked {
             model: model.unwrap_or("mock-model").to_string(),
             last_user_text,
             declared: declared(wire, &req),
+            namespaces: namespaces(wire, &req),
             tool_results: tool_results(wire, &items),
         })
     }
@@ -218,5 +236,7 @@ mod tests {
             declared(Wire::Responses, &req),
             ["shell", "mcp__crm.a", "mcp__crm.b"]
         );
+        assert_eq!(namespaces(Wire::Responses, &req), ["mcp__crm"]);
+        assert!(namespaces(Wire::Chat, &req).is_empty());
     }
 }

@@ -147,7 +147,7 @@ fn chat_whole(turn: &Turn, asked: &Asked) -> Value {
 }
 
 /// The output items of a Responses turn, complete.
-fn responses_items(turn: &Turn) -> Vec<Value> {
+fn responses_items(turn: &Turn, namespaces: &[String]) -> Vec<Value> {
     let mut items = Vec::new();
     if !turn.text.is_empty() {
         items.push(
@@ -160,8 +160,9 @@ fn responses_items(turn: &Turn) -> Vec<Value> {
         let mut item = json!({"type": "function_call", "id": format!("fc_{i}"),
             "call_id": format!("call_{i}"), "name": u.name, "arguments": arguments(u),
             "status": "completed"});
-        // `ns.tool`: a call of a namespace's tool.
-        if let Some((ns, name)) = u.name.split_once('.') {
+        // `ns.tool` of a declared namespace: a call of that namespace's tool.
+        let split = u.name.split_once('.');
+        if let Some((ns, name)) = split.filter(|(ns, _)| namespaces.iter().any(|n| n == ns)) {
             item["namespace"] = json!(ns);
             item["name"] = json!(name);
         }
@@ -181,7 +182,7 @@ fn response(asked: &Asked, status: &str, output: Vec<Value>) -> Value {
 }
 
 fn responses_whole(turn: &Turn, asked: &Asked) -> Value {
-    response(asked, "completed", responses_items(turn))
+    response(asked, "completed", responses_items(turn, &asked.namespaces))
 }
 
 /// Named server-sent events, each with its `sequence_number` when `numbered`.
@@ -213,7 +214,7 @@ fn responses_stream(turn: &Turn, asked: &Asked, cut: Cut) -> String {
         "response.created",
         json!({"response": response(asked, "in_progress", vec![])}),
     );
-    let items = responses_items(turn);
+    let items = responses_items(turn, &asked.namespaces);
     for (at, item) in items.iter().enumerate() {
         let id = item["id"].clone();
         let mut open = item.clone();
@@ -417,7 +418,11 @@ mod tests {
                 },
             ],
         };
-        let items = responses_items(&turn);
+        // Not a declared namespace: a name with a dot.
+        let plain = responses_items(&turn, &[]);
+        assert_eq!(plain[0]["name"], "mcp__crm.delete_contact");
+        assert!(plain[0].get("namespace").is_none());
+        let items = responses_items(&turn, &["mcp__crm".to_string()]);
         assert_eq!(items[0]["namespace"], "mcp__crm");
         assert_eq!(items[0]["name"], "delete_contact");
         assert_eq!(items[1]["name"], "shell");

@@ -144,6 +144,7 @@ impl Provider {
             model: "claude-test".into(),
             last_user_text: String::new(),
             declared,
+            namespaces: vec![],
             tool_results: vec![],
         };
         let cut = toolgate::mock::Cut {
