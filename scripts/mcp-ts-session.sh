@@ -10,16 +10,10 @@
 # calls lookup_contact (allowed: its result comes back fenced) and
 # delete_contact (denied: an error result with the neutral text); the
 # server must have run only lookup_contact.
-set -euo pipefail
 modules="${1:?path to a node_modules with @modelcontextprotocol/sdk}"
-repo="$(cd "$(dirname "$0")/.." && pwd)"
-work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-if [ -z "${TOOLGATE_BIN:-}" ]; then
-  (cd "$repo" && cargo build --release --quiet)
-  TOOLGATE_BIN="$repo/target/release/toolgate"
-fi
-mkdir -p "$work/policies"
+# The shared preamble (repo, work, TOOLGATE_BIN); its mcp_start is not
+# used: this script has no model.
+source "$(dirname "$0")/lib/mcp-agent.sh"
 cp "$repo/policies/default.toml" "$work/policies/00-default.toml"
 printf '[[rule]]\nname = "no-deletes"\ntools = ["crm.delete_contact"]\nverdict = "deny"\n' > "$work/policies/50-session.toml"
 cat > "$work/toolgate.toml" <<'TOML'

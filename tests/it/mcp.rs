@@ -29,6 +29,11 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// How many times the server ran `tool`.
+    fn runs(&self, tool: &str) -> usize {
+        self.ran().iter().filter(|c| c[0] == tool).count()
+    }
+
     /// The tool calls the server ran, in order.
     fn ran(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.record)
@@ -107,6 +112,14 @@ async fn check(gate: &Gate, token: &str, mode: &str, other: &str) -> Option<Valu
         .unwrap()?;
     assert!(r.get("raised").is_none(), "{r:#}");
     Some(r)
+}
+
+/// The trail's decision of `tool` with `verdict`.
+fn decision<'a>(audit: &'a [Value], tool: &str, verdict: &str) -> &'a Value {
+    audit
+        .iter()
+        .find(|a| a["tool"] == tool && a["verdict"] == verdict)
+        .unwrap_or_else(|| panic!("no {verdict} of {tool} in {audit:#?}"))
 }
 
 /// toolgate asking a person about what `policy` says `ask` to, kept alive
@@ -223,12 +236,11 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
     );
     assert_eq!(r["lookup_after"]["error"], true, "{r:#}");
     assert_eq!(r["lookup_after"]["text"], NEUTRAL);
-    let lookups = server
-        .ran()
-        .iter()
-        .filter(|c| c[0] == "lookup_contact")
-        .count();
-    assert_eq!(lookups, 1, "the changed tool ran after its change");
+    assert_eq!(
+        server.runs("lookup_contact"),
+        1,
+        "the changed tool ran after its change"
+    );
     let audit = gate.audit_flushed().await;
     let changed = audit
         .iter()
@@ -236,10 +248,7 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
         .unwrap();
     assert_eq!(changed["tool"], "crm.lookup_contact");
     assert_ne!(changed["pinned_sha256"], changed["seen_sha256"]);
-    let refused = audit
-        .iter()
-        .find(|a| a["tool"] == "crm.lookup_contact" && a["verdict"] == "reject")
-        .unwrap();
+    let refused = decision(&audit, "crm.lookup_contact", "reject");
     assert_eq!(refused["reason"], "tool_definition_changed", "{refused}");
 }
 
@@ -255,12 +264,8 @@ async fn a_changed_tool_is_asked_about_when_a_rule_reads_the_change() {
                when = \"tool.definition_changed\"\nverdict = \"ask\"\n";
     let gate = start_asking(&server, ask).await;
     let r = approved(&gate, "rug", "crm.lookup_contact", || {
-        let lookups = server
-            .ran()
-            .iter()
-            .filter(|c| c[0] == "lookup_contact")
-            .count();
-        assert_eq!(lookups, 1, "the changed tool ran before a person approved");
+        let before = server.runs("lookup_contact");
+        assert_eq!(before, 1, "the changed tool ran before a person approved");
     })
     .await;
     // Still hidden from the list; the call a person approved ran.
@@ -269,17 +274,9 @@ async fn a_changed_tool_is_asked_about_when_a_rule_reads_the_change() {
         .unwrap()
         .contains(&"lookup_contact".into()));
     assert_eq!(r["lookup_after"]["error"], false, "{r:#}");
-    let lookups = server
-        .ran()
-        .iter()
-        .filter(|c| c[0] == "lookup_contact")
-        .count();
-    assert_eq!(lookups, 2);
+    assert_eq!(server.runs("lookup_contact"), 2);
     let audit = gate.audit_flushed().await;
-    let asked = audit
-        .iter()
-        .find(|a| a["tool"] == "crm.lookup_contact" && a["verdict"] == "ask")
-        .unwrap();
+    let asked = decision(&audit, "crm.lookup_contact", "ask");
     assert_eq!(asked["rule"], "ask-changed", "{asked}");
 }
 
