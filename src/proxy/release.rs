@@ -212,9 +212,10 @@ pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
             rec.mode = Some("monitor");
         }
         // Joined only where MCP servers are fronted.
-        let proposal = (!state.config.mcp.is_empty())
-            .then(|| story(state, ctx, call))
-            .flatten();
+        let proposal = match state.config.mcp.is_empty() {
+            true => None,
+            false => story(state, ctx, call).await,
+        };
         if let Some(p) = &proposal {
             rec.proposed_in = Some(&p.request_id);
             rec.proposed_call = Some(&p.call_id);
@@ -269,24 +270,19 @@ pub async fn batch(state: &State, gates: &Gates, ctx: &Context, calls: &[Call]) 
 /// Counts a decided call in the metrics and in its request's access line.
 /// One call, one story (`proxy::story`): a model call is remembered; an
 /// MCP call gets the proposal it carries out, if any.
-fn story(state: &State, ctx: &Context, call: &Call) -> Option<crate::proxy::story::Proposal> {
-    use crate::proxy::story::{self, Proposal, KEPT};
+async fn story(state: &State, ctx: &Context, call: &Call) -> Option<crate::proxy::story::Proposal> {
+    use crate::proxy::story::{self, Proposal};
     let key = story::key(&ctx.principal, &call.arguments);
-    let kept = state.proposed.get(&key);
     if ctx.protocol == "mcp" {
         let (server, tool) = call.name.split_once('.')?;
-        return story::find(kept.as_deref()?, server, tool).cloned();
+        return state.proposal(key, server, tool).await;
     }
-    let mut all: Vec<Proposal> = kept.map(|k| k.to_vec()).unwrap_or_default();
-    if all.len() >= KEPT {
-        all.remove(0);
-    }
-    all.push(Proposal {
+    let p = Proposal {
         request_id: ctx.request_id.clone(),
         call_id: clip(&call.id).to_string(),
         tool: clip(&call.name).to_string(),
-    });
-    state.proposed.insert(key, all.into());
+    };
+    state.propose(key, p);
     None
 }
 

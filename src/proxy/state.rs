@@ -15,6 +15,7 @@ use crate::policy::PolicySet;
 use crate::protocol::{Options, Protocol, Withheld};
 
 pub mod conversations;
+mod proposals;
 mod recall;
 use crate::upstream::Upstream;
 
@@ -266,7 +267,7 @@ impl State {
             definitions,
             proposed: moka::sync::Cache::builder()
                 .max_capacity(100_000)
-                .time_to_live(std::time::Duration::from_secs(600))
+                .time_to_live(proposals::PROPOSAL_TTL)
                 .build(),
         }
     }

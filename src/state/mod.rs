@@ -220,6 +220,29 @@ impl Shared {
         self.run::<()>(&pipe).await
     }
 
+    /// Appends `item` to the list of `kind` about `id`, keeping its `keep`
+    /// newest items, the list kept for `ttl`.
+    pub async fn append_last(
+        &self,
+        kind: &str,
+        id: &str,
+        item: &str,
+        keep: usize,
+        ttl: Duration,
+    ) -> Result<(), Unavailable> {
+        let key = self.record(kind, id);
+        let keep = isize::try_from(keep).unwrap_or(isize::MAX);
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .rpush(&key, item)
+            .ignore()
+            .ltrim(&key, -keep, -1)
+            .ignore()
+            .pexpire(&key, i64::try_from(ttl_ms(ttl)).unwrap_or(i64::MAX))
+            .ignore();
+        self.run::<()>(&pipe).await
+    }
+
     /// The list of `kind` about `id` (empty when there is none).
     pub async fn items(&self, kind: &str, id: &str) -> Result<Vec<String>, Unavailable> {
         let mut pipe = redis::pipe();

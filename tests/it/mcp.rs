@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use crate::support::*;
 
+mod story;
+
 /// The FastMCP server, killed on drop.
 struct Server {
     child: Child,
@@ -655,87 +657,6 @@ async fn an_asked_call_waits_for_a_person_on_a_kept_alive_stream() {
     .await;
     assert_eq!(r["delete"]["error"], false, "{r:#}");
     assert!(server.ran().iter().any(|c| c[0] == "delete_contact"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_models_proposal_and_the_mcp_call_are_one_story() {
-    let Some(server) = start_server().await else {
-        return;
-    };
-    // The model proposes the call under the client's name for it.
-    let proposed = one_call_stream("mcp__crm__delete_contact", r#"{"contact_id": "c1"}"#);
-    let mock = start_mock(vec![Reply::sse(proposed)]).await;
-    let gate = start_at(&mock.base_url(), &server, ALLOW_ALL, "").await;
-    let url = format!("{}/v1/chat/completions", gate.url);
-    let auth = format!("Bearer {TOKEN_A}");
-    let body = chat_request(true, &["mcp__crm__delete_contact"]);
-    let a = send(
-        "POST",
-        &url,
-        &[
-            ("content-type", "application/json"),
-            ("authorization", &auth),
-        ],
-        body.to_string(),
-    )
-    .await;
-    assert_eq!(a.status, 200, "{}", a.text());
-    // The agent carries it out on the MCP route (with other calls around it).
-    let Some(r) = check(&gate, TOKEN_A, "plain", "").await else {
-        return;
-    };
-    assert_eq!(r["delete"]["error"], false, "{r:#}");
-    let audit = gate.audit_flushed().await;
-    let model = audit
-        .iter()
-        .find(|a| a["tool"] == "mcp__crm__delete_contact")
-        .unwrap();
-    let mcp = audit
-        .iter()
-        .find(|a| a["tool"] == "crm.delete_contact" && a["verdict"].is_string())
-        .unwrap();
-    assert_eq!(mcp["proposed_in"], model["request_id"], "{mcp}");
-    assert_eq!(mcp["proposed_call"], model["call_id"], "{mcp}");
-    // `explain` reads both decisions back from the trail.
-    let trail = gate.dir.0.join("audit.jsonl");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["explain", "--json", "--request-id"])
-        .arg(mcp["request_id"].as_str().unwrap())
-        .arg("--trail")
-        .arg(&trail)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let d = &v["decisions"][0];
-    assert_eq!(d["decision"]["tool"], "crm.delete_contact", "{v:#}");
-    assert_eq!(
-        d["proposed_by"]["tool"], "mcp__crm__delete_contact",
-        "{v:#}"
-    );
-    assert_eq!(d["proposed_by"]["request_id"], model["request_id"]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["explain", "--request-id"])
-        .arg(model["request_id"].as_str().unwrap())
-        .arg("--trail")
-        .arg(&trail)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("carried out on the MCP route in: request"),
-        "{text}"
-    );
-    // A call the model never proposed stands alone.
-    let lookup = audit
-        .iter()
-        .find(|a| a["tool"] == "crm.lookup_contact")
-        .unwrap();
-    assert!(lookup.get("proposed_in").is_none(), "{lookup}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
