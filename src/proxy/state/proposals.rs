@@ -23,11 +23,14 @@ impl State {
         if all.len() >= KEPT {
             all.remove(0);
         }
-        let id = crate::digest::hex(&key);
-        let sealed = self.seal_record(PROPOSED, &id, &[&p.request_id, &p.call_id, &p.tool]);
+        let shared = self.parts.shared.clone().and_then(|s| {
+            let id = crate::digest::hex(&key);
+            let sealed = self.seal_record(PROPOSED, &id, &[&p.request_id, &p.call_id, &p.tool])?;
+            Some((s, id, sealed))
+        });
         all.push(p);
         self.proposed.insert(key, all.into());
-        let (Some(s), Some(sealed)) = (self.parts.shared.clone(), sealed) else {
+        let Some((s, id, sealed)) = shared else {
             return;
         };
         let metrics = self.metrics.clone();
