@@ -81,6 +81,19 @@ async fn items_are_fenced_going_in_and_read_back_as_written_but_for_calls_not_re
         "no raw arguments in the trail"
     );
     assert!(audit.iter().any(|r| r["event"] == "tool_results"));
+    let metrics = send("GET", &format!("{}/metrics", gate.admin), &[], "")
+        .await
+        .text();
+    let counted = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("toolgate_tool_calls_total{")
+                && l.contains("protocol=\"conversations\"")
+                && l.contains("gate=\"read_back\"")
+                && l.contains("verdict=\"reject\"")
+        })
+        .unwrap_or_else(|| panic!("no read-back series in {metrics}"));
+    assert!(counted.ends_with(" 2"), "{counted}");
     gate.stop().await;
 }
 

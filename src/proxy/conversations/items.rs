@@ -86,6 +86,15 @@ pub async fn read_back(
             "args_sha256": crate::digest::sha256_hex(call.arguments.as_bytes()),
         });
         state.audit.record(&record).await?;
+        // Counted as a rejection by the read-back: a call in a conversation
+        // that toolgate never released to this client is worth an alert.
+        state.metrics.decided(crate::metrics::labels::Decided {
+            protocol: "conversations",
+            verdict: crate::call::Verdict::Reject.as_str(),
+            gate: "read_back",
+            rule: String::new(),
+            tool: state.gates().policy().tool_label(&call.name),
+        });
         rb.withhold(&found, &state.id_key, &state.config.rewrite.neutral_message);
         changed = true;
     }
