@@ -40,10 +40,7 @@ const SHOWN: [&str; 12] = [
 /// request's calls; an error when the trail holds none of them.
 pub fn explain(q: &Lookup) -> Result<Value, Error> {
     let records = read(&q.files)?;
-    let decisions: Vec<&Map<String, Value>> = records
-        .iter()
-        .filter(|r| r.get("verdict").is_some_and(Value::is_string))
-        .collect();
+    let decisions: Vec<&Map<String, Value>> = records.iter().collect();
     let asked = decisions.iter().filter(|r| {
         text(r, "request_id") == Some(&q.request_id)
             && q.call_id
@@ -108,31 +105,38 @@ fn shown(r: &Map<String, Value>) -> Value {
     Value::Object(m)
 }
 
-/// Every object record of the files, in order.
+/// The decision records of the files, in order, each with only the fields
+/// shown and joined on (a trail's signals are most of its bytes): read line
+/// by line, so a long trail is never held whole.
 fn read(files: &[PathBuf]) -> Result<Vec<Map<String, Value>>, Error> {
+    use std::io::BufRead;
     let mut out = Vec::new();
     for path in files {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| Error::io(path.display().to_string(), e))?;
-        for (n, line) in text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
-            match serde_json::from_str::<Value>(line) {
-                Ok(Value::Object(m)) => out.push(m),
-                _ => {
-                    return Err(Error::BadRequest(format!(
-                        "{}:{}: not an audit record (a JSON object)",
-                        path.display(),
-                        n + 1
-                    )))
-                }
+        let io = |e| Error::io(path.display().to_string(), e);
+        let file = std::io::BufReader::new(std::fs::File::open(path).map_err(io)?);
+        for (n, line) in file.lines().enumerate() {
+            let line = line.map_err(io)?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Ok(Value::Object(mut m)) = serde_json::from_str::<Value>(&line) else {
+                return Err(Error::BadRequest(format!(
+                    "{}:{}: not an audit record (a JSON object)",
+                    path.display(),
+                    n + 1
+                )));
+            };
+            if m.get("verdict").is_some_and(Value::is_string) {
+                m.retain(|k, _| SHOWN.contains(&k.as_str()) || JOINED.contains(&k.as_str()));
+                out.push(m);
             }
         }
     }
     Ok(out)
 }
+
+/// The fields the join reads.
+const JOINED: [&str; 2] = ["proposed_in", "proposed_call"];
 
 /// The human-readable form of [`explain`]'s answer.
 pub fn render(v: &Value) -> String {
