@@ -124,6 +124,24 @@ fn decision<'a>(audit: &'a [Value], tool: &str, verdict: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {verdict} of {tool} in {audit:#?}"))
 }
 
+/// `toolgate explain --trail` on the gate's trail for request `id`: what
+/// it prints (JSON with `json`).
+fn explained(gate: &Gate, id: &Value, json: bool) -> String {
+    let trail = gate.dir.0.join("audit.jsonl");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["explain", "--request-id", id.as_str().unwrap(), "--trail"])
+        .arg(&trail)
+        .args(json.then_some("--json"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// toolgate asking a person about what `policy` says `ask` to, kept alive
 /// every 100 ms while it waits.
 async fn start_asking(server: &Server, policy: &str) -> Gate {
@@ -252,6 +270,11 @@ async fn a_tool_whose_description_changed_is_hidden_and_refused() {
     assert_ne!(changed["pinned_sha256"], changed["seen_sha256"]);
     let refused = decision(&audit, "crm.lookup_contact", "reject");
     assert_eq!(refused["reason"], "tool_definition_changed", "{refused}");
+    // `explain` shows why, with both digests.
+    let v: Value = serde_json::from_str(&explained(&gate, &refused["request_id"], true)).unwrap();
+    let shown = &v["decisions"][0]["tool_changed"];
+    assert_eq!(shown["pinned_sha256"], changed["pinned_sha256"], "{v:#}");
+    assert_eq!(shown["seen_sha256"], changed["seen_sha256"], "{v:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,10 @@ const SHOWN: [&str; 12] = [
 /// request's calls; an error when the trail holds none of them.
 pub fn explain(q: &Lookup) -> Result<Value, Error> {
     let records = read(&q.files)?;
-    let decisions: Vec<&Map<String, Value>> = records.iter().collect();
+    let decisions: Vec<&Map<String, Value>> = records
+        .iter()
+        .filter(|r| r.get("verdict").is_some_and(Value::is_string))
+        .collect();
     let asked = decisions.iter().filter(|r| {
         text(r, "request_id") == Some(&q.request_id)
             && q.call_id
@@ -65,6 +68,7 @@ pub fn explain(q: &Lookup) -> Result<Value, Error> {
             "decision": shown(r),
             "proposed_by": proposed_by,
             "carried_out": carried_out,
+            "tool_changed": tool_changed(&records, r),
         }));
     }
     if out.is_empty() {
@@ -81,6 +85,22 @@ pub fn explain(q: &Lookup) -> Result<Value, Error> {
     Ok(json!({"decisions": out}))
 }
 
+/// For a call rejected because its tool changed under its pin: the last
+/// change of that tool the trail recorded before it (both digests).
+fn tool_changed(records: &[Map<String, Value>], r: &Map<String, Value>) -> Option<Value> {
+    if text(r, "reason") != Some("tool_definition_changed") {
+        return None;
+    }
+    let at = records.iter().position(|m| std::ptr::eq(m, r))?;
+    records[..at]
+        .iter()
+        .rev()
+        .find(|m| {
+            CHANGES.contains(&text(m, "event").unwrap_or("")) && m.get("tool") == r.get("tool")
+        })
+        .map(|m| shown_of(m, &["ts", "event", "tool", "pinned_sha256", "seen_sha256"]))
+}
+
 /// Whether `model` (a record of `request`) is the proposal `mcp` carried
 /// out: the call its record names.
 fn is_proposal_of(model: &Map<String, Value>, mcp: &Map<String, Value>, request: &str) -> bool {
@@ -94,7 +114,11 @@ fn text<'a>(r: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 }
 
 fn shown(r: &Map<String, Value>) -> Value {
-    let m: Map<String, Value> = SHOWN
+    shown_of(r, &SHOWN)
+}
+
+fn shown_of(r: &Map<String, Value>, keys: &[&str]) -> Value {
+    let m: Map<String, Value> = keys
         .iter()
         .filter_map(|k| {
             r.get(*k)
@@ -126,8 +150,15 @@ fn read(files: &[PathBuf]) -> Result<Vec<Map<String, Value>>, Error> {
                     n + 1
                 )));
             };
-            if m.get("verdict").is_some_and(Value::is_string) {
-                m.retain(|k, _| SHOWN.contains(&k.as_str()) || JOINED.contains(&k.as_str()));
+            let changed = m
+                .get("event")
+                .and_then(Value::as_str)
+                .is_some_and(|e| CHANGES.contains(&e));
+            if changed || m.get("verdict").is_some_and(Value::is_string) {
+                m.retain(|k, _| {
+                    let k = k.as_str();
+                    SHOWN.contains(&k) || JOINED.contains(&k) || CHANGED.contains(&k)
+                });
                 out.push(m);
             }
         }
@@ -137,6 +168,10 @@ fn read(files: &[PathBuf]) -> Result<Vec<Map<String, Value>>, Error> {
 
 /// The fields the join reads.
 const JOINED: [&str; 2] = ["proposed_in", "proposed_call"];
+/// The events that record a tool's definition changing under its pin.
+const CHANGES: [&str; 2] = ["mcp_tool_changed", "tool_definition_changed"];
+/// The fields of such an event shown.
+const CHANGED: [&str; 3] = ["event", "pinned_sha256", "seen_sha256"];
 
 /// The human-readable form of [`explain`]'s answer.
 pub fn render(v: &Value) -> String {
@@ -150,6 +185,15 @@ pub fn render(v: &Value) -> String {
         }
         for m in d["carried_out"].as_array().into_iter().flatten() {
             out.push_str(&line("  carried out on the MCP route in: ", m));
+        }
+        if let Some(c) = d["tool_changed"].as_object() {
+            let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("-");
+            out.push_str(&format!(
+                "  the tool changed under its pin at {}: pinned {}, seen {} (re-pin it after review: toolgate mcp pin)\n",
+                s("ts"),
+                s("pinned_sha256"),
+                s("seen_sha256")
+            ));
         }
     }
     out
@@ -245,6 +289,23 @@ mod tests {
             text.contains("carried out on the MCP route in: request r2, call 7"),
             "{text}"
         );
+        // A call rejected because its tool changed: the change is shown.
+        let change = json!({"event": "mcp_tool_changed", "tool": "crm.x", "ts": "t1",
+                            "pinned_sha256": "aa", "seen_sha256": "bb", "principal": "p"});
+        let mut refused = decision("r4", "9", "crm.x", "mcp", "reject");
+        refused["reason"] = json!("tool_definition_changed");
+        let later = json!({"event": "mcp_tool_changed", "tool": "crm.x", "ts": "t9",
+                           "pinned_sha256": "aa", "seen_sha256": "cc"});
+        let with_change = [change, refused, later];
+        let v = explain(&lookup("changed", &with_change, "r4", None)).unwrap();
+        let c = &v["decisions"][0]["tool_changed"];
+        assert_eq!(
+            (c["ts"].as_str(), c["seen_sha256"].as_str()),
+            (Some("t1"), Some("bb")),
+            "{v:#}"
+        );
+        assert!(c.get("principal").is_none());
+        assert!(render(&v).contains("pinned aa, seen bb"), "{}", render(&v));
         // A call the trail does not hold, and a line that is not a record.
         assert!(explain(&lookup("none", &lines, "r1", Some("call_9"))).is_err());
         let mut bad = lines.to_vec();

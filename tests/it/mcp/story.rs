@@ -56,20 +56,7 @@ async fn the_models_proposal_and_the_mcp_call_are_one_story() {
     assert_eq!(mcp["proposed_in"], model["request_id"], "{mcp}");
     assert_eq!(mcp["proposed_call"], model["call_id"], "{mcp}");
     // `explain` reads both decisions back from the trail.
-    let trail = gate.dir.0.join("audit.jsonl");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["explain", "--json", "--request-id"])
-        .arg(mcp["request_id"].as_str().unwrap())
-        .arg("--trail")
-        .arg(&trail)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = serde_json::from_str(&explained(&gate, &mcp["request_id"], true)).unwrap();
     let d = &v["decisions"][0];
     assert_eq!(d["decision"]["tool"], "crm.delete_contact", "{v:#}");
     assert_eq!(
@@ -77,14 +64,7 @@ async fn the_models_proposal_and_the_mcp_call_are_one_story() {
         "{v:#}"
     );
     assert_eq!(d["proposed_by"]["request_id"], model["request_id"]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["explain", "--request-id"])
-        .arg(model["request_id"].as_str().unwrap())
-        .arg("--trail")
-        .arg(&trail)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = explained(&gate, &model["request_id"], false);
     assert!(
         text.contains("carried out on the MCP route in: request"),
         "{text}"
