@@ -128,18 +128,10 @@ fn decision<'a>(audit: &'a [Value], tool: &str, verdict: &str) -> &'a Value {
 /// it prints (JSON with `json`).
 fn explained(gate: &Gate, id: &Value, json: bool) -> String {
     let trail = gate.dir.0.join("audit.jsonl");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["explain", "--request-id", id.as_str().unwrap(), "--trail"])
-        .arg(&trail)
-        .args(json.then_some("--json"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut args = vec!["explain", "--request-id", id.as_str().unwrap()];
+    args.extend(["--trail", trail.to_str().unwrap()]);
+    args.extend(json.then_some("--json"));
+    toolgate(&args)
 }
 
 /// toolgate asking a person about what `policy` says `ask` to, kept alive
