@@ -201,13 +201,15 @@ impl PolicyGate {
 
     /// True when the rules deny `tool` for this context whatever the arguments:
     /// a matching `deny` rule whose condition reads only tool, phase and caller.
-    /// Answers are remembered per tool, whether it is declared, and those of
-    /// phase, principal, session and agent that a `deny` rule reads (a new
-    /// session asks nothing new of rules that do not read it).
+    /// Answers are remembered per tool, whether it is declared, whether its
+    /// definition changed in the session, and those of phase, principal,
+    /// session and agent that a `deny` rule reads (a new session asks
+    /// nothing new of rules that do not read it).
     pub fn always_denied(&self, tool: &str, ctx: &Context) -> bool {
         let key = {
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            (tool, ctx.declared.contains_key(tool)).hash(&mut h);
+            let redefined = ctx.redefined.iter().any(|n| n == tool);
+            (tool, ctx.declared.contains_key(tool), redefined).hash(&mut h);
             let caller = [&ctx.phase, &ctx.principal, &ctx.session, &ctx.agent];
             for (read, value) in self.deny_reads.iter().zip(caller) {
                 // A marker per slot, so no two choices hash alike.
