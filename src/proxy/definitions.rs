@@ -22,10 +22,20 @@ pub async fn note(
     if state.config.mcp.is_empty() && !policy.reading.definitions {
         return Ok(());
     }
-    for (name, def) in protocol.definitions(body) {
-        let digest = sha256_hex(&serde_json::to_vec(def).unwrap_or_default());
-        let key = sha256(format!("{}\n{}\n{name}", ctx.principal, ctx.session).as_bytes());
-        let first = state.definitions.get_with(key, || digest.clone().into());
+    let declared: Vec<(String, ([u8; 32], String))> = protocol
+        .definitions(body)
+        .into_iter()
+        .map(|(name, def)| {
+            let digest = sha256_hex(&serde_json::to_vec(def).unwrap_or_default());
+            let key = sha256(format!("{}\n{}\n{name}", ctx.principal, ctx.session).as_bytes());
+            (name, (key, digest))
+        })
+        .collect();
+    let offered: Vec<([u8; 32], String)> = declared.iter().map(|(_, o)| o.clone()).collect();
+    let firsts = state
+        .first_definitions(&offered, policy.reading.definitions)
+        .await?;
+    for ((name, (_, digest)), first) in declared.into_iter().zip(firsts) {
         if *first != *digest && !ctx.redefined.contains(&name) {
             let record = serde_json::json!({
                 "ts": now_rfc3339(),

@@ -15,6 +15,7 @@ use crate::policy::PolicySet;
 use crate::protocol::{Options, Protocol, Withheld};
 
 pub mod conversations;
+mod firsts;
 mod proposals;
 mod recall;
 use crate::upstream::Upstream;
@@ -216,7 +217,7 @@ impl State {
             .build();
         let definitions = moka::sync::Cache::builder()
             .max_capacity(200_000)
-            .time_to_idle(std::time::Duration::from_secs(24 * 3600))
+            .time_to_idle(firsts::FIRST_TTL)
             .build();
         let vouched = moka::sync::Cache::builder()
             .max_capacity(capacity / 2)

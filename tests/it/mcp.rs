@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::support::*;
 
+mod pins;
 mod story;
 
 /// The FastMCP server, killed on drop.
