@@ -24,6 +24,13 @@ pub struct Condition {
 }
 
 impl Condition {
+    /// Whether it reads the signal `name`, or all of its top-level variable
+    /// (`provenance` for `provenance.x`).
+    pub fn reads(&self, name: &str) -> bool {
+        let top = name.split('.').next().unwrap_or(name);
+        self.names.iter().any(|v| v == name || v == top)
+    }
+
     pub fn compile(source: &str) -> Result<Condition, String> {
         let program = ENV
             .compile(source)
