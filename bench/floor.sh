@@ -12,7 +12,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${SHARED_BENCH:-../shared/bench}
 [[ -x "$SHARED/run.sh" ]] || { echo "the shared bench is not at $SHARED (set SHARED_BENCH)" >&2; exit 2; }
-cargo build --release --quiet --bin toolgate --example floor
+# Two builds: an example turns on the dev-dependencies' features (tokio's
+# test-util, whose clock takes a lock on every read), and a binary built in
+# the same invocation would get them too.
+cargo build --release --quiet --example floor
+cargo build --release --quiet --bin toolgate
 mkdir -p target/bench
 conf=$PWD/target/bench/proxies-floor.conf
 grep -v '^#' "$SHARED/proxies.conf" >"$conf"
