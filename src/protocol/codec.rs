@@ -129,6 +129,11 @@ pub trait Codec: Sync {
     fn held(&self, _body: &Value) -> Held {
         Held::Not
     }
+    /// Whether the request has the model read turns that the provider
+    /// holds and toolgate never saw (Gemini's `cachedContent`).
+    fn unseen_history(&self, _body: &Value) -> bool {
+        false
+    }
     /// The stored answer a request continues, whose records are read.
     fn stored_from(&self, _body: &Value) -> Option<String> {
         None

@@ -128,6 +128,13 @@ impl Protocol {
         self.codec().stored_from(body)
     }
 
+    /// Whether the request has the model read turns that the provider
+    /// holds and toolgate never saw (Gemini's `cachedContent`): then its
+    /// history is not known whole, however the rest of it came.
+    pub fn unseen_history(self, body: &Value) -> bool {
+        self.codec().unseen_history(body)
+    }
+
     /// A request continuing a stored answer goes on from the answer a
     /// follow-up continued it as, and answers the calls withheld from it
     /// with `text`. Formats that store nothing leave the body as it is.

@@ -124,6 +124,9 @@ pub fn handle<'a>(
             },
             None => texts,
         };
+        if protocol.unseen_history(&req.body) {
+            ctx.history_incomplete = true;
+        }
         let default_phase = state.config.policy.default_phase.as_deref();
         context::fill(
             &mut ctx,

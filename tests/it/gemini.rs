@@ -384,3 +384,36 @@ async fn automatic_function_calling_never_runs_a_denied_call() {
         );
     }
 }
+
+/// A request naming a context cache has the model read turns toolgate
+/// never saw: `context.history_complete` is false, as for a conversation
+/// continued from a response nobody remembers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_a_context_cache_reads_its_history_as_unknown() {
+    let policy =
+        "[[rule]]\nname = \"history-unknown\"\nwhen = \"!context.history_complete\"\nverdict = \"deny\"\n";
+    let body = gemini_fixture("whole-text-then-call.json");
+    for (key, cache, released) in [
+        ("cachedContent", json!("cachedContents/abc123"), false),
+        ("cached_content", json!("cachedContents/abc123"), false),
+        ("cachedContent", Value::Null, true),
+    ] {
+        let mock = start_mock(vec![Reply::json(200, body.clone())]).await;
+        let gate = start(&mock, policy).await;
+        let mut req = request(&["run_shell"]);
+        req[key] = cache.clone();
+        let a = post(&gate, WHOLE, &req, &[]).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        let names = call_names(&a.json());
+        assert_eq!(names.is_empty(), !released, "{key}={cache}: {names:?}");
+        let audit = gate.audit_flushed().await;
+        let call = audit.iter().find(|r| r["tool"] == "run_shell").unwrap();
+        let by_rule = call["rule"] == "history-unknown";
+        assert_eq!(by_rule, !released, "{key}={cache}: {call}");
+        // What the provider was asked names the cache as the agent did.
+        let seen = mock.seen.lock().unwrap().clone();
+        let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+        assert_eq!(sent[key], cache, "{sent}");
+        gate.stop().await;
+    }
+}

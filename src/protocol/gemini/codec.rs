@@ -89,6 +89,9 @@ impl Codec for Gemini {
     fn texts(&self, body: &Value, all: bool, calls: bool) -> Texts {
         super::texts::texts(body, all, calls)
     }
+    fn unseen_history(&self, body: &Value) -> bool {
+        super::request::cached(body)
+    }
     fn tool_results<'a>(&self, body: &'a mut Value) -> Vec<ToolResult<'a>> {
         super::texts::tool_results(body)
     }

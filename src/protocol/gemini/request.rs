@@ -31,10 +31,13 @@ const TOP: [Key; 8] = [
     k::TOOL_CONFIG,
     k::SYSTEM,
     k::GENERATION,
-    Key("cachedContent", "cached_content"),
+    CACHED,
     Key("safetySettings", "safety_settings"),
     Key("model", "model"),
 ];
+/// A context cache the request continues (`cachedContents/{id}`): turns,
+/// tools and system text the provider holds, made by another request.
+const CACHED: Key = Key("cachedContent", "cached_content");
 const CONTENT: [Key; 2] = [k::ROLE, k::PARTS];
 const PART: [Key; 7] = [
     k::TEXT,
@@ -191,6 +194,13 @@ fn json_schema(v: &Value) -> Value {
 
 /// Checks the request and reads its declared tools. Errors are about the
 /// agent's own input.
+/// Whether the request names a context cache: what the model reads from it
+/// toolgate never saw (creating one is not served here).
+pub fn cached(body: &Value) -> bool {
+    (body.as_object())
+        .is_some_and(|top| !matches!(k::get(top, CACHED), Ok(None | Some(Value::Null))))
+}
+
 pub fn parse(body: Value) -> Result<Parsed, Error> {
     let top = obj(&body, || "The request body".into())?;
     k::guard(top, &TOP).map_err(refused)?;
