@@ -56,6 +56,10 @@ pub struct Texts {
     pub tool_results: Vec<(std::ops::Range<usize>, String)>,
     /// The calls of the assistant turns (when all texts are read).
     pub sources: Vec<Source>,
+    /// The model also read what the provider stored and toolgate saw only
+    /// the name of (a Responses `item_reference`, a Gemini context cache),
+    /// in this turn or an earlier one: the texts are not the whole history.
+    pub unseen: bool,
 }
 
 impl Texts {
@@ -119,6 +123,7 @@ impl Texts {
                 .cloned()
                 .chain(self.sources)
                 .collect(),
+            unseen: earlier.unseen || self.unseen,
         }
     }
 
@@ -144,7 +149,7 @@ impl Texts {
             .collect();
         serde_json::json!({"system": self.system, "first_user": self.first_user,
             "last_user": self.last_user, "user": self.user, "tool": self.tool,
-            "results": results, "sources": sources})
+            "results": results, "sources": sources, "unseen": self.unseen})
     }
 
     /// Texts another replica wrote with [`Texts::to_json`]; `None` for
@@ -188,6 +193,8 @@ impl Texts {
             tool,
             tool_results,
             sources,
+            // Written by a replica from before the field: it did not know.
+            unseen: v.get("unseen").and_then(Value::as_bool).unwrap_or(false),
         })
     }
 
@@ -273,5 +280,25 @@ mod tests {
         let mut bad = t.to_json();
         bad["results"] = json!([[0, 100000, "c"]]);
         assert_eq!(Texts::from_json(&bad), None, "a range outside the text");
+    }
+
+    #[test]
+    fn a_turn_that_named_a_stored_item_leaves_every_later_turn_unseen() {
+        let named = Protocol::Responses.texts(
+            &json!({"input": [{"type": "item_reference", "id": "fco_1"},
+                {"role": "user", "content": "go on"}]}),
+            true,
+        );
+        assert!(named.unseen);
+        let plain = Protocol::Responses.texts(&json!({"input": "and now"}), true);
+        assert!(!plain.unseen);
+        // Shared between replicas and read back, then continued.
+        let shared = Texts::from_json(&named.to_json()).unwrap_or_default();
+        assert!(plain.clone().after(&shared).unseen);
+        assert!(!plain.clone().after(&Texts::default()).unseen);
+        // A record from a replica that did not write the field.
+        let mut old = plain.to_json();
+        old.as_object_mut().map(|o| o.remove("unseen"));
+        assert_eq!(Texts::from_json(&old), Some(plain));
     }
 }

@@ -129,8 +129,9 @@ pub trait Codec: Sync {
     fn held(&self, _body: &Value) -> Held {
         Held::Not
     }
-    /// Whether the request has the model read turns that the provider
-    /// holds and toolgate never saw (Gemini's `cachedContent`).
+    /// Whether the request has the model read what the provider stored and
+    /// toolgate sees only the name of (a Responses `item_reference`,
+    /// Gemini's `cachedContent`): [`Texts::unseen`].
     fn unseen_history(&self, _body: &Value) -> bool {
         false
     }

@@ -128,13 +128,6 @@ impl Protocol {
         self.codec().stored_from(body)
     }
 
-    /// Whether the request has the model read turns that the provider
-    /// holds and toolgate never saw (Gemini's `cachedContent`): then its
-    /// history is not known whole, however the rest of it came.
-    pub fn unseen_history(self, body: &Value) -> bool {
-        self.codec().unseen_history(body)
-    }
-
     /// A request continuing a stored answer goes on from the answer a
     /// follow-up continued it as, and answers the calls withheld from it
     /// with `text`. Formats that store nothing leave the body as it is.
@@ -217,7 +210,9 @@ impl Protocol {
     /// [`Protocol::texts`], the calls of the assistant turns read only when
     /// `calls` (and `all`): a rule reads the delegated-value signal.
     pub fn texts_and_calls(self, body: &Value, all: bool, calls: bool) -> Texts {
-        self.codec().texts(body, all, all && calls)
+        let mut t = self.codec().texts(body, all, all && calls);
+        t.unseen = self.codec().unseen_history(body);
+        t
     }
 
     /// The request's tool results, to be fenced in place.

@@ -124,9 +124,8 @@ pub fn handle<'a>(
             },
             None => texts,
         };
-        if protocol.unseen_history(&req.body) {
-            ctx.history_incomplete = true;
-        }
+        // A turn, this one or an earlier, named what toolgate never read.
+        ctx.history_incomplete |= texts.unseen;
         let default_phase = state.config.policy.default_phase.as_deref();
         context::fill(
             &mut ctx,

@@ -178,6 +178,29 @@ async fn a_conversation_continued_from_a_response_nobody_remembers_is_held() {
     gate.stop().await;
 }
 
+/// An input item naming a stored item (`item_reference`) has the model read
+/// what toolgate sees only the id of: the history is not known whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_naming_a_stored_item_is_held() {
+    let it = item("shop-benign-cancel-000");
+    for (reference, held) in [(true, true), (false, false)] {
+        let mock = start_mock(vec![calling("resp_x", "call_9", &it["call"])]).await;
+        let gate = gate(&mock, "").await;
+        let mut input = vec![json!({"role": "user", "content": it["user"]})];
+        if reference {
+            input.insert(0, json!({"type": "Item_Reference", "id": "fco_elsewhere"}));
+        }
+        let body = json!({"model": "m", "input": input, "tools": tools(&it)});
+        let a = post_chat_at(&gate, "/v1/responses", &body, &[]).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(!a.text().contains("call_9"), held, "{}", a.text());
+        let audit = gate.audit_flushed().await;
+        let by_rule = audit.iter().any(|r| r["rule"] == "history-unknown");
+        assert_eq!(by_rule, held, "{audit:#?}");
+        gate.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_continued_on_another_replica_is_read_whole() {
     let port = crate::bin::free_port();
@@ -348,5 +371,34 @@ async fn a_conversation_of_the_conversations_api_goes_on_on_another_replica() {
         assert_eq!(drive_conversation_on(&it, &a, &b).await, released, "{id}");
         a.stop().await;
         b.stop().await;
+    }
+}
+
+/// An item written into a conversation that names a stored item
+/// (`item_reference`) has the conversation hold what toolgate sees only the
+/// id of: every later turn of it reads its history as not known whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_given_a_stored_item_by_reference_is_held() {
+    let it = item("shop-benign-cancel-000");
+    for (reference, held) in [(true, true), (false, false)] {
+        let (_store, reply) = conversing(&json!({"steps": [], "call": it["call"]}));
+        let mock = start_mock(vec![reply]).await;
+        let gate = gate(&mock, "").await;
+        let mut items = vec![json!({"type": "message", "role": "user", "content": "hello"})];
+        if reference {
+            items.push(json!({"type": "item_reference", "id": "fco_elsewhere"}));
+        }
+        let c = post_chat_at(&gate, "/v1/conversations", &json!({"items": items}), &[]).await;
+        assert_eq!(c.status, 200, "{}", c.text());
+        let id = c.json()["id"].as_str().unwrap().to_string();
+        let body = json!({"model": "m", "conversation": id,
+            "input": [{"role": "user", "content": it["user"]}], "tools": tools(&it)});
+        let a = post_chat_at(&gate, "/v1/responses", &body, &[]).await;
+        assert_eq!(a.status, 200, "{}", a.text());
+        assert_eq!(!a.text().contains("call_0"), held, "{}", a.text());
+        let audit = gate.audit_flushed().await;
+        let by_rule = audit.iter().any(|r| r["rule"] == "history-unknown");
+        assert_eq!(by_rule, held, "{audit:#?}");
+        gate.stop().await;
     }
 }

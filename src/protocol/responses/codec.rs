@@ -87,6 +87,9 @@ impl Codec for Responses {
     fn provider_error_event(&self, e: &ProviderError) -> Bytes {
         e.responses_event()
     }
+    fn unseen_history(&self, body: &Value) -> bool {
+        super::request::references_items(body)
+    }
     fn stored_from(&self, body: &Value) -> Option<String> {
         body.get("previous_response_id")
             .and_then(Value::as_str)

@@ -127,6 +127,15 @@ fn items(body: &Value) -> &[Value] {
         .map_or(&[], |a| a)
 }
 
+/// Whether the input names an item the provider stored
+/// (`{"type": "item_reference", "id": …}`): the model reads it, toolgate
+/// sees only its id.
+pub fn references_items(body: &Value) -> bool {
+    items(body)
+        .iter()
+        .any(|i| crate::fold::reads_as(i.get("type"), "item_reference"))
+}
+
 /// Output item types that carry a tool's result.
 const OUTPUTS: [&str; 6] = [
     "function_call_output",
