@@ -71,6 +71,15 @@ pub struct Call {
     pub namespaced: bool,
 }
 
+impl Call {
+    /// Whether a call the provider ran read what toolgate never sees: every
+    /// provider-run tool but those that search the request's own tool
+    /// definitions (`tool_search…`) or only make an image.
+    pub fn reads_outside(&self) -> bool {
+        !(self.name.starts_with("tool_search") || self.name == "image_generation")
+    }
+}
+
 /// The longest call id a response may carry (providers' are tens of
 /// bytes): a longer one fails the response, as it arrives, so that ids
 /// cannot make a stream hold more than its budgets allow.

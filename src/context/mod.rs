@@ -81,6 +81,12 @@ pub struct Context {
     /// expired record, another replica's): `context.history_complete` is
     /// false.
     pub history_incomplete: bool,
+    /// A tool the provider runs that reads what toolgate never sees (a web
+    /// search, a fetch, a file search, code over stored files, a remote MCP
+    /// server) ran earlier in this answer: the model read its output, so
+    /// `context.history_complete` is false for the calls after it, and for
+    /// the turns that continue this answer.
+    pub provider_read: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Declared tools whose definition differs from the one first declared
     /// in this session (`tool.definition_changed`).
     pub redefined: Vec<String>,
@@ -132,6 +138,23 @@ pub struct Folded {
 }
 
 impl Context {
+    /// Whether every text the model read before the call is one toolgate
+    /// read too (`context.history_complete`).
+    pub fn history_complete(&self) -> bool {
+        !self.history_incomplete
+            && !self
+                .provider_read
+                .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Notes provider-run `calls` seen in the answer (see
+    /// [`Context::provider_read`]).
+    pub fn provider_ran(&self, calls: &[crate::call::Call]) {
+        if calls.iter().any(crate::call::Call::reads_outside) {
+            (self.provider_read).store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+
     /// Each tool result's content key ([`crate::digest::content_key`]), in
     /// `tool_results`' order.
     pub fn result_keys(&self) -> &[[u8; 32]] {

@@ -66,6 +66,7 @@ pub async fn gate(
         );
         x.finished(usage.finish_reasons());
     }
+    ctx.provider_ran(parsed.hosted());
     release::hosted(state, gates, ctx, parsed.hosted()).await;
     let id = parsed.id().map(str::to_string);
     if parsed.calls().is_empty() {

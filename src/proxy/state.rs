@@ -382,18 +382,23 @@ impl State {
 
     /// Remembers the turn stored response (or thread answer) `id` ends,
     /// with the calls decided in it.
+    /// `read_unseen`: a provider-run tool read what toolgate never sees in
+    /// the answer, so the turns continuing it do not know it whole.
     pub fn remember_history(
         &self,
         id: &str,
         turn: &crate::context::Turn,
         decided: &[crate::context::Source],
+        read_unseen: bool,
     ) {
         if id.is_empty() {
             return;
         }
+        let mut texts = turn.texts.clone().answered_with(decided);
+        texts.unseen |= read_unseen;
         let remembered = crate::context::Turn {
             prev: turn.prev.clone(),
-            texts: turn.texts.clone().answered_with(decided),
+            texts,
             conversation: None,
         };
         self.share_history(id, &remembered);

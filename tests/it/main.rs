@@ -77,6 +77,8 @@ mod injection_domains;
 mod by_reference;
 // The Conversations API: items both ways, the SDKs on it.
 mod conversations;
+// What the model reads that toolgate never sees: provider-run reads.
+mod unseen;
 // The words the signals read, extended from a policy directory.
 mod words;
 // The content fence and redaction of tool results.

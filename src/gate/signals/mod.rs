@@ -310,7 +310,7 @@ pub fn static_signals(
     s.set("principal", json!(ctx.principal));
     s.set("session", json!(ctx.session));
     s.set("agent", json!(ctx.agent));
-    s.set("context.history_complete", json!(!ctx.history_incomplete));
+    s.set("context.history_complete", json!(ctx.history_complete()));
     s
 }
 

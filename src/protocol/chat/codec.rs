@@ -52,6 +52,9 @@ impl Codec for Chat {
     fn declarations<'a>(&self, body: &'a Value) -> Result<Declarations<'a>, Error> {
         super::request::declarations(body)
     }
+    fn unseen_history(&self, body: &Value) -> bool {
+        super::request::searches_web(body)
+    }
     fn texts(&self, body: &Value, all: bool, calls: bool) -> Texts {
         super::request::texts(body, all, calls)
     }

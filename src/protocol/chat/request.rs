@@ -215,6 +215,19 @@ pub fn add_notice(body: &mut Value, notice: &str) {
     }
 }
 
+/// Whether the provider searches the web for the answer, so the model reads
+/// pages toolgate never sees: `web_search_options` (OpenAI's search
+/// models), OpenRouter's `web` plugin or an `:online` model.
+pub fn searches_web(body: &Value) -> bool {
+    let options = !matches!(body.get("web_search_options"), None | Some(Value::Null));
+    let plugin = (body.get("plugins").and_then(Value::as_array))
+        .is_some_and(|p| p.iter().any(|p| crate::fold::reads_as(p.get("id"), "web")));
+    let online = (body.get("model").and_then(Value::as_str))
+        .and_then(|m| m.rsplit_once(':'))
+        .is_some_and(|(_, variant)| variant.trim().eq_ignore_ascii_case("online"));
+    options || plugin || online
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

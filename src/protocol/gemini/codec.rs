@@ -90,7 +90,7 @@ impl Codec for Gemini {
         super::texts::texts(body, all, calls)
     }
     fn unseen_history(&self, body: &Value) -> bool {
-        super::request::cached(body)
+        super::request::unseen(body)
     }
     fn tool_results<'a>(&self, body: &'a mut Value) -> Vec<ToolResult<'a>> {
         super::texts::tool_results(body)

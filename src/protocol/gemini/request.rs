@@ -192,15 +192,25 @@ fn json_schema(v: &Value) -> Value {
     }
 }
 
-/// Checks the request and reads its declared tools. Errors are about the
-/// agent's own input.
-/// Whether the request names a context cache: what the model reads from it
-/// toolgate never saw (creating one is not served here).
-pub fn cached(body: &Value) -> bool {
-    (body.as_object())
-        .is_some_and(|top| !matches!(k::get(top, CACHED), Ok(None | Some(Value::Null))))
+/// Whether the model reads what toolgate never sees: a context cache the
+/// request names (made by another request; creating one is not served
+/// here), or a tool Google runs that grounds the answer without showing
+/// what it read (search, a URL's page, maps, file search, retrieval: the
+/// answer carries only their metadata). Code execution shows its parts,
+/// which the answer's reader reports as provider-run calls.
+pub fn unseen(body: &Value) -> bool {
+    let Some(top) = body.as_object() else {
+        return false;
+    };
+    let cached = !matches!(k::get(top, CACHED), Ok(None | Some(Value::Null)));
+    let grounded = hosted(top).map_or(true, |names| {
+        (names.iter()).any(|n| !matches!(n.as_str(), "code_execution" | "computer_use"))
+    });
+    cached || grounded
 }
 
+/// Checks the request and reads its declared tools. Errors are about the
+/// agent's own input.
 pub fn parse(body: Value) -> Result<Parsed, Error> {
     let top = obj(&body, || "The request body".into())?;
     k::guard(top, &TOP).map_err(refused)?;

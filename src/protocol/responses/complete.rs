@@ -32,6 +32,8 @@ pub struct Body<'a> {
     id: String,
     items: Vec<Item<'a>>,
     calls: Vec<Call>,
+    /// Items the provider ran (web search, file search, …).
+    hosted: Vec<Call>,
     /// Neutral messages say their text as a `refusal` part (structured output).
     refusal: bool,
 }
@@ -65,6 +67,7 @@ impl<'a> Body<'a> {
         };
         let mut items = Vec::with_capacity(raws.len());
         let mut calls = Vec::new();
+        let mut hosted = Vec::new();
         // The strict tree's items, in the same order as the raw ones.
         let parsed = match top
             .present("output")
@@ -98,6 +101,8 @@ impl<'a> Body<'a> {
                 }
                 call = Some((item_id, c.id.clone(), t.to_string()));
                 calls.push(c);
+            } else {
+                hosted.extend(super::hosted_call(v));
             }
             items.push(Item { raw, class, call });
         }
@@ -106,6 +111,7 @@ impl<'a> Body<'a> {
             id,
             items,
             calls,
+            hosted,
             refusal: false,
         })
     }
@@ -181,6 +187,9 @@ impl<'a> Body<'a> {
 impl crate::protocol::Complete for Body<'_> {
     fn usage(&self) -> crate::protocol::usage::Usage {
         crate::protocol::usage::Usage::of_top(&self.top)
+    }
+    fn hosted(&self) -> &[Call] {
+        &self.hosted
     }
     fn calls(&self) -> &[Call] {
         &self.calls

@@ -62,6 +62,24 @@ const OTHER_ITEMS: [&str; 16] = [
     "item_reference",
 ];
 
+/// A provider-run item (a web search, a file search, …) as a call, for the
+/// audit trail and [`crate::context::Context::provider_ran`]: named by its
+/// type without `_call` (its input is not kept). `None` for other items.
+pub fn hosted_call(item: &Value) -> Option<Call> {
+    let t = item.get("type").and_then(Value::as_str)?;
+    if !HOSTED_CALLS.contains(&t) {
+        return None;
+    }
+    Some(Call {
+        id: (item.get("id").and_then(Value::as_str))
+            .unwrap_or("")
+            .to_string(),
+        kind: Kind::Other(t.to_string()),
+        name: t.trim_end_matches("_call").to_string(),
+        ..Call::default()
+    })
+}
+
 /// The tool-search item: run by the provider, or by the client when its
 /// `execution` is `client` (then gated as the `tool_search` tool).
 const TOOL_SEARCH: &str = "tool_search_call";

@@ -135,6 +135,8 @@ pub struct StreamRewriter {
     ended: bool,
     /// A call event was read since the driver last polled (`Update::CallRead`).
     call_delta: bool,
+    /// Provider-run items seen, not yet reported.
+    hosted: Vec<Call>,
     resume: resume::ResumeState,
     /// Token usage seen in the events, for the metrics.
     usage: crate::protocol::usage::Usage,
@@ -171,6 +173,7 @@ impl StreamRewriter {
             terminal: false,
             ended: false,
             call_delta: false,
+            hosted: Vec::new(),
             resume: resume::ResumeState::new(o.resume, &o.neutral_result),
             typed: true,
         }
@@ -454,6 +457,9 @@ impl Rewriter for StreamRewriter {
     fn poll(&mut self) -> Option<Update> {
         if std::mem::take(&mut self.call_delta) {
             return Some(Update::CallRead);
+        }
+        if !self.hosted.is_empty() {
+            return Some(Update::Hosted(std::mem::take(&mut self.hosted)));
         }
         if let Some(id) = self.answered.take() {
             return Some(Update::Answered(id));

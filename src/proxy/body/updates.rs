@@ -18,7 +18,8 @@ impl GatedBody {
                 .lock()
                 .map(|d| d.clone())
                 .unwrap_or_default();
-            self.state.remember_history(id, h, &decided);
+            let unseen = !self.ctx.history_complete();
+            self.state.remember_history(id, h, &decided, unseen);
         }
     }
 
@@ -30,7 +31,11 @@ impl GatedBody {
             match r {
                 Update::CallRead => self.last_call_delta = Some(self.now.get().into_std()),
                 Update::Withheld(w) => self.state.remember_withheld(w),
-                Update::Hosted(calls) => self.audit_hosted(calls),
+                Update::Hosted(calls) => {
+                    // Before any later call of the answer is decided.
+                    self.ctx.provider_ran(&calls);
+                    self.audit_hosted(calls)
+                }
                 Update::Resumption(r) => self.start_follow_up(r),
                 Update::Renamed { first, then } => self.state.remember_renamed(first, then),
                 Update::Answered(id) => {

@@ -199,7 +199,7 @@ fn remember(
         texts: w.texts,
         conversation: None,
     };
-    state.remember_history(&turn, &t, &[]);
+    state.remember_history(&turn, &t, &[], false);
     state.advance_conversation(&id, &turn, false);
     Some(id)
 }

@@ -221,6 +221,7 @@ impl StreamRewriter {
                 return Err(malformed("an output item was added twice"));
             }
             if item_class != Some(ItemClass::Call) {
+                self.hosted.extend(item.and_then(super::super::hosted_call));
                 return Ok(None);
             }
             let (Some(oi), Some(item @ Value::Object(i))) = (oi, item) else {
