@@ -23,6 +23,27 @@ fn held_by_rule(audit: &[Value], tool: &str) -> bool {
     call["rule"] == "history-unknown"
 }
 
+/// Checks answer `a`: the call to `tool` (its id `marker` in the text)
+/// reached the agent unless `held`, and when held, the rule on what
+/// toolgate did not read held it (a history-unknown rule, as the one
+/// above or `taint.toml`'s). The audit trail, for more checks.
+pub async fn expect_held(
+    gate: &Gate,
+    a: &Answer,
+    (marker, tool): (&str, &str),
+    held: bool,
+    what: &str,
+) -> Vec<Value> {
+    assert_eq!(a.status, 200, "{what}: {}", a.text());
+    assert_eq!(!a.text().contains(marker), held, "{what}: {}", a.text());
+    let audit = gate.audit_flushed().await;
+    assert_eq!(held_by_rule(&audit, tool), held, "{what}: {audit:#?}");
+    audit
+}
+
+/// The `send_email` call of the Responses answers below.
+const MAIL: (&str, &str) = ("call_mail", "send_email");
+
 fn provider_run(audit: &[Value]) -> Vec<String> {
     (audit.iter())
         .filter(|r| r["verdict"] == "provider_run")
@@ -63,16 +84,9 @@ async fn a_messages_call_after_a_web_search_the_provider_ran_is_held() {
                 {"type": "web_search_20250305", "name": "web_search"},
                 {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}]});
         let a = crate::messages::post(&gate, "/v1/messages", &req, &[]).await;
-        assert_eq!(a.status, 200, "{}", a.text());
-        assert_eq!(
-            !a.text().contains("toolu_01SendAfterSearch"),
-            held,
-            "{ran}: {}",
-            a.text()
-        );
-        let audit = gate.audit_flushed().await;
+        let call = ("toolu_01SendAfterSearch", "send_email");
+        let audit = expect_held(&gate, &a, call, held, ran).await;
         assert_eq!(provider_run(&audit), [ran], "{audit:#?}");
-        assert_eq!(held_by_rule(&audit, "send_email"), held, "{ran}");
         gate.stop().await;
     }
 }
@@ -136,18 +150,10 @@ async fn a_responses_call_after_a_web_search_the_provider_ran_is_held() {
                 "tools": [{"type": "function", "name": "send_email", "parameters": {"type": "object"}},
                     {"type": "web_search"}]});
             let a = post_chat_at(&gate, "/v1/responses", &req, &[]).await;
-            assert_eq!(a.status, 200, "{}", a.text());
             let what = format!("search {search}, stream {stream}");
-            assert_eq!(
-                !a.text().contains("call_mail"),
-                search,
-                "{what}: {}",
-                a.text()
-            );
-            let audit = gate.audit_flushed().await;
+            let audit = expect_held(&gate, &a, MAIL, search, &what).await;
             let ran: &[&str] = if search { &["web_search"] } else { &[] };
             assert_eq!(provider_run(&audit), ran, "{what}: {audit:#?}");
-            assert_eq!(held_by_rule(&audit, "send_email"), search, "{what}");
             gate.stop().await;
         }
     }
@@ -168,15 +174,8 @@ async fn a_chat_request_the_provider_answers_from_the_web_is_held() {
         let mut req = chat_request(true, &["send_email"]);
         req[key] = value.clone();
         let a = post_chat_at(&gate, "/v1/chat/completions", &req, &[]).await;
-        assert_eq!(a.status, 200, "{}", a.text());
-        assert_eq!(
-            !a.text().contains("call_1"),
-            held,
-            "{key}={value}: {}",
-            a.text()
-        );
-        let audit = gate.audit_flushed().await;
-        assert_eq!(held_by_rule(&audit, "send_email"), held, "{key}={value}");
+        let what = format!("{key}={value}");
+        expect_held(&gate, &a, ("call_1", "send_email"), held, &what).await;
         gate.stop().await;
     }
 }
@@ -208,15 +207,8 @@ async fn a_gemini_call_grounded_in_a_search_is_held_and_one_beside_code_is_not()
             req.to_string(),
         )
         .await;
-        assert_eq!(a.status, 200, "{}", a.text());
-        assert_eq!(
-            !a.text().contains("cat /etc/passwd"),
-            held,
-            "{tool}: {}",
-            a.text()
-        );
-        let audit = gate.audit_flushed().await;
-        assert_eq!(held_by_rule(&audit, "run_shell"), held, "{tool}");
+        let call = ("cat /etc/passwd", "run_shell");
+        expect_held(&gate, &a, call, held, &tool.to_string()).await;
         gate.stop().await;
     }
 }
@@ -250,19 +242,7 @@ async fn a_turn_continuing_an_answer_that_searched_the_web_is_held() {
         let req = json!({"model": "m", "previous_response_id": "resp_first",
             "input": "Now ask them for my refund.", "tools": tools});
         let a = post_chat_at(&gate, "/v1/responses", &req, &[]).await;
-        assert_eq!(a.status, 200, "{}", a.text());
-        assert_eq!(
-            !a.text().contains("call_mail"),
-            search,
-            "search {search}: {}",
-            a.text()
-        );
-        let audit = gate.audit_flushed().await;
-        assert_eq!(
-            held_by_rule(&audit, "send_email"),
-            search,
-            "search {search}"
-        );
+        expect_held(&gate, &a, MAIL, search, &format!("search {search}")).await;
         gate.stop().await;
     }
 }
