@@ -87,6 +87,9 @@ pub struct Context {
     /// `context.history_complete` is false for the calls after it, and for
     /// the turns that continue this answer.
     pub provider_read: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// A tool result the model reads holds what toolgate does not read as
+    /// text (`context.unread_results`).
+    pub unread_results: bool,
     /// Declared tools whose definition differs from the one first declared
     /// in this session (`tool.definition_changed`).
     pub redefined: Vec<String>,
@@ -237,6 +240,41 @@ pub fn content_text(content: &Value) -> Cow<'_, str> {
     }
 }
 
+/// Part types that carry what toolgate does not read as text: images,
+/// documents, files and audio, in each format's spelling.
+const MEDIA: [&str; 10] = [
+    "image",
+    "image_url",
+    "input_image",
+    "computer_screenshot",
+    "document",
+    "file",
+    "input_file",
+    "audio",
+    "input_audio",
+    "container_upload",
+];
+/// Gemini's media part keys, in both spellings.
+const MEDIA_KEYS: [&str; 4] = ["inlineData", "inline_data", "fileData", "file_data"];
+
+/// Whether a tool result's content `v` (a string, a list of parts, or one
+/// part) holds a part toolgate does not read as text: one whose `type` is
+/// an image, a document, a file or audio, or Gemini's `inlineData` or
+/// `fileData`. Only the parts themselves are looked at: JSON a tool
+/// returned as its data is the tool's text, whatever its fields say.
+pub fn holds_media(v: &Value) -> bool {
+    let media = |p: &Value| {
+        p.as_object().is_some_and(|o| {
+            MEDIA.contains(&&*crate::fold::read(o.get("type")))
+                || MEDIA_KEYS.iter().any(|k| o.contains_key(*k))
+        })
+    };
+    match v {
+        Value::Array(parts) => parts.iter().any(media),
+        part => media(part),
+    }
+}
+
 /// At least how long the text read from a tool result's content `v` is:
 /// its strings' lengths and a separator each.
 pub fn text_len(v: &Value) -> usize {
@@ -301,6 +339,7 @@ pub fn fill(
     ctx.tool_text = t.tool;
     ctx.tool_results = t.tool_results;
     ctx.sources = t.sources;
+    ctx.unread_results = t.unread_results;
     ctx.injection = std::sync::OnceLock::new();
     ctx.folded = std::sync::OnceLock::new();
     ctx.readings = std::sync::OnceLock::new();

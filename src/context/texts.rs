@@ -60,6 +60,9 @@ pub struct Texts {
     /// the name of (a Responses `item_reference`, a Gemini context cache),
     /// in this turn or an earlier one: the texts are not the whole history.
     pub unseen: bool,
+    /// A tool result, in this turn or an earlier one, holds what toolgate
+    /// does not read as text (an image, a document, a file, audio).
+    pub unread_results: bool,
 }
 
 impl Texts {
@@ -124,6 +127,7 @@ impl Texts {
                 .chain(self.sources)
                 .collect(),
             unseen: earlier.unseen || self.unseen,
+            unread_results: earlier.unread_results || self.unread_results,
         }
     }
 
@@ -149,7 +153,8 @@ impl Texts {
             .collect();
         serde_json::json!({"system": self.system, "first_user": self.first_user,
             "last_user": self.last_user, "user": self.user, "tool": self.tool,
-            "results": results, "sources": sources, "unseen": self.unseen})
+            "results": results, "sources": sources, "unseen": self.unseen,
+            "unread_results": self.unread_results})
     }
 
     /// Texts another replica wrote with [`Texts::to_json`]; `None` for
@@ -195,6 +200,7 @@ impl Texts {
             sources,
             // Written by a replica from before the field: it did not know.
             unseen: v.get("unseen").and_then(Value::as_bool).unwrap_or(false),
+            unread_results: (v.get("unread_results").and_then(Value::as_bool)).unwrap_or(false),
         })
     }
 
@@ -280,6 +286,60 @@ mod tests {
         let mut bad = t.to_json();
         bad["results"] = json!([[0, 100000, "c"]]);
         assert_eq!(Texts::from_json(&bad), None, "a range outside the text");
+    }
+
+    #[test]
+    fn tool_results_toolgate_cannot_read_as_text_are_found_in_every_format() {
+        let png = "iVBORw0KGgo=";
+        let cases = [
+            (
+                Protocol::Chat,
+                json!({"messages": [{"role": "tool", "tool_call_id": "c",
+                    "content": [{"type": "image_url", "image_url": {"url": png}}]}]}),
+            ),
+            (
+                Protocol::Responses,
+                json!({"input": [{"type": "computer_call_output", "call_id": "c",
+                    "output": {"type": "computer_screenshot", "image_url": png}}]}),
+            ),
+            (
+                Protocol::Responses,
+                json!({"input": [{"type": "function_call_output", "call_id": "c",
+                    "output": [{"type": "input_file", "file_id": "file-1"}]}]}),
+            ),
+            (
+                Protocol::Messages,
+                json!({"messages": [{"role": "user", "content": [{"type": "tool_result",
+                    "tool_use_id": "t", "content": [{"type": "document",
+                        "source": {"type": "url", "url": "https://x.example/a.pdf"}}]}]}]}),
+            ),
+            (
+                Protocol::Gemini,
+                json!({"contents": [{"role": "user", "parts": [{"functionResponse": {
+                    "name": "shot", "response": {}, "parts": [{"inlineData":
+                        {"mimeType": "image/png", "data": png}}]}}]}]}),
+            ),
+        ];
+        for (p, body) in cases {
+            assert!(p.texts(&body, false).unread_results, "{p:?}: {body}");
+        }
+        // A tool's own JSON data is its text, whatever its fields say; a
+        // user's image is not a tool result.
+        for (p, body) in [
+            (
+                Protocol::Gemini,
+                json!({"contents": [{"role": "user", "parts": [{"functionResponse": {
+                    "name": "f", "response": {"type": "image", "name": "a.png"}}}]}]}),
+            ),
+            (
+                Protocol::Chat,
+                json!({"messages": [{"role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": png}}]},
+                    {"role": "tool", "tool_call_id": "c", "content": "{\"type\": \"image\"}"}]}),
+            ),
+        ] {
+            assert!(!p.texts(&body, false).unread_results, "{p:?}: {body}");
+        }
     }
 
     #[test]

@@ -135,6 +135,11 @@ pub trait Codec: Sync {
     fn unseen_history(&self, _body: &Value) -> bool {
         false
     }
+    /// Whether a tool result of the request holds what toolgate does not
+    /// read as text (an image, a document, a file, audio).
+    fn unread_results(&self, _body: &Value) -> bool {
+        false
+    }
     /// The stored answer a request continues, whose records are read.
     fn stored_from(&self, _body: &Value) -> Option<String> {
         None

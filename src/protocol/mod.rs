@@ -212,6 +212,7 @@ impl Protocol {
     pub fn texts_and_calls(self, body: &Value, all: bool, calls: bool) -> Texts {
         let mut t = self.codec().texts(body, all, all && calls);
         t.unseen = self.codec().unseen_history(body);
+        t.unread_results = self.codec().unread_results(body);
         t
     }
 

@@ -246,3 +246,29 @@ async fn a_turn_continuing_an_answer_that_searched_the_web_is_held() {
         gate.stop().await;
     }
 }
+
+/// A tool result toolgate cannot read as text, in each format: a
+/// screenshot, a PDF, a file. A call after it reads
+/// `context.unread_results`; the same result as text does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_a_tool_result_toolgate_cannot_read_is_held() {
+    const HOLD_UNREAD: &str =
+        "[[rule]]\nname = \"history-unknown\"\nwhen = \"context.unread_results\"\nverdict = \"deny\"\n";
+    let image =
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}});
+    let text = json!({"type": "text", "text": "page 1 of the invoice"});
+    for (part, held) in [(image, true), (text, false)] {
+        let mock = start_mock(vec![Reply::sse(one_call_stream("send_email", "{}"))]).await;
+        let gate = start_gate(&mock.base_url(), HOLD_UNREAD, "").await;
+        let mut req = chat_request(true, &["send_email", "screenshot"]);
+        req["messages"] = json!([
+            {"role": "user", "content": "Mail the invoice on screen."},
+            {"role": "assistant", "tool_calls": [{"id": "c0", "type": "function",
+                "function": {"name": "screenshot", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c0", "content": [part]}
+        ]);
+        let a = post_chat_at(&gate, "/v1/chat/completions", &req, &[]).await;
+        expect_held(&gate, &a, ("call_1", "send_email"), held, &part.to_string()).await;
+        gate.stop().await;
+    }
+}

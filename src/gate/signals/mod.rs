@@ -311,6 +311,7 @@ pub fn static_signals(
     s.set("session", json!(ctx.session));
     s.set("agent", json!(ctx.agent));
     s.set("context.history_complete", json!(ctx.history_complete()));
+    s.set("context.unread_results", json!(ctx.unread_results));
     s
 }
 

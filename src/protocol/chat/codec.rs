@@ -55,6 +55,9 @@ impl Codec for Chat {
     fn unseen_history(&self, body: &Value) -> bool {
         super::request::searches_web(body)
     }
+    fn unread_results(&self, body: &Value) -> bool {
+        super::request::media_results(body)
+    }
     fn texts(&self, body: &Value, all: bool, calls: bool) -> Texts {
         super::request::texts(body, all, calls)
     }

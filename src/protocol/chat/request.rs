@@ -215,6 +215,16 @@ pub fn add_notice(body: &mut Value, notice: &str) {
     }
 }
 
+/// Whether a tool message's content holds a part toolgate does not read as
+/// text (an image, a file, audio).
+pub fn media_results(body: &Value) -> bool {
+    let msgs = body.get("messages").and_then(Value::as_array);
+    msgs.into_iter().flatten().any(|m| {
+        matches!(&*crate::fold::read(m.get("role")), "tool" | "function")
+            && m.get("content").is_some_and(crate::context::holds_media)
+    })
+}
+
 /// Whether the provider searches the web for the answer, so the model reads
 /// pages toolgate never sees: `web_search_options` (OpenAI's search
 /// models), OpenRouter's `web` plugin or an `:online` model.

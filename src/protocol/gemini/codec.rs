@@ -89,6 +89,9 @@ impl Codec for Gemini {
     fn texts(&self, body: &Value, all: bool, calls: bool) -> Texts {
         super::texts::texts(body, all, calls)
     }
+    fn unread_results(&self, body: &Value) -> bool {
+        super::texts::media_results(body)
+    }
     fn unseen_history(&self, body: &Value) -> bool {
         super::request::unseen(body)
     }

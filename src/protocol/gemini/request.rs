@@ -49,7 +49,7 @@ const PART: [Key; 7] = [
     k::FILE_DATA,
 ];
 const CALL: [Key; 3] = [k::ID, k::NAME, k::ARGS];
-const RESULT: [Key; 3] = [k::ID, k::NAME, k::RESPONSE];
+const RESULT: [Key; 4] = [k::ID, k::NAME, k::RESPONSE, k::PARTS];
 const DECLARATION: [Key; 3] = [k::NAME, k::PARAMETERS, k::JSON_SCHEMA];
 
 /// Tools the provider runs itself, by the name a rule gates them under.

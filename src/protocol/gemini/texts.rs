@@ -11,6 +11,21 @@ use super::keys::{self as k};
 use crate::context::Texts;
 use crate::fence::{first_url, ToolResult};
 
+/// Whether a `functionResponse` carries parts (Gemini's multimodal
+/// function responses: `inlineData`, `fileData`) toolgate does not read as
+/// text.
+pub fn media_results(body: &Value) -> bool {
+    turns(body).any(|(_, parts)| {
+        (parts.iter().filter_map(Value::as_object)).any(|p| {
+            let r = k::get(p, k::FUNCTION_RESPONSE).ok().flatten();
+            let inner = r
+                .and_then(Value::as_object)
+                .and_then(|r| k::get(r, k::PARTS).ok().flatten());
+            inner.is_some_and(crate::context::holds_media)
+        })
+    })
+}
+
 /// The parts of each turn: its role and parts.
 fn turns(body: &Value) -> impl Iterator<Item = (&str, &[Value])> {
     let contents = (body.as_object())

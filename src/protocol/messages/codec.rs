@@ -54,6 +54,9 @@ impl Codec for Messages {
     fn declarations<'a>(&self, body: &'a Value) -> Result<Declarations<'a>, Error> {
         super::request::tools(body).map(|t| t.0)
     }
+    fn unread_results(&self, body: &Value) -> bool {
+        super::request::media_results(body)
+    }
     fn texts(&self, body: &Value, all: bool, calls: bool) -> Texts {
         super::request::texts(body, all, calls)
     }

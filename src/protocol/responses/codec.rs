@@ -90,6 +90,9 @@ impl Codec for Responses {
     fn unseen_history(&self, body: &Value) -> bool {
         super::request::references_items(body)
     }
+    fn unread_results(&self, body: &Value) -> bool {
+        super::request::media_results(body)
+    }
     fn stored_from(&self, body: &Value) -> Option<String> {
         body.get("previous_response_id")
             .and_then(Value::as_str)

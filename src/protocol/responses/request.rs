@@ -136,6 +136,15 @@ pub fn references_items(body: &Value) -> bool {
         .any(|i| crate::fold::reads_as(i.get("type"), "item_reference"))
 }
 
+/// Whether a tool output item holds a part toolgate does not read as text
+/// (an image, a file, a screenshot).
+pub fn media_results(body: &Value) -> bool {
+    items(body).iter().any(|i| {
+        OUTPUTS.contains(&&*crate::fold::read(i.get("type")))
+            && i.get("output").is_some_and(crate::context::holds_media)
+    })
+}
+
 /// Output item types that carry a tool's result.
 const OUTPUTS: [&str; 6] = [
     "function_call_output",

@@ -174,6 +174,18 @@ fn result_text(content: &Value) -> String {
     }
 }
 
+/// Whether a `tool_result` block holds one toolgate does not read as text
+/// (an image, a document).
+pub fn media_results(body: &Value) -> bool {
+    let blocks = (messages(body).iter())
+        .filter_map(|m| m.get("content").and_then(Value::as_array))
+        .flatten();
+    blocks.into_iter().any(|b| {
+        crate::fold::reads_as(b.get("type"), "tool_result")
+            && b.get("content").is_some_and(crate::context::holds_media)
+    })
+}
+
 /// The request's texts: `system`, user messages' text blocks, and tool
 /// results when `all`.
 pub fn texts(body: &Value, all: bool, calls: bool) -> Texts {
