@@ -2,7 +2,8 @@
 //! never name a gate, a rule or a key); the provider's errors reach the
 //! agent as the provider said them (`[rewrite] errors = "provider"`, the
 //! default): status, type, code, param, message and details, redacted and
-//! bounded, in the shape of the route the agent called.
+//! bounded, in the shape of the route the agent called. `passthrough`
+//! forwards an error body as it came only when it holds the error alone.
 
 use http::{header, HeaderValue, Response, StatusCode};
 
@@ -32,10 +33,56 @@ pub fn provider(state: &State, body: &[u8], status: StatusCode) -> ProviderError
     e
 }
 
+/// The keys an error body may have beside `error` and still pass as it
+/// came: what the providers put around their errors.
+const ENVELOPE: [&str; 10] = [
+    "error",
+    "sequence_number",
+    "type",
+    "request_id",
+    "user_id",
+    "code",
+    "message",
+    "status",
+    "details",
+    "param",
+];
+
+/// Whether an error body holds nothing but the error: not JSON (a proxy's
+/// HTML page), or objects of envelope keys only. A body that also holds
+/// `choices`, `candidates`, `content` or anything else could hold a call a
+/// client reads, so it is not forwarded as it came.
+fn error_alone(body: &[u8]) -> bool {
+    let alone = |v: &serde_json::Value| {
+        v.as_object()
+            .is_some_and(|o| o.keys().all(|k| ENVELOPE.contains(&k.as_str())))
+    };
+    match crate::json::strict_value(body) {
+        Err(_) => {
+            !body.trim_ascii_start().starts_with(b"{") && !body.trim_ascii_start().starts_with(b"[")
+        }
+        Ok(serde_json::Value::Array(items)) => items.iter().all(alone),
+        Ok(v) => alone(&v),
+    }
+}
+
+/// `mode`, except that `passthrough` reads an error body that holds more
+/// than the error as `provider` does.
+fn mode_for(mode: ErrorMode, e: &Error) -> ErrorMode {
+    match (mode, e) {
+        (
+            ErrorMode::Passthrough,
+            Error::UpstreamStatus { body, .. } | Error::UpstreamEvent(body),
+        ) if !error_alone(body) => ErrorMode::Provider,
+        (mode, _) => mode,
+    }
+}
+
 /// The response `e` becomes on a route of `family`.
 pub fn response(state: &State, family: Protocol, e: Error) -> Response<ProxyBody> {
-    let mode = state.config.rewrite.errors;
-    let (status, limits, body) = match (mode, state.scrub.error(e)) {
+    let e = state.scrub.error(e);
+    let mode = mode_for(state.config.rewrite.errors, &e);
+    let (status, limits, body) = match (mode, e) {
         (
             ErrorMode::Provider,
             Error::UpstreamStatus {
@@ -71,7 +118,7 @@ pub fn response(state: &State, family: Protocol, e: Error) -> Response<ProxyBody
 /// in the route's shape) in `provider` mode; `passthrough` says whether the
 /// rewriter writes the event's bytes as they are.
 pub fn event(state: &State, protocol: Protocol, e: Error) -> (Error, bool) {
-    match (state.config.rewrite.errors, e) {
+    match (mode_for(state.config.rewrite.errors, &e), e) {
         (ErrorMode::Provider, Error::UpstreamEvent(body)) => {
             let said = provider(state, &body, StatusCode::OK).event(protocol);
             (Error::UpstreamEvent(said), true)

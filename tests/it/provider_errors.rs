@@ -249,3 +249,58 @@ fn responses_failed(sse: &str) -> Value {
         .find(|v| v["type"] == "response.failed")
         .unwrap_or(Value::Null)
 }
+
+/// `errors = "passthrough"` forwards the provider's error bodies as they
+/// came, but never a call inside one: an error that also carries a call
+/// (in a stream's event, or a whole body) reaches the agent as the error
+/// alone, in the route's shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passthrough_never_forwards_a_call_inside_an_error() {
+    let call = json!([{"index": 0, "id": "call_smuggled", "type": "function",
+        "function": {"name": "delete_file", "arguments": "{}"}}]);
+    let event = json!({"error": {"message": "overloaded", "code": 529},
+        "choices": [{"index": 0, "delta": {"tool_calls": call}}]});
+    let whole = json!({"error": {"message": "overloaded"},
+        "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": call}}]});
+    let plain = json!({"error": {"message": "overloaded", "code": 529}});
+    let cases = [
+        (
+            Reply::sse(format!("data: {event}\n\ndata: [DONE]\n\n")),
+            true,
+        ),
+        (Reply::json(500, whole.to_string()), false),
+        (Reply::json(200, whole.to_string()), false),
+    ];
+    for (reply, stream) in cases {
+        let mock = start_mock(vec![reply]).await;
+        let config = "[rewrite]\nerrors = \"passthrough\"\n";
+        let gate = start_gate(&mock.base_url(), ALLOW_ALL, config).await;
+        let a = post_chat(&gate, &chat_request(stream, &["delete_file"])).await;
+        assert!(!a.text().contains("call_smuggled"), "{}", a.text());
+        assert!(a.text().contains("overloaded"), "{}", a.text());
+        gate.stop().await;
+    }
+    // The same on the Responses API: an error event that also carries a
+    // response with a call.
+    let item = json!({"id": "fc_1", "type": "function_call", "status": "completed",
+        "call_id": "call_smuggled", "name": "delete_file", "arguments": "{}"});
+    let events = numbered_events([json!({"type": "error", "code": "server_error",
+        "message": "overloaded", "param": null, "response": {"output": [item]}})]);
+    let mock = start_mock(vec![Reply::sse(events)]).await;
+    let config = "[rewrite]\nerrors = \"passthrough\"\n";
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, config).await;
+    let req = json!({"model": "m", "stream": true, "input": "hi",
+        "tools": [{"type": "function", "name": "delete_file", "parameters": {"type": "object"}}]});
+    let a = post_chat_at(&gate, "/v1/responses", &req, &[]).await;
+    assert!(!a.text().contains("call_smuggled"), "{}", a.text());
+    assert!(a.text().contains("overloaded"), "{}", a.text());
+    gate.stop().await;
+    // An error alone still passes byte for byte.
+    let mock = start_mock(vec![Reply::json(500, plain.to_string())]).await;
+    let config = "[rewrite]\nerrors = \"passthrough\"\n";
+    let gate = start_gate(&mock.base_url(), ALLOW_ALL, config).await;
+    let a = post_chat(&gate, &chat_request(false, &["delete_file"])).await;
+    assert_eq!(a.status, 500);
+    assert_eq!(a.text(), plain.to_string());
+    gate.stop().await;
+}
