@@ -48,8 +48,9 @@ const ENVELOPE: [&str; 10] = [
     "param",
 ];
 
-/// Whether an error body holds nothing but the error: not JSON (a proxy's
-/// HTML page), or objects of envelope keys only. A body that also holds
+/// Whether an error body holds nothing but the error: text with no line a
+/// reader could take for JSON or an event (a proxy's HTML page), or objects
+/// of envelope keys only. A body that also holds
 /// `choices`, `candidates`, `content` or anything else could hold a call a
 /// client reads, so it is not forwarded as it came.
 fn error_alone(body: &[u8]) -> bool {
@@ -57,10 +58,13 @@ fn error_alone(body: &[u8]) -> bool {
         v.as_object()
             .is_some_and(|o| o.keys().all(|k| ENVELOPE.contains(&k.as_str())))
     };
+    // Text that reads as JSON to a lenient reader, or as an event stream.
+    let readable = |line: &[u8]| {
+        let l = line.trim_ascii_start();
+        l.starts_with(b"{") || l.starts_with(b"[") || l.starts_with(b"data:")
+    };
     match crate::json::strict_value(body) {
-        Err(_) => {
-            !body.trim_ascii_start().starts_with(b"{") && !body.trim_ascii_start().starts_with(b"[")
-        }
+        Err(_) => !body.split(|b| *b == b'\n' || *b == b'\r').any(readable),
         Ok(serde_json::Value::Array(items)) => items.iter().all(alone),
         Ok(v) => alone(&v),
     }

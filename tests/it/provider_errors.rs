@@ -267,17 +267,27 @@ async fn passthrough_never_forwards_a_call_inside_an_error() {
         (
             Reply::sse(format!("data: {event}\n\ndata: [DONE]\n\n")),
             true,
+            true,
         ),
-        (Reply::json(500, whole.to_string()), false),
-        (Reply::json(200, whole.to_string()), false),
+        (Reply::json(500, whole.to_string()), false, true),
+        (Reply::json(200, whole.to_string()), false, true),
+        // An event stream under an error status: no JSON error to read.
+        (
+            Reply::Headed(
+                vec![("content-type", "text/event-stream".into())],
+                Box::new(Reply::json(500, format!("data: {event}\n\n"))),
+            ),
+            true,
+            false,
+        ),
     ];
-    for (reply, stream) in cases {
+    for (reply, stream, said) in cases {
         let mock = start_mock(vec![reply]).await;
         let config = "[rewrite]\nerrors = \"passthrough\"\n";
         let gate = start_gate(&mock.base_url(), ALLOW_ALL, config).await;
         let a = post_chat(&gate, &chat_request(stream, &["delete_file"])).await;
         assert!(!a.text().contains("call_smuggled"), "{}", a.text());
-        assert!(a.text().contains("overloaded"), "{}", a.text());
+        assert_eq!(a.text().contains("overloaded"), said, "{}", a.text());
         gate.stop().await;
     }
     // The same on the Responses API: an error event that also carries a
