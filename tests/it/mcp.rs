@@ -700,3 +700,33 @@ async fn an_answer_to_another_request_is_not_passed() {
     let streamed = send("POST", &url, &json, list.to_string()).await;
     assert!(!streamed.text().contains("unfenced"), "{}", streamed.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_from_the_server_is_not_passed_on() {
+    // Followed, it would take the agent's call, and bring its answer,
+    // around the gates.
+    let moved = Reply::Headed(
+        vec![("location", "http://127.0.0.1:9/elsewhere".to_string())],
+        Box::new(Reply::json(307, "")),
+    );
+    let mock = start_mock(vec![moved]).await;
+    let extra = format!(
+        "[[mcp]]\nname = \"crm\"\nurl = \"{}/mcp\"\n",
+        mock.base_url()
+    );
+    let gate = start_gate("http://127.0.0.1:9/v1", ALLOW_ALL, &extra).await;
+    let json = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let a = send(
+        "POST",
+        &format!("{}/mcp/crm", gate.url),
+        &json,
+        list.to_string(),
+    )
+    .await;
+    assert!(a.status.is_server_error(), "{} {}", a.status, a.text());
+    assert!(a.headers.get("location").is_none(), "{:?}", a.headers);
+}

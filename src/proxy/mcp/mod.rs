@@ -215,6 +215,13 @@ impl Exchange<'_> {
             .await
             .map_err(|_| Error::UpstreamTimeout)??;
         let (mut head, body) = resp.into_parts();
+        if head.status.is_redirection() {
+            // A client that followed it would send the agent's message, and
+            // read the answer, past the gates.
+            return Err(Error::UpstreamUnreadable(
+                "an MCP server answered with a redirect",
+            ));
+        }
         let opened = head.headers.get(SESSION).cloned();
         if let Some(id) = opened.as_ref().and_then(|v| v.to_str().ok()) {
             if session != Some(id) {
