@@ -682,23 +682,36 @@ async fn an_answer_to_another_request_is_not_passed() {
     let other =
         r#"{"jsonrpc":"2.0","id":99,"result":{"content":[{"type":"text","text":"unfenced"}]}}"#;
     let sse = format!("event: message\ndata: {other}\n\n");
-    let mock = start_mock(vec![Reply::json(200, other), Reply::sse(sse)]).await;
+    let (_mock, gate) =
+        behind_scripted_server(vec![Reply::json(200, other), Reply::sse(sse)]).await;
+    let whole = list_tools(&gate).await;
+    assert!(whole.status.is_server_error(), "{}", whole.text());
+    assert!(!whole.text().contains("unfenced"));
+    let streamed = list_tools(&gate).await;
+    assert!(!streamed.text().contains("unfenced"), "{}", streamed.text());
+}
+
+/// toolgate in front of a scripted server (the mock provider answering
+/// `replies` in turn) as `crm`.
+async fn behind_scripted_server(replies: Vec<Reply>) -> (Mock, Gate) {
+    let mock = start_mock(replies).await;
     let extra = format!(
         "[[mcp]]\nname = \"crm\"\nurl = \"{}/mcp\"\n",
         mock.base_url()
     );
     let gate = start_gate("http://127.0.0.1:9/v1", ALLOW_ALL, &extra).await;
+    (mock, gate)
+}
+
+/// A `tools/list` to `crm` through toolgate.
+async fn list_tools(gate: &Gate) -> Answer {
     let json = [
         ("content-type", "application/json"),
         ("accept", "application/json, text/event-stream"),
     ];
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
     let url = format!("{}/mcp/crm", gate.url);
-    let whole = send("POST", &url, &json, list.to_string()).await;
-    assert!(whole.status.is_server_error(), "{}", whole.text());
-    assert!(!whole.text().contains("unfenced"));
-    let streamed = send("POST", &url, &json, list.to_string()).await;
-    assert!(!streamed.text().contains("unfenced"), "{}", streamed.text());
+    send("POST", &url, &json, list.to_string()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -709,24 +722,8 @@ async fn a_redirect_from_the_server_is_not_passed_on() {
         vec![("location", "http://127.0.0.1:9/elsewhere".to_string())],
         Box::new(Reply::json(307, "")),
     );
-    let mock = start_mock(vec![moved]).await;
-    let extra = format!(
-        "[[mcp]]\nname = \"crm\"\nurl = \"{}/mcp\"\n",
-        mock.base_url()
-    );
-    let gate = start_gate("http://127.0.0.1:9/v1", ALLOW_ALL, &extra).await;
-    let json = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-    ];
-    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    let a = send(
-        "POST",
-        &format!("{}/mcp/crm", gate.url),
-        &json,
-        list.to_string(),
-    )
-    .await;
+    let (_mock, gate) = behind_scripted_server(vec![moved]).await;
+    let a = list_tools(&gate).await;
     assert!(a.status.is_server_error(), "{} {}", a.status, a.text());
     assert!(a.headers.get("location").is_none(), "{:?}", a.headers);
 }
