@@ -73,10 +73,13 @@ pub struct Call {
 
 impl Call {
     /// Whether a call the provider ran read what toolgate never sees: every
-    /// provider-run tool but those that search the request's own tool
-    /// definitions (`tool_search…`) or only make an image.
+    /// provider-run tool but the provider's own that search the request's
+    /// tool definitions (`tool_search…`) or only make an image. A remote
+    /// MCP server's tool (`mcp_tool_use`, `mcp_call`) always counts, however
+    /// the server named it.
     pub fn reads_outside(&self) -> bool {
-        !(self.name.starts_with("tool_search") || self.name == "image_generation")
+        let remote = matches!(&self.kind, Kind::Other(t) if t.starts_with("mcp_"));
+        remote || !(self.name.starts_with("tool_search") || self.name == "image_generation")
     }
 }
 
@@ -169,5 +172,24 @@ impl Tally {
 
     pub fn get(&self, v: Verdict) -> u32 {
         self.by_verdict[v as usize].load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_servers_tool_reads_outside_whatever_its_name() {
+        let run = |kind: &str, name: &str| Call {
+            kind: Kind::Other(kind.into()),
+            name: name.into(),
+            ..Call::default()
+        };
+        assert!(run("server_tool_use", "web_search").reads_outside());
+        assert!(!run("server_tool_use", "tool_search_tool_bm25").reads_outside());
+        assert!(!run("image_generation_call", "image_generation").reads_outside());
+        assert!(run("mcp_tool_use", "tool_search_docs").reads_outside());
+        assert!(run("mcp_call", "image_generation").reads_outside());
     }
 }
