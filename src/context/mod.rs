@@ -144,10 +144,13 @@ impl Context {
     /// Whether every text the model read before the call is one toolgate
     /// read too (`context.history_complete`).
     pub fn history_complete(&self) -> bool {
-        !self.history_incomplete
-            && !self
-                .provider_read
-                .load(std::sync::atomic::Ordering::Acquire)
+        !self.history_incomplete && !self.read_in_answer()
+    }
+
+    /// Whether a provider-run tool read outside content earlier in this
+    /// answer (see [`Context::provider_read`]).
+    pub fn read_in_answer(&self) -> bool {
+        (self.provider_read).load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Notes provider-run `calls` seen in the answer (see

@@ -4,7 +4,8 @@ use super::*;
 use crate::protocol::Protocol;
 use serde_json::json;
 
-fn body() -> Value {
+/// A chat conversation: system, user, a tool result, user again.
+pub(super) fn body() -> Value {
     json!({"messages": [
         {"role": "system", "content": "You are a mail assistant."},
         {"role": "user", "content": [{"type": "text", "text": "Email Bob"}]},

@@ -56,9 +56,11 @@ pub struct Texts {
     pub tool_results: Vec<(std::ops::Range<usize>, String)>,
     /// The calls of the assistant turns (when all texts are read).
     pub sources: Vec<Source>,
-    /// The model also read what the provider stored and toolgate saw only
-    /// the name of (a Responses `item_reference`, a Gemini context cache),
-    /// in this turn or an earlier one: the texts are not the whole history.
+    /// The model also read, in this turn or an earlier one, what toolgate
+    /// never read: what the provider stored and the request names (a
+    /// Responses `item_reference`, a Gemini context cache) or what it
+    /// fetched for the answer (a web search, grounding): the texts are not
+    /// the whole history.
     pub unseen: bool,
     /// A tool result, in this turn or an earlier one, holds what toolgate
     /// does not read as text (an image, a document, a file, audio).
@@ -236,17 +238,9 @@ impl Texts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::tests::body;
     use crate::protocol::Protocol;
     use serde_json::json;
-
-    fn body() -> Value {
-        json!({"messages": [
-            {"role": "system", "content": "You are a mail assistant."},
-            {"role": "user", "content": [{"type": "text", "text": "Email Bob"}]},
-            {"role": "tool", "tool_call_id": "c", "content": "bob@example.com"},
-            {"role": "user", "content": "now"}
-        ]})
-    }
 
     #[test]
     fn a_conversation_read_back_turn_by_turn_is_the_conversation_whole() {

@@ -129,9 +129,11 @@ pub trait Codec: Sync {
     fn held(&self, _body: &Value) -> Held {
         Held::Not
     }
-    /// Whether the request has the model read what the provider stored and
-    /// toolgate sees only the name of (a Responses `item_reference`,
-    /// Gemini's `cachedContent`): [`Texts::unseen`].
+    /// Whether the request has the model read what toolgate never sees:
+    /// what the provider stored and the request names (a Responses
+    /// `item_reference`, Gemini's `cachedContent`), or what the provider
+    /// fetches for the answer because the request turns it on (a chat web
+    /// search, Gemini's grounding): [`Texts::unseen`].
     fn unseen_history(&self, _body: &Value) -> bool {
         false
     }

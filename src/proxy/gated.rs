@@ -240,7 +240,7 @@ pub fn handle<'a>(
         }
         if let (Some(h), Some(id)) = (&history, &round.id) {
             let decided = ctx.decided.lock().map(|d| d.clone()).unwrap_or_default();
-            state.remember_history(id, h, &decided, !ctx.history_complete());
+            state.remember_history(id, h, &decided, ctx.read_in_answer());
             // Before the agent hears back: its next request may go to
             // another replica.
             if let Some(c) = &conversation {

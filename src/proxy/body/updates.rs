@@ -18,8 +18,7 @@ impl GatedBody {
                 .lock()
                 .map(|d| d.clone())
                 .unwrap_or_default();
-            let unseen = !self.ctx.history_complete();
-            self.state.remember_history(id, h, &decided, unseen);
+            (self.state).remember_history(id, h, &decided, self.ctx.read_in_answer());
         }
     }
 
