@@ -14,23 +14,7 @@
 # end normally.
 claude="${1:?path to the claude binary}"
 source "$(dirname "$0")/lib/mcp-agent.sh"
-cat > "$work/provider.toml" <<'TOML'
-[[rule]]
-declared = "mcp__crm__delete_contact"
-results = false
-text = "On it."
-[[rule.call]]
-name = "mcp__crm__delete_contact"
-arguments = { contact_id = "c1" }
-[[rule.call]]
-name = "mcp__crm__lookup_contact"
-arguments = { name = "Bob" }
-[[rule]]
-results = true
-text = "Done."
-[[rule]]
-text = "Mock title"
-TOML
+mcp_script mcp__crm__delete_contact mcp__crm__lookup_contact 'results = true'
 mcp_start 18480 $'[upstream.messages]\nbase_url = "http://127.0.0.1:18482/v1"\napi_key_env = "MOCK_KEY"'
 mcp='{"mcpServers": {"crm": {"type": "http", "url": "http://127.0.0.1:18480/mcp/crm"}}}'
 (cd "$work/project" && IS_SANDBOX=1 HOME="$work/home" \

@@ -15,20 +15,7 @@
 codex="${1:?path to the codex binary}"
 source "$(dirname "$0")/lib/mcp-agent.sh"
 mkdir -p "$work/home/.codex"
-cat > "$work/provider.toml" <<'TOML'
-[[rule]]
-declared = "mcp__crm.delete_contact"
-results = false
-text = "On it."
-[[rule.call]]
-name = "mcp__crm.delete_contact"
-arguments = { contact_id = "c1" }
-[[rule.call]]
-name = "mcp__crm.lookup_contact"
-arguments = { name = "Bob" }
-[[rule]]
-text = "Done."
-TOML
+mcp_script mcp__crm.delete_contact mcp__crm.lookup_contact
 cat > "$work/home/.codex/config.toml" <<'TOML'
 model = "gpt-5-codex"
 model_provider = "toolgate"

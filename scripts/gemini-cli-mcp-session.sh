@@ -18,20 +18,7 @@ cat > "$work/home/.gemini/settings.json" <<'JSON'
 {"security": {"auth": {"selectedType": "gemini-api-key"}},
  "mcpServers": {"crm": {"httpUrl": "http://127.0.0.1:18580/mcp/crm", "trust": true}}}
 JSON
-cat > "$work/provider.toml" <<'TOML'
-[[rule]]
-declared = "mcp_crm_delete_contact"
-results = false
-text = "On it."
-[[rule.call]]
-name = "mcp_crm_delete_contact"
-arguments = { contact_id = "c1" }
-[[rule.call]]
-name = "mcp_crm_lookup_contact"
-arguments = { name = "Bob" }
-[[rule]]
-text = "Done."
-TOML
+mcp_script mcp_crm_delete_contact mcp_crm_lookup_contact
 mcp_start 18580 $'[upstream.gemini]\nbase_url = "http://127.0.0.1:18582"\napi_key_env = "MOCK_KEY"'
 (cd "$work/project" && HOME="$work/home" GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:18580 \
   GEMINI_API_KEY=unused GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true \

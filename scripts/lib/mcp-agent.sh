@@ -2,9 +2,13 @@
 # toolgate (scripts/*-mcp-session.sh). Sets `repo`, `work` (removed on
 # exit) and TOOLGATE_BIN.
 #
+# mcp_script DELETE LOOKUP [LAST]: writes the scripted provider: when the
+#   request declares DELETE, the model calls DELETE (contact c1) and LOOKUP
+#   (Bob) by the names the agent gives them, then says "Done." (LAST: more
+#   lines for that last rule).
 # mcp_start PORT UPSTREAM_TOML: the FastMCP server (tests/sdk/mcp_server.py)
-#   at PORT+1, the scripted provider ($work/provider.toml, written by the
-#   caller first) at PORT+2, toolgate at PORT (admin PORT+1010) with
+#   at PORT+1, the scripted provider ($work/provider.toml, written by
+#   mcp_script first) at PORT+2, toolgate at PORT (admin PORT+1010) with
 #   UPSTREAM_TOML as its upstream section, the server as [[mcp]] crm, and a
 #   policy that denies crm.delete_contact of contact c1.
 # mcp_verify PROTOCOL: the server ran the lookup and never the delete; the
@@ -20,6 +24,24 @@ if [ -z "${TOOLGATE_BIN:-}" ]; then
   TOOLGATE_BIN="$repo/target/release/toolgate"
 fi
 mkdir -p "$work/policies" "$work/project" "$work/home"
+
+mcp_script() {
+  cat > "$work/provider.toml" <<TOML
+[[rule]]
+declared = "$1"
+results = false
+text = "On it."
+[[rule.call]]
+name = "$1"
+arguments = { contact_id = "c1" }
+[[rule.call]]
+name = "$2"
+arguments = { name = "Bob" }
+[[rule]]
+${3:-}
+text = "Done."
+TOML
+}
 
 mcp_start() {
   local port=$1 upstream=$2
