@@ -121,11 +121,7 @@ fn conversation(
     if ctx.mission.is_none() && !t.system.is_empty() {
         ctx.mission = Some(t.system.clone());
     }
-    ctx.user_text = t.user;
-    ctx.system_text = t.system;
-    ctx.tool_text = t.tool;
-    ctx.tool_results = t.tool_results;
-    ctx.sources = t.sources;
+    crate::context::take_texts(ctx, t);
     ctx.declared = parsed.declared;
     protocol.write_request(&parsed.body, &mut ctx.declared, |marks| {
         let mut out = Vec::new();

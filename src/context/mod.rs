@@ -337,12 +337,21 @@ pub fn fill(
     ctx.agent = header(h, &AGENT).unwrap_or_else(|| ctx.principal.clone());
     ctx.mission = header(h, &MISSION).or_else(|| (!t.system.is_empty()).then(|| t.system.clone()));
     ctx.original_request = t.last_user.clone();
+    take_texts(ctx, t);
+}
+
+/// Puts what the request's messages say into the context: the texts the
+/// signals read, whether a tool result is one toolgate cannot read, and
+/// whether the model read what toolgate never did (the history is then
+/// not complete); what was worked out of the texts before is forgotten.
+pub fn take_texts(ctx: &mut Context, t: Texts) {
     ctx.user_text = t.user;
     ctx.system_text = t.system;
     ctx.tool_text = t.tool;
     ctx.tool_results = t.tool_results;
     ctx.sources = t.sources;
     ctx.unread_results = t.unread_results;
+    ctx.history_incomplete |= t.unseen;
     ctx.injection = std::sync::OnceLock::new();
     ctx.folded = std::sync::OnceLock::new();
     ctx.readings = std::sync::OnceLock::new();

@@ -124,8 +124,6 @@ pub fn handle<'a>(
             },
             None => texts,
         };
-        // A turn, this one or an earlier, named what toolgate never read.
-        ctx.history_incomplete |= texts.unseen;
         let default_phase = state.config.policy.default_phase.as_deref();
         context::fill(
             &mut ctx,

@@ -859,3 +859,37 @@ fn check_reports_missing_and_invalid_fact_files_and_bad_external_comm() {
     let (code, err) = check("[defaults]\nverdict = \"allow\"\n\n[[facts]]\nfile = \"good.json\"\n\n[[fact]]\nsubject = \"a\"\nvalue = \"b\"\n");
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn explain_reads_what_the_model_read_unseen_as_the_proxy_does() {
+    let dir = TempDir::new();
+    let tools = serde_json::json!([{"type": "function",
+        "function": {"name": "send_email", "parameters": {"type": "object"}}}]);
+    let shot = serde_json::json!({"model": "m", "tools": tools, "messages": [
+        {"role": "user", "content": "Mail what is on screen."},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "screenshot", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1",
+            "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]});
+    let web = serde_json::json!({"model": "openai/gpt-4o:online", "tools": tools,
+        "messages": [{"role": "user", "content": "Mail me today's news."}]});
+    for (name, body, unread, complete) in [("shot", shot, true, true), ("web", web, false, false)] {
+        let path = dir.0.join(format!("{name}.json"));
+        std::fs::write(&path, body.to_string()).unwrap();
+        let (code, out, err) = stdout(&[
+            "explain",
+            "--conversation",
+            path.to_str().unwrap(),
+            "--tool",
+            "send_email",
+            "--args",
+            "{}",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let signal = |s: &str| v["signals"][s]["value"].clone();
+        assert_eq!(signal("context.unread_results"), unread, "{name}: {v}");
+        assert_eq!(signal("context.history_complete"), complete, "{name}: {v}");
+    }
+}
